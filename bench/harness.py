@@ -1,0 +1,235 @@
+"""Benchmark harness: interleaved timing of named runners, a runner registry, and the CLI.
+
+Why interleaved (A, B, C, A, B, C, ...): all runners share one process, one DBOS and one database, so
+drift over time (database growth, autovacuum, CPU frequency, the other tenant of a 2-vCPU box) hits every
+runner equally instead of whichever happened to run last.
+
+Adding a runner (e.g. helix_dbos) by name: write a factory `(WorkloadSpec) -> Runner` that builds its
+workflows against the *current* DBOS (it is called after `configure_dbos(url, launch=False)` and before
+`DBOS.launch()`), then either `register_runner("helix_dbos", factory)` at import of your module, or pass
+`--runners bare_dbos,pydantic_ai_dbos,helix_dbos=your.module:factory` on the command line.
+
+CLI: `python -m bench.baselines --db sqlite|postgres|both -n 20 [--warmup 3] [--runners ...]`
+(`python -m bench.harness` is the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+
+from bench.workload import WorkloadSpec, expected_answer
+
+Runner = Callable[[], Awaitable[Any] | Any]
+"""One iteration: one agent run, sync or async, returning its final answer."""
+RunnerFactory = Callable[[WorkloadSpec], Runner]
+
+BASELINE = "bare_dbos"
+"""Ratios in the table are relative to this runner's time (the issue's b/a)."""
+
+RUNNER_FACTORIES: dict[str, RunnerFactory] = {}
+
+
+def register_runner(name: str, factory: RunnerFactory) -> None:
+    """Make a runner selectable by `name` (`--runners`). Re-registering a name replaces it."""
+    RUNNER_FACTORIES[name] = factory
+
+
+def _register_defaults() -> None:
+    from bench.baselines import BASELINE_FACTORIES
+
+    for name, factory in BASELINE_FACTORIES.items():
+        RUNNER_FACTORIES.setdefault(name, factory)
+
+
+def resolve_factory(item: str) -> tuple[str, RunnerFactory]:
+    """`name` (registered) or `name=module:attr` (imported lazily, so optional runners cost nothing)."""
+    if "=" in item:
+        name, target = item.split("=", 1)
+        module_name, _, attr = target.partition(":")
+        factory = getattr(importlib.import_module(module_name), attr or "make_runner")
+        return name, factory
+    if item not in RUNNER_FACTORIES:
+        raise SystemExit(f"unknown runner {item!r}; known: {sorted(RUNNER_FACTORIES)} (or use name=module:attr)")
+    return item, RUNNER_FACTORIES[item]
+
+
+# --------------------------------------------------------------------------------------------------
+# Measuring
+# --------------------------------------------------------------------------------------------------
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of already sorted values."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(samples_s: Sequence[float]) -> dict[str, float]:
+    """Wall-time stats in milliseconds (plus sequential runs/s)."""
+    ms = sorted(s * 1000.0 for s in samples_s)
+    mean = statistics.fmean(ms) if ms else math.nan
+    return {
+        "n": float(len(ms)),
+        "mean_ms": mean,
+        "p50_ms": percentile(ms, 50),
+        "p95_ms": percentile(ms, 95),
+        "min_ms": ms[0] if ms else math.nan,
+        "max_ms": ms[-1] if ms else math.nan,
+        "stdev_ms": statistics.stdev(ms) if len(ms) > 1 else 0.0,
+        "runs_per_s": 1000.0 / mean if ms and mean > 0 else math.nan,
+    }
+
+
+async def _call(runner: Runner) -> Any:
+    result = runner()
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def ameasure(runners: Mapping[str, Runner], n: int, warmup: int) -> dict[str, dict[str, float]]:
+    """Async `measure`: use it when already inside an event loop."""
+    names = list(runners)
+    for _ in range(warmup):
+        for name in names:
+            await _call(runners[name])
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(n):
+        for name in names:
+            t0 = time.perf_counter()
+            await _call(runners[name])
+            samples[name].append(time.perf_counter() - t0)
+    return {name: summarize(samples[name]) for name in names}
+
+
+def measure(runners: Mapping[str, Runner], n: int, warmup: int) -> dict[str, dict[str, float]]:
+    """Run `warmup` then `n` interleaved rounds (A, B, C, A, B, C, ...) and return per-runner wall-time stats.
+
+    Runners may be sync or async; everything runs sequentially on one event loop, so the numbers are
+    per-run latency including every checkpoint, not throughput under concurrency.
+    """
+    return asyncio.run(ameasure(runners, n, warmup))
+
+
+def format_table(stats: Mapping[str, Mapping[str, float]], baseline: str = BASELINE, title: str = "") -> str:
+    """Plain-text table; `x base` columns are this runner / baseline (mean and p50)."""
+    base = stats.get(baseline)
+    header = f"{'runner':<20} {'n':>4} {'mean ms':>9} {'p50 ms':>9} {'p95 ms':>9} {'runs/s':>8} {'x base(mean)':>13} {'x base(p50)':>12}"
+    lines = [title, header, "-" * len(header)] if title else [header, "-" * len(header)]
+    for name, s in stats.items():
+        r_mean = s["mean_ms"] / base["mean_ms"] if base else math.nan
+        r_p50 = s["p50_ms"] / base["p50_ms"] if base else math.nan
+        lines.append(
+            f"{name:<20} {int(s['n']):>4} {s['mean_ms']:>9.2f} {s['p50_ms']:>9.2f} {s['p95_ms']:>9.2f} "
+            f"{s['runs_per_s']:>8.1f} {r_mean:>13.2f} {r_p50:>12.2f}"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Setup + CLI
+# --------------------------------------------------------------------------------------------------
+
+
+def setup_runners(url: str, factories: Mapping[str, RunnerFactory], spec: WorkloadSpec) -> dict[str, Runner]:
+    """Configure DBOS on `url` (fresh registry, emptied system DB), build every runner, then launch.
+
+    Building between configure and launch is what makes the workflows part of the launched registry
+    (needed for recovery and for the app-version hash if it were not pinned).
+    """
+    from bench.baselines import configure_dbos
+
+    configure_dbos(url, launch=False)
+    runners = {name: factory(spec) for name, factory in factories.items()}
+    DBOS.launch()
+    return runners
+
+
+async def probe(runners: Mapping[str, Runner], spec: WorkloadSpec, tag: str) -> dict[str, dict[str, Any]]:
+    """One identified run per runner: check the answer and count the checkpointed steps DBOS recorded."""
+    expected = expected_answer(spec)
+    out: dict[str, dict[str, Any]] = {}
+    for name, runner in runners.items():
+        wid = f"probe-{tag}-{name}"
+        with SetWorkflowID(wid):
+            answer = await _call(runner)
+        steps = await DBOS.list_workflow_steps_async(wid)
+        by_name: dict[str, int] = {}
+        for step in steps:
+            by_name[step["function_name"]] = by_name.get(step["function_name"], 0) + 1
+        out[name] = {"answer_ok": answer == expected, "answer": answer, "steps": len(steps), "by_name": by_name}
+    return out
+
+
+def run_benchmark(
+    url: str, names: Sequence[str], n: int, warmup: int, spec: WorkloadSpec = WorkloadSpec()
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+    """Configure, build, probe, measure. Returns (stats, probe info)."""
+    factories = dict(resolve_factory(item) for item in names)
+    runners = setup_runners(url, factories, spec)
+    tag = "sqlite" if url.startswith("sqlite") else "pg"
+
+    async def go() -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+        info = await probe(runners, spec, tag)
+        stats = await ameasure(runners, n, warmup)
+        return stats, info
+
+    return asyncio.run(go())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    _register_defaults()
+    parser = argparse.ArgumentParser(prog="python -m bench.baselines", description="Interleaved benchmark of durable agent runners.")
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="sqlite")
+    parser.add_argument("-n", type=int, default=20, help="measured runs per runner")
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured runs per runner first")
+    parser.add_argument("--runners", default="bare_dbos,pydantic_ai_dbos", help="comma list: name or name=module:attr")
+    parser.add_argument("--steps", type=int, default=WorkloadSpec.steps)
+    parser.add_argument("--tools-per-step", type=int, default=WorkloadSpec.tools_per_step)
+    parser.add_argument("--pg-url", default=None, help="default: bench.baselines.DEFAULT_PG_URL")
+    parser.add_argument(
+        "--sqlite-path", default=os.path.join(tempfile.gettempdir(), "helix_bench.sqlite"), help="SQLite file"
+    )
+    args = parser.parse_args(argv)
+
+    from bench.baselines import DEFAULT_PG_URL, sqlite_url
+
+    spec = WorkloadSpec(steps=args.steps, tools_per_step=args.tools_per_step)
+    names = [s.strip() for s in args.runners.split(",") if s.strip()]
+    targets = {"sqlite": [sqlite_url(args.sqlite_path)], "postgres": [args.pg_url or DEFAULT_PG_URL]}
+    urls = targets["sqlite"] + targets["postgres"] if args.db == "both" else targets[args.db]
+
+    print(
+        f"workload: {spec.steps} steps x {spec.tools_per_step} tools = {spec.model_requests} model requests + "
+        f"{spec.tool_calls} tool calls per run; n={args.n}, warmup={args.warmup}, interleaved"
+    )
+    try:
+        for url in urls:
+            stats, info = run_benchmark(url, names, args.n, args.warmup, spec)
+            label = "sqlite (WAL)" if url.startswith("sqlite") else "postgres"
+            print()
+            print(format_table(stats, title=f"== {label}: {url}"))
+            for name, p in info.items():
+                steps = ", ".join(f"{k} x{v}" for k, v in sorted(p["by_name"].items()))
+                print(f"  {name}: answer {'OK' if p['answer_ok'] else 'WRONG: ' + repr(p['answer'])}; {p['steps']} steps ({steps})")
+    finally:
+        DBOS.destroy(destroy_registry=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""helix_dbos: LLM agents as DBOS workflows that never pay the model twice, never run an unsafe
+side effect twice, and never leave a tool call unanswered.
+
+The contract is the Helix recoverable-tools contract: every reply whose calls start a body is saved
+first; after a lost process, ``replay="safe"`` calls run again (at most 3 bodies in all) and every
+other call is answered ``outcome_unknown``, so the model decides what to do with what may have run.
+"""
+
+from .definitions import (
+    Agent,
+    SubAgent,
+    Tool,
+    ToolContext,
+    client_tool,
+    companion_agent,
+    define_tool,
+    local_agent,
+    remote_agent,
+    tool,
+)
+from .errors import HelixError
+from .runtime import AnswerReceipt, CallView, PendingCall, RunHandle, RunResult, Runtime, SessionView, Usage
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AnswerReceipt",
+    "CallView",
+    "HelixError",
+    "PendingCall",
+    "RunHandle",
+    "RunResult",
+    "Runtime",
+    "SessionView",
+    "SubAgent",
+    "Tool",
+    "ToolContext",
+    "Usage",
+    "client_tool",
+    "companion_agent",
+    "define_tool",
+    "local_agent",
+    "remote_agent",
+    "tool",
+]

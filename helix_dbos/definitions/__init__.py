@@ -1,0 +1,20 @@
+"""Definitions: tools, agents and sub-agents, as plain data the runtime resolves by name."""
+
+from .agents import FINISH_TOOL, SUBAGENT_PREFIX, Agent, SubAgent, companion_agent, local_agent, remote_agent
+from .context import ToolContext
+from .tools import Tool, client_tool, define_tool, tool
+
+__all__ = [
+    "FINISH_TOOL",
+    "SUBAGENT_PREFIX",
+    "Agent",
+    "SubAgent",
+    "Tool",
+    "ToolContext",
+    "client_tool",
+    "companion_agent",
+    "define_tool",
+    "local_agent",
+    "remote_agent",
+    "tool",
+]

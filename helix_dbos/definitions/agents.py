@@ -1,0 +1,136 @@
+"""Agents and sub-agents: data, resolved by name when a run needs them.
+
+An agent is never stored; runs name it. A recovered run therefore uses the agent as the code now
+defines it, which is what lets recovery compare a saved call's policy with the tool as it is now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
+
+from ..errors import ConfigurationError
+from .tools import Tool
+
+SubAgentMode = Literal["remote", "local", "companion"]
+FINISH_TOOL = "final_result"
+SUBAGENT_PREFIX = "subagent__"
+
+
+class SubAgentInput(pydantic.BaseModel):
+    """What a parent's model sends a sub-agent: one message, the child's whole turn."""
+
+    message: str = pydantic.Field(description="The task or question for the sub-agent.")
+
+
+@dataclass(frozen=True)
+class SubAgent:
+    """A child agent offered to the parent's model as a tool named ``subagent__<name>``.
+
+    ``remote``: the child's run is a DBOS child workflow whose id is the call's dispatch id, on a
+    queue any worker serves. ``local``: the child loop runs inside the call body, in process.
+    ``companion``: one child session kept across the parent's calls, each call one turn of it.
+    """
+
+    agent: Agent
+    mode: SubAgentMode
+    description: str | None = None
+
+    @property
+    def tool_name(self) -> str:
+        return f"{SUBAGENT_PREFIX}{self.agent.name}"
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=self.tool_name,
+            description=self.description or f"Delegate to the {self.agent.name} agent. {self.agent.instructions or ''}".strip(),
+            parameters_json_schema=SubAgentInput.model_json_schema(),
+        )
+
+
+def remote_agent(agent: Agent, description: str | None = None) -> SubAgent:
+    return SubAgent(agent, "remote", description)
+
+
+def local_agent(agent: Agent, description: str | None = None) -> SubAgent:
+    return SubAgent(agent, "local", description)
+
+
+def companion_agent(agent: Agent, description: str | None = None) -> SubAgent:
+    return SubAgent(agent, "companion", description)
+
+
+@dataclass
+class Agent:
+    """An agent: a model, its instructions, its tools and sub-agents.
+
+    ``model`` is a pydantic-ai ``Model`` or a ``"provider:model"`` string, resolved on first use so
+    an agent can be defined (and its runs recovered) without the provider's credentials at import.
+    With ``output_type`` set, the model is offered a ``final_result`` tool of that schema and the
+    run's output is its validated argument; without it, a text reply ends the run.
+    """
+
+    name: str
+    model: Model | str
+    instructions: str | None = None
+    tools: list[Tool] = field(default_factory=list)
+    sub_agents: list[SubAgent] = field(default_factory=list)
+    output_type: type[Any] | None = None
+    max_steps: int = 50
+    model_settings: ModelSettings | None = None
+    _model: Model | None = field(default=None, init=False, repr=False)
+    _output_adapter: pydantic.TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not all(ch.isalnum() or ch in "-_." for ch in self.name):
+            raise ConfigurationError(f"agent name {self.name!r}: use letters, digits, '-', '_' or '.'")
+        if self.max_steps < 1:
+            raise ConfigurationError("max_steps must be at least 1")
+        names = [t.name for t in self.tools] + [s.tool_name for s in self.sub_agents]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ConfigurationError(f"agent {self.name!r}: duplicate tool names {sorted(dupes)}")
+        if FINISH_TOOL in names:
+            raise ConfigurationError(f"agent {self.name!r}: {FINISH_TOOL!r} is reserved for structured output")
+        if self.output_type is not None:
+            self._output_adapter = pydantic.TypeAdapter(self.output_type)
+
+    def resolved_model(self) -> Model:
+        if self._model is None:
+            self._model = self.model if isinstance(self.model, Model) else infer_model(self.model)
+        return self._model
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def sub_agent(self, tool_name: str) -> SubAgent | None:
+        return next((s for s in self.sub_agents if s.tool_name == tool_name), None)
+
+    def output_definition(self) -> ToolDefinition | None:
+        if self._output_adapter is None:
+            return None
+        schema = self._output_adapter.json_schema()
+        if schema.get("type") != "object":
+            schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
+        return ToolDefinition(name=FINISH_TOOL, description="Give the final result.", parameters_json_schema=schema)
+
+    def validate_output(self, args: Any) -> Any:
+        """The validated structured output; raises ``pydantic.ValidationError``."""
+        assert self._output_adapter is not None
+        schema = self._output_adapter.json_schema()
+        if isinstance(args, str):
+            import json
+
+            args = json.loads(args or "{}")
+        if schema.get("type") != "object":
+            args = (args or {}).get("response")
+        return self._output_adapter.validate_python(args)
+
+    def dump_output(self, value: Any) -> Any:
+        assert self._output_adapter is not None
+        return self._output_adapter.dump_python(value, mode="json")

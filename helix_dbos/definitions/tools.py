@@ -1,0 +1,207 @@
+"""Tools: a Python function plus what recovery needs to know about it.
+
+The input schema is a pydantic model, derived from the function's type hints (``@tool``) or given
+(``define_tool``); the model sees its JSON schema and every argument is validated against it before
+a body starts, and again at recovery, so a deploy that changed the schema makes recovery more
+careful, never less.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints, overload
+
+import pydantic
+from pydantic_ai.tools import ToolDefinition
+
+from ..errors import ConfigurationError
+from .context import ToolContext
+
+ReplayPolicy = Literal["safe", "unsafe"]
+ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool definition. Build one with ``@hx.tool``, ``hx.define_tool`` or ``hx.client_tool``."""
+
+    name: str
+    description: str
+    input_model: type[pydantic.BaseModel]
+    execute: Callable[..., Any] | None
+    replay: ReplayPolicy = "unsafe"
+    concurrency_group: str | None = None
+    sequential: bool = False
+    requires_approval: ApprovalRule = False
+    client: bool = False
+    takes_ctx: bool = False
+    unpack_args: bool = True
+    strict: bool | None = None
+    _schema: dict[str, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.replay not in ("safe", "unsafe"):
+            raise ConfigurationError(f"tool {self.name!r}: replay must be 'safe' or 'unsafe', not {self.replay!r}")
+        if self.client and self.requires_approval:
+            raise ConfigurationError(f"tool {self.name!r}: a client tool cannot also require approval")
+        object.__setattr__(self, "_schema", self.input_model.model_json_schema())
+
+    @property
+    def kind(self) -> str:
+        return "client" if self.client else "tool"
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=self.name, description=self.description, parameters_json_schema=self._schema, strict=self.strict
+        )
+
+    def validate(self, args: Any) -> pydantic.BaseModel:
+        """Parse arguments (a dict or a JSON string); raises ``pydantic.ValidationError``."""
+        if isinstance(args, str):
+            return self.input_model.model_validate_json(args or "{}")
+        return self.input_model.model_validate(args or {})
+
+    def accepts(self, args: Any) -> bool:
+        try:
+            self.validate(args)
+        except pydantic.ValidationError:
+            return False
+        return True
+
+    def needs_approval(self, args: dict[str, Any]) -> bool:
+        rule = self.requires_approval
+        return bool(rule(args)) if callable(rule) else bool(rule)
+
+    async def invoke(self, args: pydantic.BaseModel, ctx: ToolContext) -> Any:
+        """Run the body; sync bodies go to a worker thread so they never block the DBOS loop."""
+        if self.execute is None:
+            raise ConfigurationError(f"tool {self.name!r} is executed by the client, not the runtime")
+        positional: list[Any] = [ctx] if self.takes_ctx else []
+        if self.unpack_args:
+            kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        else:
+            positional.append(args)
+            kwargs = {}
+        if inspect.iscoroutinefunction(self.execute):
+            return await self.execute(*positional, **kwargs)
+        result = await asyncio.to_thread(self.execute, *positional, **kwargs)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+
+def _model_from_signature(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.BaseModel], bool]:
+    """A pydantic model of ``fn``'s parameters (minus a leading ``ToolContext``), and whether it takes ctx."""
+    sig = inspect.signature(fn)
+    hints = get_type_hints(fn, include_extras=True)
+    params = list(sig.parameters.values())
+    takes_ctx = bool(params) and (hints.get(params[0].name) is ToolContext or params[0].name == "ctx")
+    if takes_ctx:
+        params = params[1:]
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise ConfigurationError(f"tool {name!r}: *args/**kwargs cannot be described to a model")
+        annotation = hints.get(p.name, Any)
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (annotation, default)
+    model = pydantic.create_model(f"{name}_args", **fields)  # type: ignore[call-overload]
+    return model, takes_ctx
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    return inspect.cleandoc(fn.__doc__ or "").strip()
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    replay: ReplayPolicy = "unsafe",
+    concurrency_group: str | None = None,
+    sequential: bool = False,
+    requires_approval: ApprovalRule = False,
+    strict: bool | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    replay: ReplayPolicy = "unsafe",
+    concurrency_group: str | None = None,
+    sequential: bool = False,
+    requires_approval: ApprovalRule = False,
+    strict: bool | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a tool of a function; its type hints are the input schema and its docstring the description.
+
+    ``replay="unsafe"`` (the default) means a body that may have run is never run again: recovery
+    tells the model ``outcome_unknown``. Mark ``replay="safe"`` only when two overlapping attempts
+    leave the same result as one (an upsert, a read, a call keyed on ``ctx.dispatch_id``).
+    """
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        tool_name = name or f.__name__
+        model, takes_ctx = _model_from_signature(f, tool_name)
+        return Tool(
+            name=tool_name,
+            description=description if description is not None else _describe(f),
+            input_model=model,
+            execute=f,
+            replay=replay,
+            concurrency_group=concurrency_group,
+            sequential=sequential,
+            requires_approval=requires_approval,
+            takes_ctx=takes_ctx,
+            strict=strict,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: type[pydantic.BaseModel],
+    execute: Callable[[pydantic.BaseModel, ToolContext], Any | Awaitable[Any]],
+    replay: ReplayPolicy = "unsafe",
+    concurrency_group: str | None = None,
+    sequential: bool = False,
+    requires_approval: ApprovalRule = False,
+    strict: bool | None = None,
+) -> Tool:
+    """A tool with an explicit pydantic input schema; ``execute(args, ctx)`` gets the validated model."""
+
+    def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
+        return execute(args, ctx)
+
+    async def acall(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
+        return await execute(args, ctx)  # type: ignore[misc]
+
+    return Tool(
+        name=name,
+        description=description,
+        input_model=input_schema,
+        execute=acall if inspect.iscoroutinefunction(execute) else call,
+        replay=replay,
+        concurrency_group=concurrency_group,
+        sequential=sequential,
+        requires_approval=requires_approval,
+        takes_ctx=True,
+        unpack_args=False,
+        strict=strict,
+    )
+
+
+def client_tool(*, name: str, description: str, input_schema: type[pydantic.BaseModel]) -> Tool:
+    """A tool the client executes: the run suspends until ``runtime.submit_tool_result`` answers it."""
+    return Tool(name=name, description=description, input_model=input_schema, execute=None, client=True)

@@ -1,0 +1,151 @@
+"""Typed errors: every refusal a caller can meet has its own class and a stable ``code``.
+
+The HTTP service maps ``status`` straight onto the response, and ``error`` is written to be shown to
+an end user while ``detail`` carries the developer-facing specifics. Bad input never changes the
+ledger: every class here is raised before, or instead of, a write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class HelixError(Exception):
+    """Base of every error helix_dbos raises on purpose."""
+
+    code: str = "helix_error"
+    status: int = 500
+    retryable: bool = False
+
+    def __init__(self, message: str, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON error body the service returns (``error`` is user-safe)."""
+        return {"error": self.message, "code": self.code, "detail": self.detail}
+
+
+class ValidationError(HelixError):
+    """The request itself is malformed (the seed's ``validation_error``)."""
+
+    code = "validation_error"
+    status = 400
+
+
+class ConfigurationError(HelixError):
+    """The runtime was configured inconsistently; raised at definition or launch time."""
+
+    code = "configuration_error"
+    status = 500
+
+
+class NotFoundError(HelixError):
+    code = "not_found"
+    status = 404
+
+
+class UnknownAgentError(NotFoundError):
+    code = "unknown_agent"
+
+
+class SessionNotFoundError(NotFoundError):
+    code = "session_not_found"
+
+
+class RunNotFoundError(NotFoundError):
+    code = "run_not_found"
+
+
+class CheckpointNotFoundError(NotFoundError):
+    code = "checkpoint_not_found"
+
+
+class CallNotFoundError(NotFoundError):
+    """The answer names no call of this session (unknown or another session's call)."""
+
+    code = "call_not_found"
+
+
+class ConflictError(HelixError):
+    status = 409
+    code = "conflict"
+
+
+class AgentAlreadyRunningError(ConflictError):
+    """The run-start gate refused the entry: the session already has a live run."""
+
+    code = "session_running"
+    retryable = True
+
+
+class NothingToResumeError(ConflictError):
+    """The entry has nothing to act on (the session finished, or no saved step is left)."""
+
+    code = "nothing_to_resume"
+
+
+class CallsPendingError(ConflictError):
+    """A continue entry was asked for while client or approval calls still await answers."""
+
+    code = "calls_pending"
+
+
+class AnswerKindError(ValidationError):
+    """An approval was sent for a client call, or a client result for an approval call."""
+
+    code = "wrong_answer_kind"
+
+
+class StaleAnswerError(ConflictError):
+    """The call is no longer waiting: answered already, or its run failed or moved on."""
+
+    code = "stale_answer"
+
+
+class DuplicateAnswerError(StaleAnswerError):
+    code = "duplicate_answer"
+
+
+class ExecutorIdInUseError(ConfigurationError):
+    """Another live process holds this executor id; two would run the same steps twice."""
+
+    code = "executor_id_in_use"
+
+
+class DispatchIdUnavailableError(HelixError):
+    """A tool needed ``ctx.dispatch_id`` on a profile that does not mint one (``dbos_compat``)."""
+
+    code = "dispatch_id_unavailable"
+    status = 500
+
+
+class RunFailedError(HelixError):
+    """Raised by ``RunResult.raise_for_status()`` for a failed run; ``detail`` holds the reason."""
+
+    code = "run_failed"
+    status = 500
+
+
+__all__ = [
+    "AgentAlreadyRunningError",
+    "AnswerKindError",
+    "CallNotFoundError",
+    "CallsPendingError",
+    "CheckpointNotFoundError",
+    "ConfigurationError",
+    "ConflictError",
+    "DispatchIdUnavailableError",
+    "DuplicateAnswerError",
+    "ExecutorIdInUseError",
+    "HelixError",
+    "NotFoundError",
+    "NothingToResumeError",
+    "RunFailedError",
+    "RunNotFoundError",
+    "SessionNotFoundError",
+    "StaleAnswerError",
+    "UnknownAgentError",
+    "ValidationError",
+]

@@ -1,0 +1,505 @@
+"""Queries over the ledger. Every function takes a blocking ``sa.Connection`` inside the caller's transaction.
+
+One set of functions serves both sides: API calls run them on a blocking engine, and the workflow
+runs them inside DBOS datasource transactions through ``AsyncSession.run_sync``. Nothing here
+commits; the caller's transaction boundary is the unit of atomicity.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from . import tables as t
+from .statuses import CALL_SETTLED, CALL_UNRESOLVED
+
+Row = dict[str, Any]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _one(conn: sa.Connection, stmt: sa.Executable) -> Row | None:
+    row = conn.execute(stmt).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def _all(conn: sa.Connection, stmt: sa.Executable) -> list[Row]:
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+# --- sessions and runs ---------------------------------------------------------------------------
+
+
+def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = False) -> Row | None:
+    stmt = sa.select(t.sessions).where(t.sessions.c.session_id == session_id)
+    if for_update and conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    return _one(conn, stmt)
+
+
+def list_sessions(conn: sa.Connection, limit: int = 50) -> list[Row]:
+    return _all(conn, sa.select(t.sessions).order_by(t.sessions.c.updated_at.desc()).limit(limit))
+
+
+def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None) -> None:
+    ts = now()
+    conn.execute(
+        t.sessions.insert().values(
+            session_id=session_id,
+            agent_name=agent_name,
+            status="new",
+            version=0,
+            event_seq=0,
+            run_count=0,
+            parent_dispatch_id=parent_dispatch_id,
+            created_at=ts,
+            updated_at=ts,
+        )
+    )
+
+
+def claim_session(conn: sa.Connection, session: Row, run_id: str) -> bool:
+    """The run-start gate: one compare-and-set on the session's version. True if this entry won."""
+    result = conn.execute(
+        t.sessions.update()
+        .where(t.sessions.c.session_id == session["session_id"], t.sessions.c.version == session["version"])
+        .values(
+            status="running",
+            current_run_id=run_id,
+            version=t.sessions.c.version + 1,
+            run_count=t.sessions.c.run_count + 1,
+            updated_at=now(),
+        )
+    )
+    return result.rowcount == 1
+
+
+def insert_run(conn: sa.Connection, **values: Any) -> None:
+    values.setdefault("created_at", now())
+    values.setdefault("status", "running")
+    conn.execute(t.runs.insert().values(**values))
+
+
+def get_run(conn: sa.Connection, run_id: str) -> Row | None:
+    return _one(conn, sa.select(t.runs).where(t.runs.c.run_id == run_id))
+
+
+def list_runs(conn: sa.Connection, session_id: str) -> list[Row]:
+    return _all(conn, sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.seq))
+
+
+def end_run(
+    conn: sa.Connection,
+    run_id: str,
+    status: str,
+    *,
+    output: Any = None,
+    error_code: str | None = None,
+    error: str | None = None,
+) -> Row:
+    """Terminal (or suspension) commit of a run, and release of the session's gate."""
+    run = get_run(conn, run_id)
+    assert run is not None
+    ts = now()
+    conn.execute(
+        t.runs.update()
+        .where(t.runs.c.run_id == run_id)
+        .values(status=status, output=output, error_code=error_code, error=error, ended_at=ts)
+    )
+    conn.execute(
+        t.sessions.update()
+        .where(t.sessions.c.session_id == run["session_id"], t.sessions.c.current_run_id == run_id)
+        .values(status=status, updated_at=ts)
+    )
+    emit(conn, run["session_id"], run_id, "run_status", {"status": status, "error_code": error_code, "error": error})
+    return run
+
+
+def count_run_step(conn: sa.Connection, run_id: str) -> None:
+    conn.execute(t.runs.update().where(t.runs.c.run_id == run_id).values(steps=t.runs.c.steps + 1))
+
+
+# --- messages and checkpoints --------------------------------------------------------------------
+
+
+def active_messages(conn: sa.Connection, session_id: str) -> list[Row]:
+    return _all(
+        conn,
+        sa.select(t.messages.c.seq, t.messages.c.kind, t.messages.c.body, t.messages.c.run_id, t.messages.c.step)
+        .where(t.messages.c.session_id == session_id, t.messages.c.superseded_by.is_(None))
+        .order_by(t.messages.c.seq),
+    )
+
+
+def all_messages(conn: sa.Connection, session_id: str) -> list[Row]:
+    return _all(conn, sa.select(t.messages).where(t.messages.c.session_id == session_id).order_by(t.messages.c.seq))
+
+
+def next_message_seq(conn: sa.Connection, session_id: str) -> int:
+    top = conn.execute(sa.select(sa.func.max(t.messages.c.seq)).where(t.messages.c.session_id == session_id)).scalar()
+    return 0 if top is None else int(top) + 1
+
+
+def insert_message(conn: sa.Connection, session_id: str, run_id: str, step: int | None, kind: str, body: Any) -> int:
+    seq = next_message_seq(conn, session_id)
+    conn.execute(
+        t.messages.insert().values(
+            session_id=session_id, seq=seq, run_id=run_id, step=step, kind=kind, body=body, created_at=now()
+        )
+    )
+    return seq
+
+
+def new_checkpoint_id() -> str:
+    return f"cp-{new_id()}"
+
+
+def insert_checkpoint(
+    conn: sa.Connection, session_id: str, run_id: str, step: int, kind: str, checkpoint_id: str | None = None
+) -> str:
+    """A checkpoint points at the message boundary as it stands now: it copies nothing.
+
+    ``checkpoint_id`` may be minted earlier, so the calls saved in the same commit can name it.
+    """
+    checkpoint_id = checkpoint_id or new_checkpoint_id()
+    conn.execute(
+        t.checkpoints.insert().values(
+            checkpoint_id=checkpoint_id,
+            session_id=session_id,
+            run_id=run_id,
+            step=step,
+            kind=kind,
+            message_seq=next_message_seq(conn, session_id),
+            created_at=now(),
+        )
+    )
+    emit(conn, session_id, run_id, "checkpoint", {"checkpoint_id": checkpoint_id, "kind": kind, "step": step})
+    return checkpoint_id
+
+
+def get_checkpoint(conn: sa.Connection, checkpoint_id: str) -> Row | None:
+    return _one(conn, sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id))
+
+
+def list_checkpoints(conn: sa.Connection, session_id: str) -> list[Row]:
+    return _all(
+        conn,
+        sa.select(t.checkpoints)
+        .where(t.checkpoints.c.session_id == session_id)
+        .order_by(t.checkpoints.c.created_at, t.checkpoints.c.step),
+    )
+
+
+def latest_checkpoint(conn: sa.Connection, session_id: str) -> Row | None:
+    return _one(
+        conn,
+        sa.select(t.checkpoints)
+        .where(t.checkpoints.c.session_id == session_id, t.checkpoints.c.superseded_by.is_(None))
+        .order_by(t.checkpoints.c.message_seq.desc(), t.checkpoints.c.step.desc(), t.checkpoints.c.created_at.desc())
+        .limit(1),
+    )
+
+
+def next_step(conn: sa.Connection, session_id: str) -> int:
+    top = conn.execute(
+        sa.select(sa.func.max(t.checkpoints.c.step)).where(
+            t.checkpoints.c.session_id == session_id, t.checkpoints.c.superseded_by.is_(None)
+        )
+    ).scalar()
+    return 0 if top is None else int(top) + 1
+
+
+def rewind_to(conn: sa.Connection, checkpoint: Row, run_id: str) -> None:
+    """Supersede (never delete) everything after ``checkpoint``: later messages and checkpoints."""
+    sid = checkpoint["session_id"]
+    conn.execute(
+        t.messages.update()
+        .where(
+            t.messages.c.session_id == sid,
+            t.messages.c.seq >= checkpoint["message_seq"],
+            t.messages.c.superseded_by.is_(None),
+        )
+        .values(superseded_by=run_id)
+    )
+    conn.execute(
+        t.checkpoints.update()
+        .where(
+            t.checkpoints.c.session_id == sid,
+            t.checkpoints.c.superseded_by.is_(None),
+            t.checkpoints.c.checkpoint_id != checkpoint["checkpoint_id"],
+            sa.or_(
+                t.checkpoints.c.message_seq > checkpoint["message_seq"],
+                sa.and_(t.checkpoints.c.message_seq == checkpoint["message_seq"], t.checkpoints.c.step > checkpoint["step"]),
+            ),
+        )
+        .values(superseded_by=run_id)
+    )
+    emit(conn, sid, run_id, "rewind", {"checkpoint_id": checkpoint["checkpoint_id"]})
+
+
+# --- calls and attempts --------------------------------------------------------------------------
+
+
+def insert_calls(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        ts = now()
+        conn.execute(t.calls.insert(), [{"created_at": ts, **r} for r in rows])
+
+
+def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[Row]:
+    return _all(
+        conn, sa.select(t.calls).where(t.calls.c.checkpoint_id == checkpoint_id).order_by(t.calls.c.position)
+    )
+
+
+def get_call(conn: sa.Connection, dispatch_id: str, *, for_update: bool = False) -> Row | None:
+    stmt = sa.select(t.calls).where(t.calls.c.dispatch_id == dispatch_id)
+    if for_update and conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    return _one(conn, stmt)
+
+
+def list_calls(
+    conn: sa.Connection,
+    *,
+    session_id: str | None = None,
+    status: str | None = None,
+    tool_name: str | None = None,
+    limit: int = 500,
+) -> list[Row]:
+    stmt = sa.select(t.calls)
+    if session_id:
+        stmt = stmt.where(t.calls.c.session_id == session_id)
+    if status:
+        stmt = stmt.where(t.calls.c.status == status)
+    if tool_name:
+        stmt = stmt.where(t.calls.c.tool_name == tool_name)
+    return _all(conn, stmt.order_by(t.calls.c.created_at, t.calls.c.step, t.calls.c.position).limit(limit))
+
+
+def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, list[Row]]:
+    ids = list(dispatch_ids)
+    out: dict[str, list[Row]] = {d: [] for d in ids}
+    if ids:
+        for r in _all(
+            conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id.in_(ids)).order_by(t.attempts.c.attempt)
+        ):
+            out[r["dispatch_id"]].append(r)
+    return out
+
+
+def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str | None) -> int:
+    """Commit a body start before the body runs: a re-executed step then knows a body may have run."""
+    attempt = int(call["attempts"]) + 1
+    ts = now()
+    conn.execute(
+        t.attempts.insert().values(
+            dispatch_id=call["dispatch_id"], attempt=attempt, run_id=run_id, executor_id=executor_id, started_at=ts
+        )
+    )
+    conn.execute(
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == call["dispatch_id"])
+        .values(status="running", attempts=attempt, started_at=call["started_at"] or ts)
+    )
+    emit(
+        conn,
+        call["session_id"],
+        run_id,
+        "tool_start",
+        {"dispatch_id": call["dispatch_id"], "tool_name": call["tool_name"], "attempt": attempt, "args": call["args"]},
+    )
+    return attempt
+
+
+def record_result(
+    conn: sa.Connection,
+    dispatch_id: str,
+    attempt: int,
+    run_id: str,
+    status: str,
+    *,
+    result: Any = None,
+    error: Any = None,
+) -> bool:
+    """Write a body's answer, fenced by its attempt number; False means the write was refused.
+
+    A late body of a lost run finds a newer attempt (or an answer recovery already gave) and its
+    result is not written: its external effect may have happened, its ledger write does not.
+    """
+    ts = now()
+    written = conn.execute(
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == dispatch_id, t.calls.c.attempts == attempt, t.calls.c.status == "running")
+        .values(status=status, result=result, error=error, paired_by="body", settled_run_id=run_id, ended_at=ts)
+    ).rowcount == 1
+    conn.execute(
+        t.attempts.update()
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt)
+        .values(ended_at=ts, outcome=status if written else "refused")
+    )
+    if written:
+        call = get_call(conn, dispatch_id)
+        assert call is not None
+        emit(
+            conn,
+            call["session_id"],
+            run_id,
+            "tool_end",
+            {
+                "dispatch_id": dispatch_id,
+                "tool_name": call["tool_name"],
+                "attempt": attempt,
+                "status": status,
+                "result": result,
+                "error": error,
+            },
+        )
+    return written
+
+
+def settle_call(
+    conn: sa.Connection,
+    call: Row,
+    status: str,
+    *,
+    run_id: str,
+    paired_by: str,
+    note: str | None = None,
+    result: Any = None,
+    error: Any = None,
+    reason: str = "",
+) -> None:
+    """Answer a call without (or instead of) a body: recovery, redirect, stop, failure or an answer."""
+    conn.execute(
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == call["dispatch_id"])
+        .values(
+            status=status,
+            outcome_note=note,
+            result=result,
+            error=error,
+            paired_by=paired_by,
+            settled_run_id=run_id,
+            ended_at=now(),
+        )
+    )
+    emit(
+        conn,
+        call["session_id"],
+        run_id,
+        "call_paired" if paired_by != "body" else "tool_end",
+        {
+            "dispatch_id": call["dispatch_id"],
+            "tool_name": call["tool_name"],
+            "status": status,
+            "note": note,
+            "paired_by": paired_by,
+            "reason": reason,
+        },
+    )
+
+
+def reopen_call(conn: sa.Connection, call: Row) -> None:
+    """retry(): undo a failed run's pairing, keeping the attempts so recovery still counts bodies."""
+    conn.execute(
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == call["dispatch_id"])
+        .values(
+            status="running" if call["attempts"] else ("pending" if call["requires_approval"] else "saved"),
+            outcome_note=None,
+            paired_by=None,
+            settled_run_id=None,
+            ended_at=None,
+        )
+    )
+
+
+def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[Row]:
+    return _all(
+        conn,
+        sa.select(t.calls)
+        .where(t.calls.c.run_id == run_id, t.calls.c.status.in_(CALL_UNRESOLVED | {"pending"}))
+        .order_by(t.calls.c.step, t.calls.c.position),
+    )
+
+
+def is_settled(call: Row) -> bool:
+    return call["status"] in CALL_SETTLED
+
+
+# --- usage, stops, events ------------------------------------------------------------------------
+
+
+def record_usage(conn: sa.Connection, session_id: str, run_id: str, step: int, model_name: str | None, u: Mapping[str, Any]) -> None:
+    inp, out = int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
+    conn.execute(
+        t.usage.insert().values(
+            session_id=session_id,
+            run_id=run_id,
+            step=step,
+            model_name=model_name,
+            input_tokens=inp,
+            output_tokens=out,
+            total_tokens=inp + out,
+            details=dict(u),
+            created_at=now(),
+        )
+    )
+
+
+def request_stop(conn: sa.Connection, session_id: str, run_id: str, kind: str, requested_by: str | None) -> bool:
+    """One durable stop record per run; a second stop of the same run changes nothing."""
+    if _one(conn, sa.select(t.stops).where(t.stops.c.run_id == run_id)) is not None:
+        return False
+    conn.execute(
+        t.stops.insert().values(
+            run_id=run_id, session_id=session_id, kind=kind, requested_by=requested_by, requested_at=now()
+        )
+    )
+    emit(conn, session_id, run_id, "stop_requested", {"kind": kind, "requested_by": requested_by})
+    return True
+
+
+def stop_of(conn: sa.Connection, run_id: str) -> str | None:
+    return conn.execute(sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id)).scalar()
+
+
+def emit(conn: sa.Connection, session_id: str, run_id: str | None, type_: str, data: Mapping[str, Any]) -> int:
+    """Append an event in the writer's own transaction, so the stream is exactly what the ledger holds.
+
+    The sequence number comes from the session row, under its lock: events of one session commit in
+    sequence order, so a reader resuming after N never skips an event that commits later.
+    """
+    seq = conn.execute(
+        t.sessions.update()
+        .where(t.sessions.c.session_id == session_id)
+        .values(event_seq=t.sessions.c.event_seq + 1)
+        .returning(t.sessions.c.event_seq)
+    ).scalar_one()
+    conn.execute(
+        t.events.insert().values(
+            session_id=session_id, seq=seq, run_id=run_id, type=type_, data=dict(data), created_at=now()
+        )
+    )
+    return int(seq)
+
+
+def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[Row]:
+    return _all(
+        conn,
+        sa.select(t.events)
+        .where(t.events.c.session_id == session_id, t.events.c.seq > after)
+        .order_by(t.events.c.seq)
+        .limit(limit),
+    )

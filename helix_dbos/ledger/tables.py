@@ -1,0 +1,182 @@
+"""The Helix ledger as SQLAlchemy Core tables.
+
+Everything an operator audits lives here, as JSON a ``SELECT`` can read (never pickles): the
+conversation once per session, every checkpoint as a pointer into it, every call with the policy
+its tool had when the model asked for it, one row per body start, and tokens per model request.
+On Postgres the tables live in schema ``helix`` beside DBOS's ``dbos``; on SQLite the schema is
+translated away (see ``engine.py``) and the same table names stand unqualified in one file.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+SCHEMA = "helix"
+
+metadata = sa.MetaData(schema=SCHEMA)
+
+#: JSON readable in SQL on both databases (``jsonb`` on Postgres, JSON text on SQLite).
+Json = sa.JSON().with_variant(JSONB(), "postgresql")
+Timestamp = sa.DateTime(timezone=True)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("agent_name", sa.String(200), nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("current_run_id", sa.String(64)),
+    # Bumped by every run-start claim: the compare-and-set that lets exactly one entry win.
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("event_seq", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("run_count", sa.Integer, nullable=False, server_default="0"),
+    # A child session is bound to the delegation (the parent call's dispatch id) that spawned it.
+    sa.Column("parent_dispatch_id", sa.String(64)),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("session_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("agent_name", sa.String(200), nullable=False),
+    sa.Column("entry", sa.String(32), nullable=False),
+    sa.Column("entry_message", sa.Text),
+    sa.Column("checkpoint_id", sa.String(80)),
+    sa.Column("previous_run_id", sa.String(64)),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("error_code", sa.String(64)),
+    sa.Column("error", sa.Text),
+    sa.Column("output", Json),
+    sa.Column("steps", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("max_steps", sa.Integer, nullable=False),
+    sa.Column("recovery", sa.String(16), nullable=False, server_default="full"),
+    sa.Column("executor_id", sa.String(128)),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("ended_at", Timestamp),
+    sa.UniqueConstraint("session_id", "seq", name="uq_runs_session_seq"),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("session_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.sessions.session_id"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("step", sa.Integer),
+    sa.Column("kind", sa.String(16), nullable=False),  # request | response (pydantic-ai's message kinds)
+    sa.Column("body", Json, nullable=False),
+    # A rewind (retry or resume from an earlier checkpoint) never deletes history: it marks it.
+    sa.Column("superseded_by", sa.String(64)),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("checkpoint_id", sa.String(80), primary_key=True),
+    sa.Column("session_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),  # append | step | suspension
+    # The message boundary: the active transcript at this checkpoint is every message with seq < this.
+    sa.Column("message_seq", sa.Integer, nullable=False),
+    sa.Column("superseded_by", sa.String(64)),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.UniqueConstraint("run_id", "step", "kind", name="uq_checkpoints_run_step_kind"),
+)
+
+calls = sa.Table(
+    "calls",
+    metadata,
+    sa.Column("dispatch_id", sa.String(64), primary_key=True),
+    sa.Column("session_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("checkpoint_id", sa.String(80), nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("tool_call_id", sa.String(200)),
+    sa.Column("tool_name", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("args", Json),
+    sa.Column("replay", sa.String(8), nullable=False),  # the policy its tool had when the model called it
+    sa.Column("concurrency_group", sa.String(200)),
+    sa.Column("sequential", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("requires_approval", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("result", Json),
+    sa.Column("error", Json),
+    sa.Column("outcome_note", sa.Text),
+    sa.Column("paired_by", sa.String(16)),
+    sa.Column("settled_run_id", sa.String(64)),
+    sa.Column("approved", sa.Boolean),
+    sa.Column("approval_reason", sa.Text),
+    sa.Column("approval_actor", sa.String(200)),
+    sa.Column("answered_at", Timestamp),
+    sa.Column("child_session_id", sa.String(64)),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("started_at", Timestamp),
+    sa.Column("ended_at", Timestamp),
+    sa.UniqueConstraint("checkpoint_id", "position", name="uq_calls_checkpoint_position"),
+)
+
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("dispatch_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.calls.dispatch_id"), primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("executor_id", sa.String(128)),
+    sa.Column("started_at", Timestamp, nullable=False),
+    sa.Column("ended_at", Timestamp),
+    # ok | error | refused (a late body whose write was fenced off) | NULL while running or lost
+    sa.Column("outcome", sa.String(16)),
+)
+
+usage = sa.Table(
+    "usage",
+    metadata,
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("step", sa.Integer, primary_key=True),
+    sa.Column("model_name", sa.String(200)),
+    sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("total_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("details", Json),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
+stops = sa.Table(
+    "stops",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),  # interrupt | abort
+    sa.Column("requested_by", sa.String(200)),
+    sa.Column("requested_at", Timestamp, nullable=False),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    # Assigned under the session row's lock, so a reader that has seen seq N has seen every seq < N.
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("type", sa.String(48), nullable=False),
+    sa.Column("data", Json, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
+sa.Index("ix_runs_session", runs.c.session_id)
+sa.Index("ix_checkpoints_session", checkpoints.c.session_id, checkpoints.c.step)
+sa.Index("ix_calls_session", calls.c.session_id)
+sa.Index("ix_calls_status", calls.c.status)
+sa.Index("ix_calls_run", calls.c.run_id)
+sa.Index("ix_usage_session", usage.c.session_id)

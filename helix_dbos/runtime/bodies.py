@@ -1,0 +1,72 @@
+"""Call bodies: each runs as a DBOS step whose first act is the committed attempt record.
+
+DBOS re-runs a step whose output it never recorded (steps are at-least-once). The attempt gate
+turns that into the contract: a re-executed body step finds its earlier attempt, and runs again only
+if recovery says so (safe on both sides, under 3 bodies); otherwise it answers the call without a body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..definitions import Agent, ToolContext
+from . import commits, transcript
+from .faults import crash_point
+from .local_child import run_local_child
+from .state import env
+
+
+async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
+    """A short transaction outside the datasource's once-only bookkeeping (inside a step it is the step's)."""
+    async with env().datasource.engine.begin() as conn:
+        return await conn.run_sync(fn, *args)
+
+
+def _agent_of_run(conn: sa.Connection, run_id: str) -> str:
+    from ..ledger import store
+
+    run = store.get_run(conn, run_id)
+    assert run is not None
+    return str(run["agent_name"])
+
+
+async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
+    e = env()
+    gate = await plain_tx(commits.gate, run_id, dispatch_id)
+    if gate["action"] == "done":
+        return {"status": gate["status"]}
+    agent: Agent = e.agent(await plain_tx(_agent_of_run, run_id))
+    name = gate["tool_name"]
+    ctx = ToolContext(
+        session_id=gate["session_id"],
+        run_id=run_id,
+        dispatch_id=None if e.profile == "dbos_compat" else dispatch_id,
+        tool_call_id=gate["tool_call_id"],
+        attempt=gate["attempt"],
+        agent_name=agent.name,
+        tool_name=name,
+    )
+    crash_point("before_body", name)
+    try:
+        sub = agent.sub_agent(name)
+        if sub is not None:
+            value = await run_local_child(sub.agent, gate["args"]["message"], ctx)
+        else:
+            tool = agent.tool(name)
+            if tool is None:
+                raise LookupError(f"tool {name!r} is no longer defined")
+            value = await tool.invoke(tool.validate(gate["args"]), ctx)
+        ok, value = transcript.jsonable(value)
+        if ok:
+            status, result, error = "ok", value, None
+        else:
+            status, result, error = "error", None, {"type": "result_not_serializable", "message": value}
+    except Exception as exc:  # a tool that raises gets an error result; the run goes on
+        status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
+    crash_point("after_body", name)
+    out: dict[str, Any] = await plain_tx(commits.record, run_id, dispatch_id, gate["attempt"], status, result, error)
+    crash_point("after_result", name)
+    return out

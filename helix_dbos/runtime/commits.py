@@ -1,0 +1,319 @@
+"""The run's durable boundaries, each one database transaction over the ledger.
+
+The workflow calls these inside DBOS datasource transactions (exactly once: a replay returns the
+recorded output instead of writing again) and the call bodies call the attempt gate and the result
+write inside their own steps. Every function here takes a blocking connection already in a
+transaction and returns plain JSON, which is what DBOS records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..definitions import Agent
+from ..ledger import store
+from ..ledger import tables as t
+from ..ledger.statuses import BODY_KINDS, CALL_SETTLED, REDIRECTING_ENTRIES
+from ..recovery import Decision, SavedCall, ToolNow, decide
+from . import transcript
+from .planning import Planned, reply_text
+from .state import env
+
+Row = dict[str, Any]
+TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
+
+
+def tools_now(agent: Agent) -> dict[str, ToolNow]:
+    return {tool.name: ToolNow(tool.name, tool.replay, tool.accepts) for tool in agent.tools}
+
+
+def saved_call(row: Row) -> SavedCall:
+    return SavedCall(
+        dispatch_id=row["dispatch_id"],
+        position=row["position"],
+        tool_name=row["tool_name"],
+        kind=row["kind"],
+        replay=row["replay"],
+        status=row["status"],
+        attempts=row["attempts"],
+        args=row["args"],
+        concurrency_group=row["concurrency_group"],
+        sequential=bool(row["sequential"]),
+        requires_approval=bool(row["requires_approval"]),
+        approved=row["approved"],
+        paired_by=row["paired_by"],
+    )
+
+
+def calls_of_step(conn: sa.Connection, run_id: str, step: int) -> list[Row]:
+    """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
+    return store._all(
+        conn,
+        sa.select(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.step == step).order_by(t.calls.c.position),
+    )
+
+
+def _decisions(conn: sa.Connection, agent: Agent, calls: Sequence[Row], entry: str) -> dict[str, Decision]:
+    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, env().profile)  # type: ignore[arg-type]
+    return {d.dispatch_id: d for d in out}
+
+
+def _apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[Row], decisions: dict[str, Decision], paired_by: str) -> None:
+    for call in calls:
+        d = decisions[call["dispatch_id"]]
+        if d.action == "pair":
+            assert d.status is not None
+            store.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
+
+
+def _step_ref(cp: Row | None) -> dict[str, Any] | None:
+    if cp is None or cp["kind"] == "step":
+        return None
+    return {"run_id": cp["run_id"], "step": cp["step"]}
+
+
+# --- entry ------------------------------------------------------------------------------------
+
+
+def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
+    """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
+    run = store.get_run(conn, run_id)
+    assert run is not None, f"run {run_id} has no ledger row"
+    sid, entry, agent = run["session_id"], run["entry"], env().agent(run["agent_name"])
+    plan: dict[str, Any] = {
+        "session_id": sid,
+        "agent_name": run["agent_name"],
+        "entry": entry,
+        "max_steps": run["max_steps"],
+        "mode": "model",
+        "recover": None,
+    }
+    target = store.latest_checkpoint(conn, sid)
+    if run["checkpoint_id"]:
+        target = store.get_checkpoint(conn, run["checkpoint_id"])
+        assert target is not None
+        store.rewind_to(conn, target, run_id)
+    store.emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
+    ref = _step_ref(target)
+
+    if entry in REDIRECTING_ENTRIES:
+        if ref is not None:
+            calls = calls_of_step(conn, ref["run_id"], ref["step"])
+            _apply_pairings(conn, run_id, calls, _decisions(conn, agent, calls, "redirect"), "redirect")
+            calls = calls_of_step(conn, ref["run_id"], ref["step"])
+            body = transcript.dump(transcript.results_message(calls, run["entry_message"]))
+            store.insert_message(conn, sid, run_id, ref["step"], "request", body)
+            store.insert_checkpoint(conn, sid, run_id, ref["step"], "step")
+        elif run["entry_message"] is not None:
+            store.insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
+    elif entry == "start":
+        if run["entry_message"] is not None:
+            store.insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
+    elif ref is not None:  # resume_continue, resume_from_checkpoint, retry: recover the saved step
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        if entry == "retry":
+            decisions = _decisions(conn, agent, calls, "retry")
+            for call in calls:
+                if call["status"] in CALL_SETTLED and decisions[call["dispatch_id"]].action != "keep":
+                    store.reopen_call(conn, call)
+                    store.emit(conn, sid, run_id, "call_reopened", {"dispatch_id": call["dispatch_id"]})
+        plan["mode"] = "recover"
+        plan["recover"] = ref
+    plan["step"] = ref["step"] + 1 if plan["mode"] == "recover" and ref else store.next_step(conn, sid)
+    return plan
+
+
+# --- saving a reply ----------------------------------------------------------------------------
+
+
+def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[Row]:
+    """Mint a dispatch id per call and commit the calls with the reply: the save-first record."""
+    rows = []
+    for p in planned:
+        rows.append(
+            {
+                "dispatch_id": store.new_id(),
+                "session_id": sid,
+                "run_id": run_id,
+                "checkpoint_id": checkpoint_id,
+                "step": step,
+                "position": p["position"],
+                "tool_call_id": p["tool_call_id"],
+                "tool_name": p["tool_name"],
+                "kind": p["kind"],
+                "args": p["args"],
+                "replay": p["replay"],
+                "concurrency_group": p["concurrency_group"],
+                "sequential": p["sequential"],
+                "requires_approval": p["requires_approval"],
+                "status": p["status"],
+                "result": p["result"],
+                "error": p["error"],
+                "paired_by": p["paired_by"],
+                "settled_run_id": run_id if p["status"] in CALL_SETTLED else None,
+            }
+        )
+    store.insert_calls(conn, rows)
+    for r in rows:
+        kind = "approval_requested" if r["requires_approval"] else ("client_call" if r["kind"] == "client" else "call_saved")
+        store.emit(conn, sid, run_id, kind, {k: r[k] for k in ("dispatch_id", "tool_name", "kind", "args", "status", "position")})
+    return rows
+
+
+def _save_reply(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any]) -> None:
+    store.insert_message(conn, sid, run_id, step, "response", reply["response"])
+    store.record_usage(conn, sid, run_id, step, reply.get("model_name"), reply.get("usage") or {})
+    store.count_run_step(conn, run_id)
+    text = reply_text(transcript.load_response(reply["response"]))
+    if text:
+        store.emit(conn, sid, run_id, "model_text", {"step": step, "text": text})
+
+
+def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> dict[str, Any]:
+    """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
+    checkpoint_id = store.new_checkpoint_id()
+    _save_reply(conn, run_id, sid, step, reply)
+    rows = _insert_planned(conn, run_id, sid, step, checkpoint_id, planned)
+    store.insert_checkpoint(conn, sid, run_id, step, "append", checkpoint_id)
+    return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [_brief(r) for r in rows]}
+
+
+def _brief(row: Row) -> dict[str, Any]:
+    return {k: row[k] for k in ("dispatch_id", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")}
+
+
+def step_bodies(conn: sa.Connection, ref: dict[str, Any]) -> list[dict[str, Any]]:
+    """The calls of a saved step that still need a gate (a body, a child, or a recovery decision)."""
+    return [_brief(c) for c in calls_of_step(conn, ref["run_id"], ref["step"]) if c["kind"] in BODY_KINDS and c["status"] not in CALL_SETTLED]
+
+
+# --- committing a step ---------------------------------------------------------------------------
+
+
+def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Row]) -> dict[str, Any] | None:
+    finish = next((c for c in calls if c["kind"] == "finish" and c["status"] == "ok"), None)
+    if finish is None:
+        return None
+    store.end_run(conn, run_id, "completed", output=finish["result"])
+    return {"status": "completed", "output": finish["result"]}
+
+
+def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str, Any]) -> dict[str, Any]:
+    """The step commit after the bodies: one request answering every call, or a suspension."""
+    calls = calls_of_step(conn, ref["run_id"], ref["step"])
+    if any(c["status"] not in CALL_SETTLED for c in calls):
+        store.insert_checkpoint(conn, sid, run_id, ref["step"], "suspension")
+        store.end_run(conn, run_id, "suspended_client_tool")
+        return {"status": "suspended_client_tool"}
+    store.insert_message(conn, sid, run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
+    store.insert_checkpoint(conn, sid, run_id, ref["step"], "step")
+    return _finish(conn, run_id, calls) or {"status": "committed"}
+
+
+def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> dict[str, Any]:
+    """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
+    _save_reply(conn, run_id, sid, step, reply)
+    if not planned:
+        if not output_required:
+            store.insert_checkpoint(conn, sid, run_id, step, "step")
+            text = reply_text(transcript.load_response(reply["response"]))
+            store.end_run(conn, run_id, "completed", output=text)
+            return {"status": "completed", "output": text}
+        store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
+        store.insert_checkpoint(conn, sid, run_id, step, "step")
+        return {"status": "committed"}
+    pending = any(p["status"] not in CALL_SETTLED for p in planned)
+    kind = "suspension" if pending else "step"
+    checkpoint_id = store.new_checkpoint_id()
+    rows = _insert_planned(conn, run_id, sid, step, checkpoint_id, planned)
+    if not pending:
+        store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.results_message(rows)))
+    store.insert_checkpoint(conn, sid, run_id, step, kind, checkpoint_id)
+    if pending:
+        store.end_run(conn, run_id, "suspended_client_tool")
+        return {"status": "suspended_client_tool"}
+    return _finish(conn, run_id, rows) or {"status": "committed"}
+
+
+# --- ends ----------------------------------------------------------------------------------------
+
+
+def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[str, Any]:
+    """A failed run never leaves a call unanswered: each saved, unanswered call is paired first."""
+    run = store.get_run(conn, run_id)
+    assert run is not None
+    if run["status"] != "running":
+        return {"status": run["status"], "error_code": run["error_code"]}
+    agent = env().agent(run["agent_name"])
+    open_calls = store.unresolved_calls_of_run(conn, run_id)
+    by_step: dict[int, list[Row]] = {}
+    for c in open_calls:
+        by_step.setdefault(c["step"], []).append(c)
+    for step, _ in by_step.items():
+        calls = calls_of_step(conn, run_id, step)
+        decisions = _decisions(conn, agent, calls, "redirect")
+        _apply_pairings(conn, run_id, calls, decisions, "run_failed")
+    store.end_run(conn, run_id, "failed", error_code=code, error=message)
+    return {"status": "failed", "error_code": code, "error": message}
+
+
+def stop_run(conn: sa.Connection, run_id: str, kind: str) -> dict[str, Any]:
+    """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends."""
+    run = store.get_run(conn, run_id)
+    assert run is not None
+    agent = env().agent(run["agent_name"])
+    steps = {c["step"] for c in store.unresolved_calls_of_run(conn, run_id)}
+    for step in sorted(steps):
+        calls = calls_of_step(conn, run_id, step)
+        _apply_pairings(conn, run_id, calls, _decisions(conn, agent, calls, "stop"), "stop")
+        calls = calls_of_step(conn, run_id, step)
+        store.insert_message(conn, run["session_id"], run_id, step, "request", transcript.dump(transcript.results_message(calls)))
+        store.insert_checkpoint(conn, run["session_id"], run_id, step, "step")
+    status = "interrupted" if kind == "interrupt" else "failed"
+    store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
+    return {"status": status}
+
+
+# --- the attempt gate and the result write (inside a body's step) --------------------------------
+
+
+def gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
+    """A body's first act: decide, and if it runs, commit the attempt before the body starts."""
+    call = store.get_call(conn, dispatch_id, for_update=True)
+    assert call is not None
+    if call["status"] in CALL_SETTLED:
+        return {"action": "done", "status": call["status"]}
+    run = store.get_run(conn, run_id)
+    assert run is not None
+    stop = store.stop_of(conn, run_id)
+    if stop is not None:
+        calls = calls_of_step(conn, call["run_id"], call["step"])
+        d = _decisions(conn, env().agent(run["agent_name"]), calls, "stop")[dispatch_id]
+        store.settle_call(conn, call, "run_stopped", run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
+        return {"action": "done", "status": "run_stopped"}
+    agent = env().agent(run["agent_name"])
+    calls = calls_of_step(conn, call["run_id"], call["step"])
+    d = _decisions(conn, agent, calls, "recover")[dispatch_id]
+    if d.action in ("run", "run_again", "reattach", "reenter"):
+        attempt = store.start_attempt(conn, call, run_id, env().settings.executor_id)
+        if d.action != "run":
+            store.emit(conn, call["session_id"], run_id, "recovery", {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason})
+        return {"action": d.action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
+                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"]}
+    if d.action == "pair":
+        assert d.status is not None
+        store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
+        return {"action": "done", "status": d.status}
+    return {"action": "done", "status": call["status"]}
+
+
+def record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any) -> dict[str, Any]:
+    written = store.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
+    if written:
+        return {"status": status, "written": True}
+    call = store.get_call(conn, dispatch_id)
+    assert call is not None
+    return {"status": call["status"], "written": False}

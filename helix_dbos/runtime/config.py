@@ -1,0 +1,91 @@
+"""Where the runtime's settings come from, and how DBOS is configured from them.
+
+Resolution order, first hit wins:
+- database URL: the ``database_url`` argument, ``HELIX_DBOS_DATABASE_URL``, ``dbos-config.yaml``'s
+  ``system_database_url`` (``${VAR}`` substituted; empty means unset), then ``sqlite:///helix_dbos.sqlite``.
+- executor id: ``DBOS__VMID`` (DBOS's own), the ``executor_id`` argument, ``HELIX_DBOS_EXECUTOR_ID``,
+  then a stable per-host default (see ``executor_lock``).
+- application version: ``DBOS__APPVERSION``, the argument, ``HELIX_DBOS_APP_VERSION``, then a
+  fixed ``helix-dbos-<major>``: never DBOS's hash of the workflow source, which changes with any
+  deploy and strands every pending run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..ledger.engine import is_sqlite
+
+DEFAULT_SQLITE_URL = "sqlite:///helix_dbos.sqlite"
+DEFAULT_APP_NAME = "helix-dbos"
+DEFAULT_APP_VERSION = "helix-dbos-1"
+
+
+def _substitute(value: str) -> str:
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: os.environ.get(m.group(1), ""), value)
+
+
+def read_dbos_config(path: str | Path | None = None) -> dict[str, Any]:
+    """``dbos-config.yaml`` from ``path``, ``HELIX_DBOS_CONFIG`` or the working directory; {} if absent."""
+    candidate = Path(path or os.environ.get("HELIX_DBOS_CONFIG", "dbos-config.yaml"))
+    if not candidate.exists():
+        return {}
+    data = yaml.safe_load(candidate.read_text()) or {}
+    return data if isinstance(data, dict) else {}
+
+
+def resolve_database_url(explicit: str | None = None, config: dict[str, Any] | None = None) -> str:
+    if explicit:
+        return explicit
+    env = os.environ.get("HELIX_DBOS_DATABASE_URL")
+    if env:
+        return env
+    cfg = read_dbos_config() if config is None else config
+    raw = cfg.get("system_database_url")
+    if isinstance(raw, str) and _substitute(raw).strip():
+        return _substitute(raw).strip()
+    return DEFAULT_SQLITE_URL
+
+
+def resolve_app_version(explicit: str | None = None) -> str:
+    return os.environ.get("DBOS__APPVERSION") or explicit or os.environ.get("HELIX_DBOS_APP_VERSION") or DEFAULT_APP_VERSION
+
+
+def requested_executor_id(explicit: str | None = None) -> str | None:
+    return os.environ.get("DBOS__VMID") or explicit or os.environ.get("HELIX_DBOS_EXECUTOR_ID") or None
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str
+    executor_id: str
+    app_version: str
+    app_name: str = DEFAULT_APP_NAME
+
+    @property
+    def sqlite(self) -> bool:
+        return is_sqlite(self.database_url)
+
+    def dbos_config(self) -> dict[str, Any]:
+        """The ``DBOSConfig`` for this runtime: JSON step outputs (SQL-readable), fast polling on SQLite."""
+        from dbos import DBOSPortableJSONSerializer
+
+        config: dict[str, Any] = {
+            "name": self.app_name,
+            "system_database_url": self.database_url,
+            "application_version": self.app_version,
+            "executor_id": self.executor_id,
+            "serializer": DBOSPortableJSONSerializer(),
+            "enable_otlp": False,
+            "log_level": os.environ.get("HELIX_DBOS_LOG_LEVEL", "WARNING"),
+        }
+        if self.sqlite:
+            # SQLite has no LISTEN/NOTIFY: recv, events and results poll at this interval.
+            config["notification_listener_polling_interval_sec"] = 0.02
+        return config

@@ -1,0 +1,230 @@
+"""Entries, answers and stops: the API side's transactions, each refusing bad input before it writes.
+
+Every entry passes the run-start gate: one compare-and-set on the session's version, so of two
+concurrent entries into one session exactly one wins and the other gets ``AgentAlreadyRunningError``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import (
+    AgentAlreadyRunningError,
+    AnswerKindError,
+    CallNotFoundError,
+    CallsPendingError,
+    CheckpointNotFoundError,
+    DuplicateAnswerError,
+    NothingToResumeError,
+    SessionNotFoundError,
+    StaleAnswerError,
+    UnknownAgentError,
+    ValidationError,
+)
+from ..ledger import store
+from ..ledger import tables as t
+from ..ledger.engine import is_sqlite
+from . import commits, transcript
+
+ORPHAN_AFTER = timedelta(seconds=30)
+
+
+def _orphaned(conn: sa.Connection, run: dict[str, Any] | None) -> bool:
+    """A run the gate admitted but whose workflow never started (the process died in between)."""
+    if run is None or run["status"] != "running":
+        return run is None
+    created = run["created_at"]
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=store.now().tzinfo)
+    if store.now() - created < ORPHAN_AFTER:
+        return False
+    table = "workflow_status" if is_sqlite(str(conn.engine.url)) else "dbos.workflow_status"
+    found = conn.execute(sa.text(f"SELECT 1 FROM {table} WHERE workflow_uuid = :id"), {"id": run["run_id"]}).first()
+    return found is None
+
+
+def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if cp is None or cp["kind"] != "suspension":
+        return []
+    calls = commits.calls_of_step(conn, cp["run_id"], cp["step"])
+    return [c for c in calls if c["status"] == "pending" and (c["kind"] == "client" or c["approved"] is None)]
+
+
+def open_run(
+    conn: sa.Connection,
+    *,
+    entry: str,
+    session_id: str | None,
+    agent_name: str | None,
+    message: str | None,
+    checkpoint_id: str | None,
+    agents: dict[str, Any],
+    profile: str,
+    executor_id: str | None,
+) -> dict[str, Any]:
+    """Validate the entry against the session's state, win the gate, and write the run's row."""
+    session = store.get_session(conn, session_id, for_update=True) if session_id else None
+    if session is None:
+        if entry != "start":
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        if agent_name not in agents:
+            raise UnknownAgentError(f"no agent named {agent_name!r}")
+        session_id = session_id or store.new_id()
+        store.insert_session(conn, session_id, str(agent_name))
+        session = store.get_session(conn, session_id, for_update=True)
+        assert session is not None
+    else:
+        if entry == "start":
+            if agent_name is not None and agent_name != session["agent_name"]:
+                raise ValidationError(f"session {session_id!r} belongs to agent {session['agent_name']!r}, not {agent_name!r}")
+            entry = "turn"
+        if session["agent_name"] not in agents:
+            raise UnknownAgentError(f"no agent named {session['agent_name']!r} is defined in this process")
+    assert session_id is not None
+    previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
+    if session["status"] == "running":
+        if not _orphaned(conn, previous):
+            raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
+        assert previous is not None
+        store.end_run(conn, previous["run_id"], "failed", error_code="orphaned", error="the run's workflow never started")
+        previous = store.get_run(conn, previous["run_id"])
+    _check_entry(conn, entry, session, previous, message, checkpoint_id)
+
+    run_id = store.new_id()
+    if not store.claim_session(conn, session, run_id):
+        raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
+    agent = agents[session["agent_name"]]
+    store.insert_run(
+        conn,
+        run_id=run_id,
+        session_id=session_id,
+        seq=int(session["run_count"]) + 1,
+        agent_name=session["agent_name"],
+        entry=entry,
+        entry_message=message,
+        checkpoint_id=checkpoint_id,
+        previous_run_id=previous["run_id"] if previous else None,
+        max_steps=agent.max_steps,
+        recovery=profile,
+        executor_id=executor_id,
+    )
+    return {"run_id": run_id, "session_id": session_id, "entry": entry}
+
+
+def _check_entry(
+    conn: sa.Connection,
+    entry: str,
+    session: dict[str, Any],
+    previous: dict[str, Any] | None,
+    message: str | None,
+    checkpoint_id: str | None,
+) -> None:
+    sid = session["session_id"]
+    if entry in ("resume_with_message", "retry_with_message", "turn", "retry_from_checkpoint") and not message:
+        raise ValidationError(f"{entry} needs a message")
+    if checkpoint_id is not None:
+        cp = store.get_checkpoint(conn, checkpoint_id)
+        if cp is None or cp["session_id"] != sid:
+            raise CheckpointNotFoundError(f"no checkpoint {checkpoint_id!r} in session {sid!r}")
+        if cp["kind"] != "append":
+            raise ValidationError(f"checkpoint {checkpoint_id!r} is a {cp['kind']} checkpoint; entries take a saved append")
+    if entry in ("resume_continue", "retry", "resume_from_checkpoint") and previous is None:
+        raise NothingToResumeError(f"session {sid!r} has no run to resume")
+    if entry == "resume_continue":
+        if _pending_unanswered(conn, store.latest_checkpoint(conn, sid)):
+            raise CallsPendingError(f"session {sid!r} is waiting for answers to its pending calls")
+        if previous is not None and previous["status"] == "completed":
+            raise NothingToResumeError(f"session {sid!r} completed; send a new turn instead")
+    if entry == "retry" and previous is not None and previous["status"] not in ("failed", "interrupted"):
+        raise NothingToResumeError(f"retry() follows a failed or interrupted run; the last run is {previous['status']}")
+
+
+# --- answers -------------------------------------------------------------------------------------
+
+
+def answer(
+    conn: sa.Connection,
+    *,
+    session_id: str,
+    dispatch_id: str,
+    kind: str,
+    approved: bool | None = None,
+    reason: str | None = None,
+    actor: str | None = None,
+    result: Any = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """Record one answer, bound to the kind of pending call and fenced on the run that suspended."""
+    session = store.get_session(conn, session_id, for_update=True)
+    if session is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    call = store.get_call(conn, dispatch_id, for_update=True)
+    if call is None or call["session_id"] != session_id:
+        raise CallNotFoundError(f"no call {dispatch_id!r} in session {session_id!r}")
+    is_client = call["kind"] == "client"
+    if kind == "approval" and not call["requires_approval"]:
+        raise AnswerKindError(f"call {dispatch_id!r} does not await an approval" + (" (it is a client call: submit its result)" if is_client else ""))
+    if kind == "client" and not is_client:
+        raise AnswerKindError(f"call {dispatch_id!r} is not a client call" + (" (it awaits an approval)" if call["requires_approval"] else ""))
+    if call["answered_at"] is not None or call["approved"] is not None:
+        raise DuplicateAnswerError(f"call {dispatch_id!r} was answered already")
+    latest = store.latest_checkpoint(conn, session_id)
+    suspended_here = (
+        session["status"] == "suspended_client_tool"
+        and call["status"] == "pending"
+        and latest is not None
+        and latest["kind"] == "suspension"
+        and (latest["run_id"], latest["step"]) == (call["run_id"], call["step"])
+    )
+    if not suspended_here:
+        raise StaleAnswerError(f"call {dispatch_id!r} is no longer waiting for an answer (status {call['status']}, session {session['status']})")
+    run_id = str(session["current_run_id"])
+    ts = store.now()
+    if kind == "approval":
+        conn.execute(
+            t.calls.update()
+            .where(t.calls.c.dispatch_id == dispatch_id)
+            .values(approved=bool(approved), approval_reason=reason, approval_actor=actor, answered_at=ts)
+        )
+        store.emit(conn, session_id, run_id, "approval_decided", {"dispatch_id": dispatch_id, "approved": bool(approved), "reason": reason, "actor": actor})
+        if not approved:
+            fresh = store.get_call(conn, dispatch_id)
+            assert fresh is not None
+            store.settle_call(conn, fresh, "denied", run_id=run_id, paired_by="answer", note=reason)
+    else:
+        ok, value = transcript.jsonable(result)
+        if not ok:
+            raise ValidationError(str(value))
+        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(answered_at=ts))
+        fresh = store.get_call(conn, dispatch_id)
+        assert fresh is not None
+        if error is not None:
+            store.settle_call(conn, fresh, "error", run_id=run_id, paired_by="answer", error={"type": "client_error", "message": error})
+        else:
+            store.settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
+    remaining = _pending_unanswered(conn, latest)
+    return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
+
+
+# --- stop ----------------------------------------------------------------------------------------
+
+
+def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None) -> dict[str, Any]:
+    """Write one durable stop record for the current run and return; a suspended run stops here and now."""
+    if kind not in ("interrupt", "abort"):
+        raise ValidationError(f"stop kind must be 'interrupt' or 'abort', not {kind!r}")
+    session = store.get_session(conn, session_id, for_update=True)
+    if session is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    run_id = session["current_run_id"]
+    if session["status"] not in ("running", "suspended_client_tool") or run_id is None:
+        raise NothingToResumeError(f"session {session_id!r} has no live run to stop (status {session['status']})")
+    first = store.request_stop(conn, session_id, run_id, kind, requested_by)
+    if session["status"] == "suspended_client_tool":
+        # No workflow is live to notice the record: the stop completes in this transaction.
+        out = commits.stop_run(conn, run_id, kind)
+        return {"run_id": run_id, "stopped": True, "status": out["status"]}
+    return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

@@ -1,0 +1,95 @@
+"""One live process per executor id.
+
+DBOS recovers a PENDING workflow by its executor id: two live processes sharing one id re-run each
+other's steps when either restarts. So each process holds an exclusive lock on its id for its whole
+life: a Postgres session advisory lock (released by the server when the process dies, however it
+dies) or an OS file lock beside the SQLite file. A process that asked for a specific id fails if it
+is held; one that did not takes the first free slot of the host's default ids, so a restarted
+worker gets its old id back and recovers its own pending runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import ExecutorIdInUseError
+from ..ledger.engine import create_sync_engine, is_sqlite, sqlite_path
+
+MAX_DEFAULT_SLOTS = 64
+
+
+def _key(executor_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"helix-executor:{executor_id}".encode()).digest()[:8], "big", signed=True)
+
+
+class ExecutorLock:
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.executor_id: str | None = None
+        self._conn: sa.Connection | None = None
+        self._engine: sa.Engine | None = None
+        self._fd: int | None = None
+
+    def _try(self, executor_id: str) -> bool:
+        if is_sqlite(self.database_url):
+            path = sqlite_path(self.database_url)
+            base = Path(f"{path}.executors") if path else Path(os.environ.get("TMPDIR", "/tmp")) / "helix-executors"
+            base.mkdir(parents=True, exist_ok=True)
+            fd = os.open(base / f"{hashlib.sha1(executor_id.encode()).hexdigest()}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            self._fd = fd
+            return True
+        if self._engine is None:
+            self._engine = create_sync_engine(self.database_url, poolclass=sa.pool.NullPool)
+            self._conn = self._engine.connect()
+        assert self._conn is not None
+        got = bool(self._conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": _key(executor_id)}).scalar())
+        self._conn.commit()
+        return got
+
+    def acquire(self, requested: str | None) -> str:
+        if requested:
+            if not self._try(requested):
+                self.release()
+                raise ExecutorIdInUseError(
+                    f"executor id {requested!r} is held by another live process",
+                    detail="two processes on one executor id run each other's steps twice; give each its own",
+                )
+            self.executor_id = requested
+            return requested
+        host = socket.gethostname()
+        for slot in range(MAX_DEFAULT_SLOTS):
+            candidate = f"{host}-{slot}"
+            if self._try(candidate):
+                self.executor_id = candidate
+                return candidate
+        self.release()
+        raise ExecutorIdInUseError(f"all {MAX_DEFAULT_SLOTS} default executor ids of host {host!r} are in use")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def __enter__(self) -> ExecutorLock:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()

@@ -1,0 +1,53 @@
+"""Fault injection: ``HELIX_DBOS_CRASH_AT=<point>[:<tool name>]`` exits the process at that boundary.
+
+A product feature, not a test hook: users prove their own tools' recovery by crashing a real
+process exactly where a deploy or an OOM kill would, then relaunching. ``os._exit`` skips every
+``finally`` and flush, as a real kill does. The variable is read at each boundary, so a test can set
+it in a child process's environment and relaunch without it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Final
+
+CRASH_POINTS: Final = (
+    "after_model",
+    "after_append",
+    "before_body",
+    "after_body",
+    "after_result",
+    "before_step_commit",
+    "after_step_commit",
+)
+CRASH_EXIT_CODE: Final = 97
+ENV: Final = "HELIX_DBOS_CRASH_AT"
+
+
+def crash_point(point: str, tool_name: str | None = None) -> None:
+    """Exit at once if ``HELIX_DBOS_CRASH_AT`` names this point (and this tool, when it names one)."""
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    want_point, _, want_tool = spec.partition(":")
+    if want_point != point or (want_tool and want_tool != tool_name):
+        return
+    sys.stderr.write(f"helix_dbos: crashing at {point}{':' + tool_name if tool_name else ''} ({ENV})\n")
+    sys.stderr.flush()
+    os._exit(CRASH_EXIT_CODE)
+
+
+FAIL_ENV: Final = "HELIX_DBOS_FAIL_AT"
+
+
+class InjectedFault(RuntimeError):
+    """Raised by ``fail_point``: a store error where a real one could strike, without killing the process."""
+
+    code = "injected_fault"
+
+
+def fail_point(point: str) -> None:
+    """Raise ``InjectedFault`` if ``HELIX_DBOS_FAIL_AT`` names this point (e.g. ``step_commit``)."""
+    if os.environ.get(FAIL_ENV) == point:
+        raise InjectedFault(f"injected failure at {point} ({FAIL_ENV})")

@@ -1,0 +1,338 @@
+"""The ``Runtime``: configure and launch DBOS, open runs through the gate, answer, stop, read.
+
+Sync methods block the caller's thread; each has an ``_async`` twin that runs it in a worker
+thread, so the blocking engine never runs on an event loop and workflows always run on DBOS's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from dbos import DBOS, SetWorkflowID
+
+from ..definitions import Agent
+from ..errors import ConfigurationError, ValidationError
+from ..ledger import store
+from ..ledger.engine import async_url, create_sync_engine, ensure_sqlite_wal, is_sqlite, translate_map
+from ..ledger.migrate import upgrade
+from ..recovery import Profile
+from . import entries, results, state, workflow
+from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url
+from .executor_lock import ExecutorLock
+from .results import RunResult, SessionView
+
+P = ParamSpec("P")
+R = TypeVar("R")
+log = logging.getLogger("helix_dbos")
+
+ResumeMode = Literal["continue", "with_message", "from_checkpoint"]
+StopKind = Literal["interrupt", "abort"]
+
+
+def _async_twin(fn: Callable[P, R]) -> Callable[P, Any]:
+    @functools.wraps(fn)
+    async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    twin.__doc__ = f"Async twin of ``{fn.__name__}`` (runs it in a worker thread)."
+    return twin
+
+
+def _collect_agents(agents: Iterable[Agent]) -> dict[str, Agent]:
+    """Every agent reachable from ``agents``, sub-agents included: child runs resolve them by name."""
+    found: dict[str, Agent] = {}
+    stack = list(agents)
+    while stack:
+        agent = stack.pop()
+        other = found.get(agent.name)
+        if other is not None and other is not agent:
+            raise ConfigurationError(f"two different agents are named {agent.name!r}")
+        if other is None:
+            found[agent.name] = agent
+            stack.extend(s.agent for s in agent.sub_agents)
+    return found
+
+
+class RunHandle:
+    """A run that was started; ``result()`` waits until it completes, fails, stops or suspends."""
+
+    def __init__(self, runtime: Runtime, run_id: str, session_id: str, workflow_handle: Any = None) -> None:
+        self.runtime = runtime
+        self.run_id = run_id
+        self.session_id = session_id
+        self._workflow_handle = workflow_handle
+
+    def result(self, timeout: float | None = None) -> RunResult:
+        if self._workflow_handle is not None and timeout is None:
+            try:
+                self._workflow_handle.get_result()
+            except Exception:  # the ledger has the run's real outcome; read it below
+                log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
+        return self.runtime.wait_run(self.run_id, timeout)
+
+    async def result_async(self, timeout: float | None = None) -> RunResult:
+        return await asyncio.to_thread(self.result, timeout)
+
+    def __repr__(self) -> str:
+        return f"RunHandle(run_id={self.run_id!r}, session_id={self.session_id!r})"
+
+
+class AnswerReceipt:
+    """What an answer did: recorded, and (when it was the last one awaited) the run that continues."""
+
+    def __init__(self, session_id: str, dispatch_id: str, remaining: list[str], run: RunHandle | None) -> None:
+        self.session_id = session_id
+        self.dispatch_id = dispatch_id
+        self.remaining = remaining
+        self.run = run
+
+    def __repr__(self) -> str:
+        return f"AnswerReceipt(dispatch_id={self.dispatch_id!r}, remaining={self.remaining!r}, run={self.run!r})"
+
+
+class Runtime:
+    """Agents as DBOS workflows over the Helix ledger. One per process (DBOS is one per process)."""
+
+    def __init__(
+        self,
+        agents: Iterable[Agent],
+        *,
+        recovery: Profile = "full",
+        database_url: str | None = None,
+        executor_id: str | None = None,
+        application_version: str | None = None,
+        app_name: str = DEFAULT_APP_NAME,
+        queue_name: str = "helix_runs",
+        auto_continue: bool = True,
+    ) -> None:
+        if recovery not in ("full", "dbos_compat"):
+            raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
+        self.agents = _collect_agents(agents)
+        self.recovery: Profile = recovery
+        self._database_url = database_url
+        self._executor_id = executor_id
+        self._app_version = application_version
+        self._app_name = app_name
+        self.queue_name = queue_name
+        self.auto_continue = auto_continue
+        self.settings: Settings | None = None
+        self._engine: sa.Engine | None = None
+        self._lock: ExecutorLock | None = None
+        self._owns_dbos = False
+        self._datasource: Any = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> sa.Engine:
+        if self._engine is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._engine
+
+    def launch(self) -> Runtime:
+        """Configure DBOS (unless the app did), migrate the ledger, launch, and wake this executor's runs."""
+        from dbos import _dbos as dbos_module
+
+        existing = dbos_module._dbos_global_instance
+        url = resolve_database_url(self._database_url)
+        if existing is not None and self._database_url is None:
+            url = existing._config.get("system_database_url") or url  # type: ignore[attr-defined]
+        if is_sqlite(url):
+            ensure_sqlite_wal(url)
+        upgrade(url)
+        self._lock = ExecutorLock(url)
+        wanted = requested_executor_id(self._executor_id)
+        if existing is not None:
+            wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
+        executor_id = self._lock.acquire(wanted)
+        self.settings = Settings(url, executor_id, resolve_app_version(self._app_version), self._app_name)
+        if existing is None:
+            DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
+            self._owns_dbos = True
+        workflow.register()
+        self._engine = create_sync_engine(url)
+        self._datasource = asyncio.run(self._create_datasource(url))
+        state.install(
+            state.Env(
+                agents=self.agents,
+                profile=self.recovery,
+                settings=self.settings,
+                datasource=self._datasource,
+                engine=self._engine,
+                queue_name=self.queue_name,
+                isolation="SERIALIZABLE" if is_sqlite(url) else "READ COMMITTED",
+            )
+        )
+        if not getattr(dbos_module._dbos_global_instance, "_launched", False):
+            DBOS.launch()
+        DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
+        return self
+
+    async def _create_datasource(self, url: str) -> Any:
+        from dbos import AsyncSQLAlchemyDatasource, DBOSPortableJSONSerializer
+        from sqlalchemy import event
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        if is_sqlite(url):
+            engine = create_async_engine(async_url(url))
+            from ..ledger.engine import _sqlite_pragmas
+
+            event.listens_for(engine.sync_engine, "connect")(_sqlite_pragmas)
+        else:
+            engine = create_async_engine(async_url(url), pool_size=20, max_overflow=20, pool_pre_ping=True)
+        engine = engine.execution_options(schema_translate_map=translate_map(url))
+        ds = await AsyncSQLAlchemyDatasource.create(async_url(url), engine=engine, serializer=DBOSPortableJSONSerializer())
+        # The pool's connections were opened on this temporary loop; the workflows run on DBOS's.
+        await engine.dispose()
+        return ds
+
+    def shutdown(self) -> None:
+        if self._owns_dbos:
+            DBOS.destroy(destroy_registry=True)
+            self._owns_dbos = False
+        state.install(None)
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> Runtime:
+        return self.launch()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    @property
+    def executor_id(self) -> str:
+        assert self.settings is not None
+        return self.settings.executor_id
+
+    # --- entries -------------------------------------------------------------------------------
+
+    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        with self.engine.begin() as conn:
+            opened = entries.open_run(
+                conn,
+                entry=entry,
+                session_id=session_id,
+                agent_name=agent_name,
+                message=message,
+                checkpoint_id=checkpoint_id,
+                agents=self.agents,
+                profile=self.recovery,
+                executor_id=self.executor_id,
+            )
+        with SetWorkflowID(opened["run_id"]):
+            handle = DBOS.start_workflow(workflow.run_workflow(), opened["run_id"])
+        return RunHandle(self, opened["run_id"], opened["session_id"], handle)
+
+    def start(self, agent_name: str, message: str, session_id: str | None = None) -> RunHandle:
+        """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step)."""
+        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message)
+
+    def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        if mode == "continue":
+            if message is not None or checkpoint_id is not None:
+                raise ValidationError("resume(mode='continue') takes neither a message nor a checkpoint")
+            return self._enter("resume_continue", session_id=session_id)
+        if mode == "with_message":
+            return self._enter("resume_with_message", session_id=session_id, message=message)
+        if mode == "from_checkpoint":
+            if not checkpoint_id:
+                raise ValidationError("resume(mode='from_checkpoint') needs a checkpoint_id")
+            return self._enter("resume_from_checkpoint", session_id=session_id, checkpoint_id=checkpoint_id)
+        raise ValidationError(f"unknown resume mode {mode!r}")
+
+    def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        if checkpoint_id is not None:
+            if not message:
+                raise ValidationError("retry(checkpoint_id=...) needs a message: the message redirects the saved step")
+            return self._enter("retry_from_checkpoint", session_id=session_id, message=message, checkpoint_id=checkpoint_id)
+        if message is not None:
+            return self._enter("retry_with_message", session_id=session_id, message=message)
+        return self._enter("retry", session_id=session_id)
+
+    # --- answers and stop ----------------------------------------------------------------------
+
+    def _answer(self, session_id: str, dispatch_id: str, **kw: Any) -> AnswerReceipt:
+        with self.engine.begin() as conn:
+            out = entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw)
+        run = None
+        if out["all_answered"] and self.auto_continue:
+            run = self._enter("resume_continue", session_id=session_id)
+        return AnswerReceipt(session_id, dispatch_id, out["remaining"], run)
+
+    def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None) -> AnswerReceipt:
+        """Decide a pending approval; the last answer continues the run (approved bodies then run)."""
+        return self._answer(session_id, dispatch_id, kind="approval", approved=approved, reason=reason, actor=actor)
+
+    def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None) -> AnswerReceipt:
+        """Settle a pending client-tool call with its result (or its error)."""
+        return self._answer(session_id, dispatch_id, kind="client", result=result, error=error)
+
+    def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> dict[str, Any]:
+        """Record a durable stop for the session's current run and return at once."""
+        with self.engine.begin() as conn:
+            return entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
+        def check() -> RunResult | None:
+            with self.engine.connect() as conn:
+                return results.at_rest(conn, run_id)
+
+        return results.poll(check, timeout, f"run {run_id}")
+
+    def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
+        """The session's latest run once it is at rest (also a run a relaunch recovered)."""
+
+        def check() -> RunResult | None:
+            with self.engine.connect() as conn:
+                session = store.get_session(conn, session_id)
+                if session is None:
+                    from ..errors import SessionNotFoundError
+
+                    raise SessionNotFoundError(f"no session {session_id!r}")
+                if session["current_run_id"] is None:
+                    return None
+                return results.at_rest(conn, session["current_run_id"])
+
+        return results.poll(check, timeout, f"session {session_id}")
+
+    def session(self, session_id: str) -> SessionView:
+        with self.engine.connect() as conn:
+            return results.read_session(conn, session_id)
+
+    def run(self, run_id: str) -> RunResult:
+        with self.engine.connect() as conn:
+            return results.read_result(conn, run_id)
+
+    def recover_executor(self, executor_id: str) -> list[str]:
+        """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
+        probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self._database_url))
+        try:
+            probe.acquire(executor_id)
+        finally:
+            probe.release()
+        handles = DBOS._recover_pending_workflows([executor_id])
+        return [h.get_workflow_id() for h in handles]
+
+    start_async = _async_twin(start)
+    resume_async = _async_twin(resume)
+    retry_async = _async_twin(retry)
+    approve_async = _async_twin(approve)
+    submit_tool_result_async = _async_twin(submit_tool_result)
+    stop_async = _async_twin(stop)
+    wait_async = _async_twin(wait)
+    session_async = _async_twin(session)
+    run_async = _async_twin(run)
+    launch_async = _async_twin(launch)
+    shutdown_async = _async_twin(shutdown)

@@ -1,0 +1,99 @@
+"""The conversation as pydantic-ai messages, stored one JSON row per message.
+
+What the model reads for a call is built here from the call's ledger row, so a recovered step, a
+redirect and a normal step commit all tell the model the same thing for the same status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic_ai import ModelMessagesTypeAdapter
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    RetryFeedbackPart,
+    RetryInfo,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from ..recovery.texts import PAIRING_TEXTS
+
+
+def dump(message: ModelMessage) -> dict[str, Any]:
+    return ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
+
+
+def load(bodies: Sequence[Any]) -> list[ModelMessage]:
+    return ModelMessagesTypeAdapter.validate_python(list(bodies))
+
+
+def load_response(body: Mapping[str, Any]) -> ModelResponse:
+    message = load([body])[0]
+    assert isinstance(message, ModelResponse)
+    return message
+
+
+def user_message(text: str) -> ModelRequest:
+    return ModelRequest(parts=[UserPromptPart(content=text)])
+
+
+def _is_jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
+    """The part that answers one call, from its ledger row."""
+    name, call_id, status = call["tool_name"], call["tool_call_id"], call["status"]
+    if status == "ok":
+        return ToolReturnPart(tool_name=name, content=call["result"], tool_call_id=call_id)
+    if status == "error" and call["paired_by"] == "validation":
+        # Malformed arguments or an unknown tool: a retry, as pydantic-ai's own loop answers it.
+        error = call["error"] or {}
+        cause = "unknown_tool" if error.get("code") == "unknown_tool" else "validation_error"
+        return ToolReturnPart(
+            tool_name=name,
+            content=error.get("message", "invalid call"),
+            tool_call_id=call_id,
+            outcome="retried",
+            retry=RetryInfo(cause=cause),
+        )
+    if status == "error":
+        return ToolReturnPart(tool_name=name, content={"status": "error", "error": call["error"]}, tool_call_id=call_id)
+    if status == "denied":
+        reason = call.get("approval_reason")
+        text = PAIRING_TEXTS["denied"] + (f": {reason}" if reason else "")
+        return ToolReturnPart(tool_name=name, content={"status": "denied", "message": text}, tool_call_id=call_id)
+    note = call["outcome_note"] or PAIRING_TEXTS.get(status, status)
+    return ToolReturnPart(tool_name=name, content={"status": status, "message": note}, tool_call_id=call_id)
+
+
+def results_message(calls: Sequence[Mapping[str, Any]], message: str | None = None) -> ModelRequest:
+    """One request answering every call of a step in reply order, then (if any) the redirecting message."""
+    parts: list[ModelRequestPart] = [call_part(c) for c in sorted(calls, key=lambda c: c["position"])]
+    if message is not None:
+        parts.append(UserPromptPart(content=message))
+    return ModelRequest(parts=parts)
+
+
+def text_not_allowed(text: str) -> ModelRequest:
+    """The retry a model gets for plain text when the agent needs structured output."""
+    return ModelRequest(parts=[RetryFeedbackPart(content=text, retry=RetryInfo(cause="no_output"))])
+
+
+def jsonable(value: Any) -> tuple[bool, Any]:
+    """(True, json-ready value) or (False, reason): tool results must be readable in SQL."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    if _is_jsonable(value):
+        return True, value
+    return False, f"tool result of type {type(value).__name__} is not JSON-serialisable"

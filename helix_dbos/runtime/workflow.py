@@ -1,0 +1,170 @@
+"""One run = one DBOS workflow (workflow id = run id), whose only input is the run id.
+
+Per step: the model request (a DBOS step; its recorded output is the reply) -> the append
+checkpoint (one datasource transaction, exactly once: the reply, every call, a fresh dispatch id
+each) -> the bodies (each a DBOS step opening with a committed attempt) -> the step commit (one
+datasource transaction). A step whose reply starts no body makes no append: its reply, calls and
+answers (or its suspension) go in one commit.
+
+Determinism under DBOS replay: the workflow reads the ledger only through recorded steps, and
+gives every body its step id up front, in reply order (``DBOS.reserve_step``), so parallel lanes
+finishing in any order replay to the same ids. Remote children are dispatched and awaited in reply
+order around the lanes for the same reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+
+from ..definitions import Agent
+from ..ledger.statuses import BODY_KINDS
+from ..recovery import lanes
+from . import commits, transcript
+from .bodies import body_step, plain_tx
+from .children import delegate_gate, record_child
+from .faults import crash_point, fail_point
+from .model_step import is_retryable, model_request_step
+from .planning import plan_calls, starts_a_body
+from .state import env
+
+RUN_WORKFLOW = "helix.run"
+_run_workflow: Callable[..., Any] | None = None
+
+
+class MaxStepsReached(Exception):
+    pass
+
+
+async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """An exactly-once ledger transaction: DBOS records its output with the commit, replay returns it."""
+    ds = env().datasource
+
+    async def body(*a: Any) -> Any:
+        session = ds.sql_session()
+        return await session.run_sync(lambda s: fn(s.connection(), *a))
+
+    return await ds.run_tx_step_async({"name": name, "isolation_level": env().isolation}, body, *args)
+
+
+async def step(name: str, fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
+    return await DBOS.run_step_async({"name": name, **options}, fn, *args)
+
+
+def run_workflow() -> Callable[..., Any]:
+    assert _run_workflow is not None, "workflows are registered by runtime.launch()"
+    return _run_workflow
+
+
+def register() -> None:
+    """Register the run workflow with the DBOS instance about to launch (once per DBOS instance)."""
+    global _run_workflow
+    from dbos._dbos import _get_or_create_dbos_registry
+
+    registry = _get_or_create_dbos_registry()
+    if RUN_WORKFLOW in registry.workflow_info_map and _run_workflow is not None:
+        return
+    _run_workflow = DBOS.workflow(name=RUN_WORKFLOW)(_run)
+
+
+async def _run(run_id: str) -> dict[str, Any]:
+    try:
+        return await _drive(run_id)
+    except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
+        code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
+        message = str(exc) or type(exc).__name__
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
+
+
+async def _drive(run_id: str) -> dict[str, Any]:
+    plan = await tx("helix.prepare", commits.prepare_entry, run_id)
+    sid: str = plan["session_id"]
+    agent = env().agent(plan["agent_name"])
+    budget: int = plan["max_steps"]
+    used = 0
+    step_no: int = plan["step"]
+    if plan["mode"] == "recover":
+        outcome = await _saved_step(run_id, sid, agent, plan["recover"], None)
+        if outcome["status"] != "committed":
+            return dict(outcome)
+    while True:
+        if used >= budget:
+            raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
+        reply = await step(
+            "helix.model",
+            model_request_step,
+            run_id,
+            sid,
+            agent.name,
+            step_no,
+            retries_allowed=True,
+            max_attempts=4,
+            interval_seconds=1.0,
+            backoff_rate=2.0,
+            should_retry=is_retryable,
+        )
+        used += 1
+        if "stopped" in reply:
+            return dict(await tx("helix.stop", commits.stop_run, run_id, reply["stopped"]))
+        crash_point("after_model")
+        planned = plan_calls(agent, transcript.load_response(reply["response"]))
+        if starts_a_body(planned):
+            saved = await tx("helix.append", commits.append_checkpoint, run_id, sid, step_no, reply, planned)
+            crash_point("after_append")
+            outcome = await _saved_step(run_id, sid, agent, saved, saved["calls"])
+        else:
+            crash_point("before_step_commit")
+            fail_point("step_commit")
+            outcome = await tx(
+                "helix.commit", commits.commit_unsaved_step, run_id, sid, step_no, reply, planned, agent.output_type is not None
+            )
+            crash_point("after_step_commit")
+        if outcome["status"] != "committed":
+            return dict(outcome)
+        step_no += 1
+
+
+async def _saved_step(
+    run_id: str, sid: str, agent: Agent, ref: dict[str, Any], calls: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """Bodies for every unanswered call of a saved step, then its step commit."""
+    if calls is None:
+        calls = await step("helix.saved_calls", plain_tx, commits.step_bodies, ref)
+    calls = [c for c in calls if c["kind"] in BODY_KINDS]
+    remote = [c for c in calls if c["kind"] == "remote"]
+    local = [c for c in calls if c["kind"] != "remote"]
+
+    dispatched: list[tuple[dict[str, Any], Any]] = []
+    for c in remote:
+        gate = await step("helix.delegate", delegate_gate, run_id, c["dispatch_id"])
+        if gate["action"] != "done":
+            with SetWorkflowID(c["dispatch_id"]):
+                handle = await DBOS.enqueue_workflow_async(env().queue_name, run_workflow(), c["dispatch_id"])
+            dispatched.append((gate, handle))
+
+    reserved = {c["dispatch_id"]: DBOS.reserve_step() for c in local}
+
+    async def lane(members: list[Any]) -> None:
+        for m in members:
+            await reserved[m.dispatch_id].run_async({"name": f"helix.body.{m.tool_name}"}, body_step, run_id, m.dispatch_id)
+
+    await asyncio.gather(*(lane(ln) for ln in lanes([SimpleNamespace(**c) for c in local])))
+
+    for gate, handle in dispatched:
+        try:
+            child = await handle.get_result()
+        except Exception as exc:  # the child cannot be found or did not finish: never a hang
+            child = {"status": "lost", "error_code": "subagent_lost", "error": str(exc)}
+        await step("helix.delegate_result", record_child, run_id, gate["dispatch_id"], gate["attempt"], child)
+
+    crash_point("before_step_commit")
+    fail_point("step_commit")
+    outcome = await tx("helix.commit", commits.commit_saved_step, run_id, sid, ref)
+    crash_point("after_step_commit")
+    return dict(outcome)
