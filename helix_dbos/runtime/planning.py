@@ -8,6 +8,7 @@ loop sends, so the model can correct itself.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pydantic
@@ -22,6 +23,14 @@ Planned = dict[str, Any]
 
 def _args_of(part: ToolCallPart) -> tuple[Any, str | None]:
     """The arguments as a dict, or the raw text and why it is not one."""
+    if isinstance(part.args, str) and part.args.strip():
+        try:
+            parsed = json.loads(part.args)
+        except ValueError as exc:
+            return {"_raw": part.args}, f"arguments are not valid JSON: {exc}"
+        if not isinstance(parsed, dict):
+            return {"_raw": part.args}, "arguments must be a JSON object"
+        return parsed, None
     try:
         return part.args_as_dict(), None
     except (ValueError, TypeError) as exc:

@@ -1,0 +1,122 @@
+"""Fixtures: every database test runs on SQLite and on Postgres, each test on a fresh database.
+
+Postgres is ``HELIX_DBOS_TEST_PG_URL`` (default: the local server, user postgres). When it cannot be
+reached the Postgres half skips with a clear message, except in CI (``CI=true``) or with
+``HELIX_DBOS_REQUIRE_POSTGRES=1``, where it fails: CI must never pass on SQLite alone.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+import helix_dbos as hx
+
+PG_URL = os.environ.get("HELIX_DBOS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRE_PG = os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("HELIX_DBOS_REQUIRE_POSTGRES") == "1"
+TEMPLATE = "helix_test_template"
+
+_pg_state: dict[str, object] = {}
+
+
+def _admin_engine() -> sa.Engine:
+    url = make_url(PG_URL).set(drivername="postgresql+psycopg")
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 3})
+
+
+def _pg_available() -> str | None:
+    """None when Postgres is reachable, else why not."""
+    if "error" not in _pg_state:
+        try:
+            with _admin_engine().connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+            _pg_state["error"] = None
+        except Exception as exc:  # any failure to connect means: no server for this run
+            _pg_state["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return _pg_state["error"]  # type: ignore[return-value]
+
+
+def _db_url(name: str) -> str:
+    return make_url(PG_URL).set(database=name, drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _ensure_template() -> None:
+    """A database migrated once (DBOS + ledger) that every test database is cloned from: fast and clean."""
+    if _pg_state.get("template"):
+        return
+    from dbos import DBOS
+
+    from helix_dbos.ledger.migrate import upgrade
+
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)"))
+        conn.execute(sa.text(f"CREATE DATABASE {TEMPLATE}"))
+    url = _db_url(TEMPLATE)
+    DBOS.migrate(url)
+    upgrade(url)
+    with admin.connect() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"), {"d": TEMPLATE})
+    _pg_state["template"] = True
+
+
+def fresh_postgres_url() -> str:
+    _ensure_template()
+    name = f"helix_t_{uuid.uuid4().hex[:12]}"
+    with _admin_engine().connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
+    return _db_url(name)
+
+
+def drop_postgres(url: str) -> None:
+    name = make_url(url).database
+    with _admin_engine().connect() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database URL: a SQLite file, or a Postgres database cloned from a migrated template."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'helix.sqlite'}"
+        return
+    error = _pg_available()
+    if error is not None:
+        message = f"PostgreSQL is not reachable at {PG_URL} ({error}); set HELIX_DBOS_TEST_PG_URL"
+        if REQUIRE_PG:
+            pytest.fail(f"{message}. Postgres is required in CI.")
+        pytest.skip(f"{message}. Postgres tests skipped outside CI.")
+    url = fresh_postgres_url()
+    try:
+        yield url
+    finally:
+        drop_postgres(url)
+
+
+@pytest.fixture
+def make_runtime(db_url: str) -> Iterator[Callable[..., hx.Runtime]]:
+    """Build and launch one runtime per test (DBOS is one per process); shut down afterwards."""
+    launched: list[hx.Runtime] = []
+
+    def make(agents: list[hx.Agent], **kwargs: object) -> hx.Runtime:
+        kwargs.setdefault("executor_id", f"test-{uuid.uuid4().hex[:8]}")
+        rt = hx.Runtime(agents, database_url=db_url, **kwargs)  # type: ignore[arg-type]
+        rt.launch()
+        launched.append(rt)
+        return rt
+
+    yield make
+    for rt in launched:
+        rt.shutdown()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    error = _pg_available()
+    where = f"PostgreSQL at {PG_URL}: " + ("reachable" if error is None else f"NOT reachable ({error})")
+    return where + ("; required (CI)" if REQUIRE_PG else "")

@@ -1,0 +1,94 @@
+"""Run the scenario app in real child processes, crash them at named boundaries, relaunch them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Outcome:
+    code: int
+    result: dict[str, Any] | None
+    stderr: str
+
+
+@dataclass
+class Kit:
+    """One application (database, executor id, effects folder) run as a sequence of processes."""
+
+    db_url: str
+    workdir: Path
+    scenario: str = "mixed"
+    executor: str = field(default_factory=lambda: f"crash-{uuid.uuid4().hex[:8]}")
+    session: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def run(self, *cmd: str, crash_at: str | None = None, variant: str = "v1", recovery: str = "full", fail_at: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 90) -> Outcome:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+        if crash_at:
+            env["HELIX_DBOS_CRASH_AT"] = crash_at
+        if fail_at:
+            env["HELIX_DBOS_FAIL_AT"] = fail_at
+        env.update(extra_env or {})
+        args = [
+            sys.executable, "-m", "tests.scenarios.app",
+            "--db", self.db_url, "--effects", str(self.workdir / "effects"), "--executor", self.executor,
+            "--scenario", self.scenario, "--variant", variant, "--recovery", recovery,
+            *cmd, "--session", self.session,
+        ]
+        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        result = None
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                result = json.loads(line)
+        return Outcome(proc.returncode, result, proc.stderr)
+
+    def start(self, **kw: Any) -> Outcome:
+        return self.run("start", **kw)
+
+    def crash(self, point: str, **kw: Any) -> Outcome:
+        out = self.run("start", crash_at=point, **kw)
+        assert out.code == CRASH_EXIT_CODE, f"expected a crash at {point}, got exit {out.code}: {out.stderr[-2000:]}"
+        return out
+
+    def wake(self, **kw: Any) -> Outcome:
+        out = self.run("wake", **kw)
+        assert out.code == 0 and out.result is not None, out.stderr[-3000:]
+        return out
+
+    def entry(self, kind: str, message: str | None = None, checkpoint: str | None = None, **kw: Any) -> Outcome:
+        cmd = ["entry", "--kind", kind]
+        if message is not None:
+            cmd += ["--message", message]
+        if checkpoint is not None:
+            cmd += ["--checkpoint", checkpoint]
+        return self.run(*cmd, **kw)
+
+    def lines(self, kind: str) -> list[dict[str, Any]]:
+        path = self.workdir / "effects" / f"{kind}.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def bodies(self) -> Counter[str]:
+        """Body starts per tool, counted by the tools themselves, outside the runtime."""
+        return Counter(line["tool"] for line in self.lines("bodies"))
+
+    def model_steps(self) -> Counter[int]:
+        """Model requests per conversation step: a saved step must never be asked twice."""
+        return Counter(line["step"] for line in self.lines("model"))
+
+
+def calls_by_tool(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["tool"]: c for c in result["calls"] if c["step"] == 0}

@@ -1,0 +1,174 @@
+"""A real application process for crash tests: launched, crashed with ``HELIX_DBOS_CRASH_AT``, relaunched.
+
+Side effects are counted outside the runtime, in append-only files under ``--effects`` (one line per
+body start, one per model request), fsynced so a line written before ``os._exit`` survives it.
+
+    python -m tests.scenarios.app --db URL --effects DIR --executor ID start --session SID
+    python -m tests.scenarios.app ... wake --session SID          # relaunch: recovery of pending runs
+    python -m tests.scenarios.app ... entry --session SID --kind retry [--message M] [--checkpoint CP]
+
+Each command prints one JSON line: the run result and the session's calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import helix_dbos as hx
+
+EFFECTS: Path = Path(".")
+
+
+def effect(kind: str, **data: Any) -> None:
+    """Append one fsynced line: the test's own record of what really happened."""
+    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
+        f.write(json.dumps(data) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _body(name: str, delay: float = 0.0) -> Any:
+    async def run(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+        effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+        if delay:
+            import asyncio
+
+            await asyncio.sleep(delay)
+        return {"tool": name, "key": key, "dispatch_id": ctx.dispatch_id}
+
+    run.__name__ = name
+    run.__doc__ = f"The {name} tool."
+    return run
+
+
+# Which tools a scenario's first reply calls, in order. Names encode the policy: safe_*, unsafe_*.
+SCENARIOS: dict[str, list[str]] = {
+    "safe": ["safe_set"],
+    "unsafe": ["unsafe_send"],
+    "mixed": ["safe_set", "unsafe_send", "group_a", "group_b", "seq_a", "seq_b"],
+    "group": ["group_unsafe", "group_b"],
+    "sequential": ["seq_unsafe", "seq_b"],
+    "slow": ["slow_safe"],
+}
+
+
+def build_tools(variant: str) -> list[hx.Tool]:
+    safe_now = "safe" if variant != "unsafe_now" else "unsafe"
+    tools = [
+        hx.tool(replay=safe_now, name="safe_set")(_body("safe_set")),
+        hx.tool(name="unsafe_send")(_body("unsafe_send")),
+        hx.tool(replay="safe", concurrency_group="g", name="group_a")(_body("group_a")),
+        hx.tool(replay="safe", concurrency_group="g", name="group_b")(_body("group_b")),
+        hx.tool(concurrency_group="g", name="group_unsafe")(_body("group_unsafe")),
+        hx.tool(replay="safe", sequential=True, name="seq_a")(_body("seq_a")),
+        hx.tool(replay="safe", sequential=True, name="seq_b")(_body("seq_b")),
+        hx.tool(sequential=True, name="seq_unsafe")(_body("seq_unsafe")),
+        hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+    ]
+    if variant == "removed":
+        tools = [t for t in tools if t.name != "safe_set"]
+    if variant == "schema_changed":
+
+        async def safe_set(ctx: hx.ToolContext, key: int) -> dict[str, Any]:
+            """The safe_set tool, after a deploy changed its schema."""
+            effect("bodies", tool="safe_set", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+            return {}
+
+        tools = [t for t in tools if t.name != "safe_set"] + [hx.tool(replay="safe")(safe_set)]
+    return tools
+
+
+def model_function(scenario: str) -> Any:
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        responses = sum(isinstance(m, ModelResponse) for m in messages)
+        last = messages[-1]
+        seen = [p.content for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart)]
+        effect("model", step=responses, seen=seen)
+        if responses == 0:
+            return ModelResponse(
+                parts=[TextPart("on it")]
+                + [ToolCallPart(name, {"key": f"k{i}"}, tool_call_id=f"call-{i}") for i, name in enumerate(SCENARIOS[scenario])]
+            )
+        return ModelResponse(parts=[TextPart(f"done after {responses} steps")])
+
+    return reply
+
+
+def build_runtime(args: argparse.Namespace) -> hx.Runtime:
+    agent = hx.Agent("crashy", FunctionModel(model_function(args.scenario)), tools=build_tools(args.variant))
+    return hx.Runtime([agent], database_url=args.db, executor_id=args.executor, recovery=args.recovery)
+
+
+def report(rt: hx.Runtime, result: hx.RunResult) -> dict[str, Any]:
+    view = rt.session(result.session_id)
+    return {
+        "status": result.status,
+        "output": result.output,
+        "run_id": result.run_id,
+        "session_id": result.session_id,
+        "error_code": result.error_code,
+        "calls": [
+            {"tool": c.tool_name, "status": c.status, "attempts": len(c.attempts), "note": c.note, "dispatch_id": c.dispatch_id, "step": c.step}
+            for c in view.calls
+        ],
+        "checkpoints": [{"id": c["checkpoint_id"], "kind": c["kind"], "step": c["step"], "superseded": c["superseded_by"]} for c in view.checkpoints],
+        "runs": [{"run_id": r["run_id"], "entry": r["entry"], "status": r["status"]} for r in view.runs],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    global EFFECTS
+    p = argparse.ArgumentParser()
+    p.add_argument("--db", required=True)
+    p.add_argument("--effects", required=True)
+    p.add_argument("--executor", required=True)
+    p.add_argument("--scenario", default="mixed")
+    p.add_argument("--variant", default="v1")
+    p.add_argument("--recovery", default="full")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("start")
+    s.add_argument("--session", required=True)
+    w = sub.add_parser("wake")
+    w.add_argument("--session", required=True)
+    e = sub.add_parser("entry")
+    e.add_argument("--session", required=True)
+    e.add_argument("--kind", required=True)
+    e.add_argument("--message")
+    e.add_argument("--checkpoint")
+    args = p.parse_args(argv)
+    EFFECTS = Path(args.effects)
+    EFFECTS.mkdir(parents=True, exist_ok=True)
+    rt = build_runtime(args).launch()
+    try:
+        if args.cmd == "start":
+            result = rt.start("crashy", "go", session_id=args.session).result(timeout=60)
+        elif args.cmd == "wake":
+            result = rt.wait(args.session, timeout=60)
+        else:
+            kind = args.kind
+            if kind == "retry":
+                handle = rt.retry(args.session, message=args.message, checkpoint_id=args.checkpoint)
+            elif kind == "turn":
+                handle = rt.start("crashy", args.message, session_id=args.session)
+            else:
+                handle = rt.resume(args.session, mode=kind, message=args.message, checkpoint_id=args.checkpoint)
+            result = handle.result(timeout=60)
+        print(json.dumps(report(rt, result)), flush=True)
+    finally:
+        rt.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    t0 = time.time()
+    code = main(sys.argv[1:])
+    sys.exit(code)
