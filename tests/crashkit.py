@@ -34,7 +34,7 @@ class Kit:
     executor: str = field(default_factory=lambda: f"crash-{uuid.uuid4().hex[:8]}")
     session: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def run(self, *cmd: str, crash_at: str | None = None, variant: str = "v1", recovery: str = "full", fail_at: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 90) -> Outcome:
+    def run(self, *cmd: str, crash_at: str | None = None, variant: str = "v1", recovery: str = "full", fail_at: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 90, executor: str | None = None) -> Outcome:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
         if crash_at:
             env["HELIX_DBOS_CRASH_AT"] = crash_at
@@ -43,7 +43,7 @@ class Kit:
         env.update(extra_env or {})
         args = [
             sys.executable, "-m", "tests.scenarios.app",
-            "--db", self.db_url, "--effects", str(self.workdir / "effects"), "--executor", self.executor,
+            "--db", self.db_url, "--effects", str(self.workdir / "effects"), "--executor", executor or self.executor,
             "--scenario", self.scenario, "--variant", variant, "--recovery", recovery,
             *cmd, "--session", self.session,
         ]
@@ -92,3 +92,39 @@ class Kit:
 
 def calls_by_tool(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["tool"]: c for c in result["calls"] if c["step"] == 0}
+
+
+def transcript_problems(db_url: str, session_id: str) -> list[str]:
+    """Why the session's active transcript would be refused by a provider (empty list: it is valid).
+
+    Every tool call of a reply must be answered exactly once, in the very next request, and nothing
+    may answer a call that was never made.
+    """
+    import sqlalchemy as sa
+    from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+
+    from helix_dbos.ledger import store
+    from helix_dbos.ledger.engine import create_sync_engine
+    from helix_dbos.runtime import transcript
+
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            messages = transcript.load([m["body"] for m in store.active_messages(conn, session_id)])
+    finally:
+        engine.dispose()
+    problems = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, ModelResponse):
+            continue
+        asked = [p.tool_call_id for p in m.parts if isinstance(p, ToolCallPart)]
+        if not asked:
+            continue
+        nxt = messages[i + 1] if i + 1 < len(messages) else None
+        if not isinstance(nxt, ModelRequest):
+            problems.append(f"reply {i} has calls {asked} but no request answers them")
+            continue
+        answered = [p.tool_call_id for p in nxt.parts if isinstance(p, ToolReturnPart)]
+        if answered != asked:
+            problems.append(f"reply {i} asked {asked}, next request answered {answered}")
+    return problems

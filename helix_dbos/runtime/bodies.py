@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from ..definitions import Agent, ToolContext
 from . import commits, transcript
-from .faults import crash_point
+from .faults import crash_point, fail_point
 from .local_child import run_local_child
 from .state import env
 
@@ -50,6 +50,7 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
         tool_name=name,
     )
     crash_point("before_body", name)
+    fail_point("before_body", name)
     try:
         sub = agent.sub_agent(name)
         if sub is not None:

@@ -6,7 +6,7 @@ concurrent entries into one session exactly one wins and the other gets ``AgentA
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,24 +26,9 @@ from ..errors import (
 )
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.engine import is_sqlite
 from . import commits, transcript
 
-ORPHAN_AFTER = timedelta(seconds=30)
-
-
-def _orphaned(conn: sa.Connection, run: dict[str, Any] | None) -> bool:
-    """A run the gate admitted but whose workflow never started (the process died in between)."""
-    if run is None or run["status"] != "running":
-        return run is None
-    created = run["created_at"]
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=store.now().tzinfo)
-    if store.now() - created < ORPHAN_AFTER:
-        return False
-    table = "workflow_status" if is_sqlite(str(conn.engine.url)) else "dbos.workflow_status"
-    found = conn.execute(sa.text(f"SELECT 1 FROM {table} WHERE workflow_uuid = :id"), {"id": run["run_id"]}).first()
-    return found is None
+LivenessCheck = Callable[[dict[str, Any]], bool]
 
 
 def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -64,8 +49,15 @@ def open_run(
     agents: dict[str, Any],
     profile: str,
     executor_id: str | None,
+    is_dead: LivenessCheck = lambda run: False,
 ) -> dict[str, Any]:
-    """Validate the entry against the session's state, win the gate, and write the run's row."""
+    """Validate the entry against the session's state, win the gate, and write the run's row.
+
+    A session whose run is still live refuses the entry. A run whose workflow can no longer finish
+    (never started, cancelled, or pending on an executor that is gone: ``is_dead``) is ended
+    ``failed``/``executor_lost`` here, without pairing its calls, so this entry recovers its saved
+    step from the ledger in a new workflow.
+    """
     session = store.get_session(conn, session_id, for_update=True) if session_id else None
     if session is None:
         if entry != "start":
@@ -86,11 +78,11 @@ def open_run(
     assert session_id is not None
     previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] == "running":
-        if not _orphaned(conn, previous):
+        if previous is not None and not is_dead(previous):
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
-        assert previous is not None
-        store.end_run(conn, previous["run_id"], "failed", error_code="orphaned", error="the run's workflow never started")
-        previous = store.get_run(conn, previous["run_id"])
+        if previous is not None:
+            store.end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
+            previous = store.get_run(conn, previous["run_id"])
     _check_entry(conn, entry, session, previous, message, checkpoint_id)
 
     run_id = store.new_id()

@@ -27,11 +27,7 @@ ENV: Final = "HELIX_DBOS_CRASH_AT"
 
 def crash_point(point: str, tool_name: str | None = None) -> None:
     """Exit at once if ``HELIX_DBOS_CRASH_AT`` names this point (and this tool, when it names one)."""
-    spec = os.environ.get(ENV)
-    if not spec:
-        return
-    want_point, _, want_tool = spec.partition(":")
-    if want_point != point or (want_tool and want_tool != tool_name):
+    if not _matches(os.environ.get(ENV), point, tool_name):
         return
     sys.stderr.write(f"helix_dbos: crashing at {point}{':' + tool_name if tool_name else ''} ({ENV})\n")
     sys.stderr.flush()
@@ -47,7 +43,18 @@ class InjectedFault(RuntimeError):
     code = "injected_fault"
 
 
-def fail_point(point: str) -> None:
-    """Raise ``InjectedFault`` if ``HELIX_DBOS_FAIL_AT`` names this point (e.g. ``step_commit``)."""
-    if os.environ.get(FAIL_ENV) == point:
+def _matches(spec: str | None, point: str, tool_name: str | None) -> bool:
+    if not spec:
+        return False
+    want_point, _, want_tool = spec.partition(":")
+    return want_point == point and (not want_tool or want_tool == tool_name)
+
+
+def fail_point(point: str, tool_name: str | None = None) -> None:
+    """Raise ``InjectedFault`` if ``HELIX_DBOS_FAIL_AT=<point>[:<tool>]`` names this point.
+
+    Points: ``step_commit`` (the step commit fails after the save) and ``before_body`` (the body's
+    step fails after its attempt was committed): the run fails with calls saved and unanswered.
+    """
+    if _matches(os.environ.get(FAIL_ENV), point, tool_name):
         raise InjectedFault(f"injected failure at {point} ({FAIL_ENV})")

@@ -27,6 +27,7 @@ from pydantic_ai.models import ModelRequestParameters
 from ..definitions import Agent
 from ..ledger import store
 from . import transcript
+from .planning import plan_calls
 from .state import env
 
 RETRYABLE = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
@@ -92,4 +93,12 @@ async def model_request_step(run_id: str, session_id: str, agent_name: str, step
         model_settings=agent.model_settings,
         model_request_parameters=request_parameters(agent),
     )
-    return {"response": transcript.dump(response), "usage": _usage(response), "model_name": response.model_name, "step": step}
+    # Planned here, inside the step, so the plan is recorded with the reply: a replay after a deploy
+    # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
+    return {
+        "response": transcript.dump(response),
+        "usage": _usage(response),
+        "model_name": response.model_name,
+        "step": step,
+        "planned": plan_calls(agent, response),
+    }

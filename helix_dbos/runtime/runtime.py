@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from datetime import timedelta
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, ParamSpec, TypeVar
 
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ..definitions import Agent
-from ..errors import ConfigurationError, ValidationError
+from ..errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ..ledger import store
 from ..ledger.engine import async_url, create_sync_engine, ensure_sqlite_wal, is_sqlite, translate_map
 from ..ledger.migrate import upgrade
@@ -29,6 +30,9 @@ from .results import RunResult, SessionView
 P = ParamSpec("P")
 R = TypeVar("R")
 log = logging.getLogger("helix_dbos")
+
+#: A gate-admitted run whose workflow does not exist after this long is taken to have never started.
+ORPHAN_AFTER = timedelta(seconds=30)
 
 ResumeMode = Literal["continue", "with_message", "from_checkpoint"]
 StopKind = Literal["interrupt", "abort"]
@@ -242,10 +246,32 @@ class Runtime:
                 agents=self.agents,
                 profile=self.recovery,
                 executor_id=self.executor_id,
+                is_dead=self._run_is_dead,
             )
         with SetWorkflowID(opened["run_id"]):
             handle = DBOS.start_workflow(workflow.run_workflow(), opened["run_id"])
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
+
+    def _run_is_dead(self, run: dict[str, Any]) -> bool:
+        """Whether a ``running`` run's workflow can no longer finish, so an entry may take over."""
+        status = DBOS.get_workflow_status(run["run_id"])
+        if status is None:
+            created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=store.now().tzinfo)
+            return store.now() - created > ORPHAN_AFTER
+        if status.status in ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
+            return True
+        owner = status.executor_id
+        if status.status != "PENDING" or not owner or owner == self.executor_id:
+            return False
+        probe = ExecutorLock(self.settings.database_url if self.settings else "")
+        try:
+            probe.acquire(owner)
+        except ExecutorIdInUseError:
+            return False  # its executor is alive and will finish it
+        finally:
+            probe.release()
+        DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
+        return True
 
     def start(self, agent_name: str, message: str, session_id: str | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step)."""

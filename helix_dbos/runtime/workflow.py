@@ -25,12 +25,12 @@ from dbos import DBOS, SetWorkflowID
 from ..definitions import Agent
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import commits, transcript
+from . import commits
 from .bodies import body_step, plain_tx
 from .children import delegate_gate, record_child
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
-from .planning import plan_calls, starts_a_body
+from .planning import starts_a_body
 from .state import env
 
 RUN_WORKFLOW = "helix.run"
@@ -113,7 +113,7 @@ async def _drive(run_id: str) -> dict[str, Any]:
         if "stopped" in reply:
             return dict(await tx("helix.stop", commits.stop_run, run_id, reply["stopped"]))
         crash_point("after_model")
-        planned = plan_calls(agent, transcript.load_response(reply["response"]))
+        planned = reply["planned"]
         if starts_a_body(planned):
             saved = await tx("helix.append", commits.append_checkpoint, run_id, sid, step_no, reply, planned)
             crash_point("after_append")

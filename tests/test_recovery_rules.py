@@ -1,0 +1,203 @@
+"""Every row of the seed's recovery and entries tables, as a unit test of the pure ``decide`` function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from helix_dbos.recovery import (
+    MAX_BODIES,
+    NOT_STARTED,
+    OUTCOME_UNKNOWN,
+    REPLAY_LIMIT_REACHED,
+    RUN_STOPPED,
+    Decision,
+    SavedCall,
+    ToolNow,
+    decide,
+    lanes,
+)
+
+
+def call(i: int, name: str = "t", *, kind: str = "tool", replay: str = "safe", status: str = "running", attempts: int = 1, **kw: Any) -> SavedCall:
+    return SavedCall(dispatch_id=f"d{i}", position=i, tool_name=name, kind=kind, replay=replay, status=status, attempts=attempts, args={"k": "v"}, **kw)
+
+
+def tools(**policies: str) -> dict[str, ToolNow]:
+    return {name: ToolNow(name, replay, lambda args: isinstance(args, dict) and "k" in args) for name, replay in policies.items()}
+
+
+SAFE = tools(t="safe", u="unsafe")
+
+
+def one(c: SavedCall, now: dict[str, ToolNow] = SAFE, entry: str = "recover", profile: str = "full") -> Decision:
+    return decide([c], now, entry, profile)[0]  # type: ignore[arg-type]
+
+
+# --- the recovery table -----------------------------------------------------------------------
+
+
+def test_pending_client_call_is_left_for_its_answer() -> None:
+    d = one(call(0, "c", kind="client", status="pending", attempts=0, replay="unsafe"))
+    assert d.action == "wait"
+
+
+def test_pending_approval_call_is_left_for_its_answer() -> None:
+    d = one(call(0, status="pending", attempts=0, requires_approval=True))
+    assert d.action == "wait"
+
+
+def test_approved_call_runs_its_first_body() -> None:
+    d = one(call(0, status="pending", attempts=0, requires_approval=True, approved=True))
+    assert d.action == "run"
+
+
+def test_remote_subagent_call_reattaches_by_dispatch_id() -> None:
+    for attempts in (0, 1, 5):
+        assert one(call(0, "subagent__x", kind="remote", replay="unsafe", attempts=attempts)).action == "reattach"
+
+
+def test_companion_call_reenters_the_child_phase() -> None:
+    assert one(call(0, "subagent__c", kind="companion", replay="unsafe", attempts=1)).action == "reenter"
+
+
+def test_safe_tool_runs_again_up_to_three_bodies() -> None:
+    assert one(call(0, attempts=1)).action == "run_again"
+    assert one(call(0, attempts=2)).action == "run_again"
+
+
+def test_safe_tool_already_run_three_times_is_replay_limit_reached() -> None:
+    d = one(call(0, attempts=MAX_BODIES))
+    assert (d.action, d.status, d.note) == ("pair", "replay_limit_reached", REPLAY_LIMIT_REACHED)
+    assert REPLAY_LIMIT_REACHED == "It will not be run again automatically"
+
+
+def test_anything_else_is_outcome_unknown() -> None:
+    d = one(call(0, "u", replay="unsafe"))
+    assert (d.action, d.status, d.note) == ("pair", "outcome_unknown", OUTCOME_UNKNOWN)
+    assert OUTCOME_UNKNOWN == "the tool may have run. Check whether it took effect before repeating it"
+
+
+def test_a_body_that_never_started_runs_as_its_first_attempt() -> None:
+    assert one(call(0, "u", replay="unsafe", attempts=0, status="saved")).action == "run"
+
+
+def test_a_recorded_result_is_kept_never_doubted() -> None:
+    for status in ("ok", "error", "denied"):
+        assert one(call(0, "u", replay="unsafe", status=status)).action == "keep"
+
+
+# --- the two order rules ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("first", ["outcome_unknown", "replay_limit_reached"])
+def test_call_behind_a_doubted_call_of_its_group_is_outcome_unknown(first: str) -> None:
+    doubted = call(0, "u", replay="unsafe", concurrency_group="g") if first == "outcome_unknown" else call(0, attempts=3, concurrency_group="g")
+    behind = call(1, attempts=0, status="saved", concurrency_group="g")
+    other = call(2, attempts=0, status="saved", concurrency_group="h")
+    d = decide([doubted, behind, other], SAFE)
+    assert d[0].status == first
+    assert (d[1].action, d[1].status) == ("pair", "outcome_unknown")
+    assert d[1].note is not None and d[1].note.startswith(OUTCOME_UNKNOWN)
+    assert d[2].action == "run"
+
+
+def test_call_behind_a_doubted_call_of_the_sequential_chain_is_outcome_unknown() -> None:
+    d = decide([call(0, "u", replay="unsafe", sequential=True), call(1, attempts=1, sequential=True), call(2, attempts=1)], SAFE)
+    assert [x.status for x in d[:2]] == ["outcome_unknown", "outcome_unknown"]
+    assert d[2].action == "run_again"
+
+
+def test_already_paired_doubt_still_blocks_its_lane() -> None:
+    d = decide([call(0, status="outcome_unknown", concurrency_group="g"), call(1, attempts=1, concurrency_group="g")], SAFE)
+    assert d[0].action == "keep" and d[1].status == "outcome_unknown"
+
+
+def test_order_is_by_position_not_list_order() -> None:
+    d = decide([call(1, attempts=1, sequential=True), call(0, "u", replay="unsafe", sequential=True)], SAFE)
+    assert {x.dispatch_id: x.status for x in d} == {"d0": "outcome_unknown", "d1": "outcome_unknown"}
+
+
+def test_a_call_behind_a_waiting_call_waits_too() -> None:
+    d = decide([call(0, status="pending", attempts=0, requires_approval=True, concurrency_group="g"), call(1, attempts=0, status="saved", concurrency_group="g")], SAFE)
+    assert [x.action for x in d] == ["wait", "wait"]
+
+
+def test_local_subagent_is_outcome_unknown() -> None:
+    d = one(call(0, "subagent__l", kind="local", replay="unsafe", attempts=1))
+    assert d.status == "outcome_unknown"
+
+
+# --- policy checked twice, schema re-validated -------------------------------------------------
+
+
+def test_saved_policy_unsafe_wins_over_safe_now() -> None:
+    assert one(call(0, replay="unsafe")).status == "outcome_unknown"
+
+
+def test_policy_changed_to_unsafe_makes_it_outcome_unknown() -> None:
+    assert one(call(0), tools(t="unsafe")).status == "outcome_unknown"
+
+
+def test_removed_tool_makes_it_outcome_unknown() -> None:
+    assert one(call(0), {}).status == "outcome_unknown"
+
+
+def test_arguments_failing_the_current_schema_make_it_outcome_unknown() -> None:
+    strict = {"t": ToolNow("t", "safe", lambda args: False)}
+    assert one(call(0), strict).status == "outcome_unknown"
+
+
+# --- the entries table ------------------------------------------------------------------------
+
+
+def test_redirect_pairs_every_open_call_and_runs_nothing() -> None:
+    calls = [call(0, attempts=1), call(1, "u", replay="unsafe", attempts=0, status="saved"), call(2, status="ok"),
+             call(3, "c", kind="client", status="pending", attempts=0), call(4, status="pending", attempts=0, requires_approval=True)]
+    d = decide(calls, SAFE, "redirect")
+    assert [(x.action, x.status) for x in d] == [
+        ("pair", "outcome_unknown"), ("pair", "not_started"), ("keep", None), ("pair", "outcome_unknown"), ("pair", "not_started"),
+    ]
+    assert d[1].note == NOT_STARTED
+
+
+def test_stop_pairs_the_rest_run_stopped_and_keeps_finished() -> None:
+    d = decide([call(0, status="ok"), call(1, attempts=1), call(2, status="pending", attempts=0, kind="client")], SAFE, "stop")
+    assert [(x.action, x.status) for x in d] == [("keep", None), ("pair", "run_stopped"), ("pair", "run_stopped")]
+    assert d[1].note == RUN_STOPPED
+
+
+def test_retry_reopens_the_failed_runs_pairings_then_recovers() -> None:
+    failed = [call(0, status="outcome_unknown", paired_by="run_failed", attempts=1), call(1, status="not_started", paired_by="run_failed", attempts=0),
+              call(2, "u", replay="unsafe", status="outcome_unknown", paired_by="run_failed", attempts=1), call(3, status="outcome_unknown", paired_by="recovery", attempts=1)]
+    d = decide(failed, SAFE, "retry")
+    assert [x.action for x in d] == ["run_again", "run", "pair", "keep"]
+    assert d[2].status == "outcome_unknown"
+
+
+def test_retry_leaves_a_failed_runs_dropped_answers_dropped() -> None:
+    dropped = [call(0, "c", kind="client", status="outcome_unknown", paired_by="run_failed", attempts=0),
+               call(1, status="not_started", paired_by="run_failed", attempts=0, requires_approval=True)]
+    assert [x.action for x in decide(dropped, SAFE, "retry")] == ["keep", "keep"]
+
+
+def test_recovery_never_touches_a_pending_answer_even_on_retry() -> None:
+    assert one(call(0, "c", kind="client", status="pending", attempts=0), entry="retry").action == "wait"
+
+
+# --- the dbos_compat profile -------------------------------------------------------------------
+
+
+def test_dbos_compat_recovers_remote_children_only() -> None:
+    assert one(call(0, "subagent__x", kind="remote", replay="unsafe"), profile="dbos_compat").action == "reattach"
+    assert one(call(0, attempts=1), profile="dbos_compat").status == "outcome_unknown"
+    assert one(call(0, "subagent__c", kind="companion", replay="unsafe"), profile="dbos_compat").status == "outcome_unknown"
+
+
+# --- lanes ------------------------------------------------------------------------------------
+
+
+def test_lanes_join_groups_and_the_chain() -> None:
+    calls = [call(0, concurrency_group="g"), call(1), call(2, sequential=True), call(3, concurrency_group="g", sequential=True), call(4, concurrency_group="h")]
+    assert [[c.position for c in ln] for ln in lanes(calls)] == [[0, 2, 3], [1], [4]]
