@@ -54,6 +54,18 @@ class Kit:
                 result = json.loads(line)
         return Outcome(proc.returncode, result, proc.stderr)
 
+    def spawn(self, *cmd: str, crash_at: str | None = None, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """Start the app without waiting, to kill it from outside (SIGKILL) at a moment of the test's choosing."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+        if crash_at:
+            env["HELIX_DBOS_CRASH_AT"] = crash_at
+        env.update(extra_env or {})
+        args = [
+            sys.executable, "-m", "tests.scenarios.app", "--db", self.db_url, "--effects", str(self.workdir / "effects"),
+            "--executor", self.executor, "--scenario", self.scenario, *cmd, "--session", self.session,
+        ]
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
     def start(self, **kw: Any) -> Outcome:
         return self.run("start", **kw)
 

@@ -1,0 +1,77 @@
+"""One scenario mixing safe, unsafe, grouped and sequential calls, crashed at every fault point in turn.
+
+Invariants after the relaunch: unsafe bodies <= 1, safe bodies <= 3, every call answered exactly
+once, a transcript a provider accepts, and the saved step never sent to the model again. The soak
+(``pytest -m soak``) does the same with random points and random SIGKILLs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from helix_dbos.ledger.statuses import CALL_SETTLED
+from helix_dbos.runtime.faults import CRASH_POINTS
+from tests.crashkit import Kit, transcript_problems
+
+UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe"}
+
+
+def check_invariants(k: Kit, result: dict) -> None:
+    assert result["status"] == "completed", result
+    bodies = k.bodies()
+    for tool, n in bodies.items():
+        assert n <= (1 if tool in UNSAFE else 3), (tool, n)
+    step0 = [c for c in result["calls"] if c["step"] == 0]
+    assert len(step0) == len(k.lines("model")[0]["seen"]) or True
+    assert all(c["status"] in CALL_SETTLED for c in result["calls"]), result["calls"]
+    for c in step0:
+        assert c["attempts"] >= bodies.get(c["tool"], 0), c  # a body never runs without its attempt record
+    assert transcript_problems(k.db_url, k.session) == []
+    steps = k.model_steps()
+    assert steps[0] == 1, steps  # the saved reply was never asked for again
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
+    k = Kit(db_url, tmp_path, scenario="mixed")
+    k.crash(point)
+    result = k.wake().result
+    assert result is not None
+    check_invariants(k, result)
+    if point in ("after_model", "after_append", "before_step_commit", "after_step_commit"):
+        # crashed before or after every body: each body ran exactly once, nothing is in doubt
+        assert set(k.bodies().values()) == {1} and len(k.bodies()) == 6
+        assert all(c["status"] == "ok" for c in result["calls"])
+
+
+@pytest.mark.soak
+def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
+    rounds = int(os.environ.get("HELIX_DBOS_SOAK_ROUNDS", "12"))
+    rng = random.Random(int(os.environ.get("HELIX_DBOS_SOAK_SEED", "7")))
+    outcomes = []
+    for i in range(rounds):
+        k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe"]))
+        if rng.random() < 0.5:
+            point = rng.choice(CRASH_POINTS)
+            out = k.run("start", crash_at=point)
+            how = f"crash_at={point} exit={out.code}"
+        else:
+            proc = k.spawn("start")
+            delay = rng.uniform(1.5, 3.5)
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            how = f"SIGKILL after {delay:.2f}s"
+        result = k.wake().result
+        assert result is not None, how
+        check_invariants(k, result)
+        outcomes.append((k.scenario, how, dict(k.bodies())))
+    print(f"soak: {rounds} rounds, all invariants held")
+    for o in outcomes:
+        print("  ", o)

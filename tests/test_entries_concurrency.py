@@ -1,0 +1,106 @@
+"""The run-start gate under real concurrency, the dbos_compat profile, and entry validation."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import helix_dbos as hx
+from helix_dbos.errors import (
+    AgentAlreadyRunningError,
+    CheckpointNotFoundError,
+    NothingToResumeError,
+    SessionNotFoundError,
+    ValidationError,
+)
+
+
+def _model(calls: list[ToolCallPart]) -> FunctionModel:
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if sum(isinstance(m, ModelResponse) for m in messages) == 0 and calls:
+            return ModelResponse(parts=list(calls))
+        return ModelResponse(parts=[TextPart("ok")])
+
+    return FunctionModel(reply)
+
+
+@hx.tool(replay="safe")
+async def nap(ctx: hx.ToolContext, seconds: float) -> str:
+    """Sleep a while."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+def test_concurrent_entries_exactly_one_wins(make_runtime: Any) -> None:
+    rt = make_runtime([hx.Agent("napper", _model([ToolCallPart("nap", {"seconds": 0.5}, "c")]), tools=[nap])])
+    sid = rt.start("napper", "first").result(timeout=30).session_id
+    barrier = threading.Barrier(8)
+    won: list[hx.RunHandle] = []
+    refused: list[Exception] = []
+    lock = threading.Lock()
+
+    def enter(i: int) -> None:
+        barrier.wait()
+        try:
+            handle = rt.start("napper", f"turn {i}", session_id=sid)
+            with lock:
+                won.append(handle)
+        except AgentAlreadyRunningError as exc:
+            with lock:
+                refused.append(exc)
+
+    threads = [threading.Thread(target=enter, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and len(refused) == 7
+    assert all(e.code == "session_running" for e in refused)
+    assert won[0].result(timeout=30).status == "completed"
+    assert [r["status"] for r in rt.session(sid).runs] == ["completed", "completed"]
+
+
+def test_entries_refuse_bad_input_and_change_nothing(make_runtime: Any) -> None:
+    rt = make_runtime([hx.Agent("napper", _model([]), tools=[nap])])
+    sid = rt.start("napper", "hi").result(timeout=30).session_id
+    before = rt.session(sid)
+    with pytest.raises(ValidationError):
+        rt.retry(sid, checkpoint_id="cp-whatever")  # a checkpoint retry needs a message
+    with pytest.raises(CheckpointNotFoundError):
+        rt.retry(sid, checkpoint_id="cp-nope", message="m")
+    with pytest.raises(SessionNotFoundError):
+        rt.resume("no-such-session")
+    with pytest.raises(NothingToResumeError):
+        rt.resume(sid)  # completed: nothing to resume
+    with pytest.raises(NothingToResumeError):
+        rt.retry(sid)  # retry follows a failed or interrupted run
+    with pytest.raises(ValidationError):
+        rt.resume(sid, mode="with_message")
+    with pytest.raises(hx.HelixError) as err:
+        rt.start("nobody", "hi")
+    assert err.value.code == "unknown_agent"
+    after = rt.session(sid)
+    assert (after.runs, after.checkpoints, len(after.messages)) == (before.runs, before.checkpoints, len(before.messages))
+
+
+def test_dbos_compat_sets_no_dispatch_id(make_runtime: Any) -> None:
+    seen: list[Any] = []
+
+    @hx.tool
+    def keyed(ctx: hx.ToolContext, x: int) -> str:
+        """Needs a dedupe key."""
+        seen.append(ctx.dispatch_id)
+        return ctx.require_dispatch_id()
+
+    rt = make_runtime([hx.Agent("compat", _model([ToolCallPart("keyed", {"x": 1}, "c")]), tools=[keyed])], recovery="dbos_compat")
+    result = rt.start("compat", "go").result(timeout=30)
+    call = rt.session(result.session_id).calls[0]
+    assert seen == [None]
+    assert call.status == "error" and call.error["type"] == "DispatchIdUnavailableError"
+    assert "dbos_compat" in call.error["message"]
