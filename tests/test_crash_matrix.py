@@ -28,7 +28,6 @@ def check_invariants(k: Kit, result: dict) -> None:
     for tool, n in bodies.items():
         assert n <= (1 if tool in UNSAFE else 3), (tool, n)
     step0 = [c for c in result["calls"] if c["step"] == 0]
-    assert len(step0) == len(k.lines("model")[0]["seen"]) or True
     assert all(c["status"] in CALL_SETTLED for c in result["calls"]), result["calls"]
     for c in step0:
         assert c["attempts"] >= bodies.get(c["tool"], 0), c  # a body never runs without its attempt record
