@@ -20,7 +20,22 @@ import helix_dbos as hx
 
 PG_URL = os.environ.get("HELIX_DBOS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("HELIX_DBOS_REQUIRE_POSTGRES") == "1"
-TEMPLATE = "helix_test_template"
+
+
+def _template_name() -> str:
+    """Named after the migrations it holds, so concurrent test sessions on other code never share one."""
+    import hashlib
+
+    import dbos
+
+    root = Path(__file__).resolve().parent.parent / "migrations" / "versions"
+    h = hashlib.sha1(dbos.__version__.encode() if hasattr(dbos, "__version__") else b"dbos")
+    for f in sorted(root.glob("*.py")):
+        h.update(f.name.encode() + f.read_bytes())
+    return f"helix_tpl_{h.hexdigest()[:12]}"
+
+
+TEMPLATE = _template_name()
 
 _pg_state: dict[str, object] = {}
 
@@ -55,22 +70,38 @@ def _ensure_template() -> None:
     from helix_dbos.ledger.migrate import upgrade
 
     admin = _admin_engine()
-    with admin.connect() as conn:
-        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)"))
-        conn.execute(sa.text(f"CREATE DATABASE {TEMPLATE}"))
-    url = _db_url(TEMPLATE)
-    DBOS.migrate(url)
-    upgrade(url)
-    with admin.connect() as conn:
-        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"), {"d": TEMPLATE})
+    with admin.connect() as lock_conn:
+        lock_conn.execute(sa.text("SELECT pg_advisory_lock(4242)"))  # one creator across test sessions
+        try:
+            exists = lock_conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": TEMPLATE}).first()
+            if not exists:
+                lock_conn.execute(sa.text(f"CREATE DATABASE {TEMPLATE}"))
+                url = _db_url(TEMPLATE)
+                DBOS.migrate(url)
+                upgrade(url)
+                lock_conn.execute(
+                    sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"),
+                    {"d": TEMPLATE},
+                )
+        finally:
+            lock_conn.execute(sa.text("SELECT pg_advisory_unlock(4242)"))
     _pg_state["template"] = True
 
 
 def fresh_postgres_url() -> str:
     _ensure_template()
+    import time
+
     name = f"helix_t_{uuid.uuid4().hex[:12]}"
-    with _admin_engine().connect() as conn:
-        conn.execute(sa.text(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
+    for attempt in range(50):
+        try:
+            with _admin_engine().connect() as conn:
+                conn.execute(sa.text(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
+            break
+        except sa.exc.OperationalError as exc:  # another session is cloning the template right now
+            if "being accessed by other users" not in str(exc) or attempt == 49:
+                raise
+            time.sleep(0.1)
     return _db_url(name)
 
 
