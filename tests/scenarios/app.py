@@ -43,7 +43,7 @@ def _body(name: str, delay: float = 0.0) -> Any:
             import asyncio
 
             await asyncio.sleep(delay)
-        return {"tool": name, "key": key, "dispatch_id": ctx.dispatch_id}
+        return {"tool": name, "key": key, "dispatch_id": ctx.dispatch_id, "attempt": ctx.attempt}
 
     run.__name__ = name
     run.__doc__ = f"The {name} tool."

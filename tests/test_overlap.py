@@ -1,0 +1,111 @@
+"""A late body of a lost run: its external effect may happen, its ledger write is refused."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from helix_dbos.ledger import store
+from helix_dbos.ledger import tables as t
+from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
+from helix_dbos.ledger.migrate import upgrade
+from tests.crashkit import Kit, calls_by_tool
+
+
+def _seed_call(conn: sa.Connection) -> dict:
+    store.insert_session(conn, "s1", "agent")
+    store.insert_run(conn, run_id="r1", session_id="s1", seq=1, agent_name="agent", entry="start", max_steps=5)
+    store.insert_calls(conn, [dict(dispatch_id="d1", session_id="s1", run_id="r1", checkpoint_id="cp1", step=0, position=0,
+                                   tool_call_id="c1", tool_name="t", kind="tool", args={}, replay="safe", status="saved")])
+    call = store.get_call(conn, "d1")
+    assert call is not None
+    return call
+
+
+def test_a_stale_attempt_cannot_write_its_result(db_url: str) -> None:
+    if is_sqlite(db_url):
+        upgrade(db_url)
+    engine = create_sync_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            call = _seed_call(conn)
+            assert store.start_attempt(conn, call, "r1", "lost-executor") == 1
+        with engine.begin() as conn:  # recovery starts attempt 2 while attempt 1 is still out there
+            assert store.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor") == 2
+        with engine.begin() as conn:
+            assert store.record_result(conn, "d1", 1, "r1", "ok", result={"from": 1}) is False
+            assert store.record_result(conn, "d1", 2, "r2", "ok", result={"from": 2}) is True
+            assert store.record_result(conn, "d1", 2, "r2", "ok", result={"again": 2}) is False  # never twice
+        with engine.connect() as conn:
+            row = store.get_call(conn, "d1")
+            assert row is not None and (row["status"], row["result"], row["attempts"]) == ("ok", {"from": 2}, 2)
+            outcomes = [a["outcome"] for a in store.attempts_of(conn, ["d1"])["d1"]]
+            assert outcomes == ["refused", "ok"]
+    finally:
+        engine.dispose()
+
+
+def test_a_late_body_after_recovery_paired_it_is_refused(db_url: str) -> None:
+    if is_sqlite(db_url):
+        upgrade(db_url)
+    engine = create_sync_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            call = _seed_call(conn)
+            store.start_attempt(conn, call, "r1", "lost")
+        with engine.begin() as conn:
+            store.settle_call(conn, store.get_call(conn, "d1"), "outcome_unknown", run_id="r2", paired_by="recovery", note="n")
+        with engine.begin() as conn:
+            assert store.record_result(conn, "d1", 1, "r1", "ok", result={"late": True}) is False
+        with engine.connect() as conn:
+            row = store.get_call(conn, "d1")
+            assert row is not None and row["status"] == "outcome_unknown" and row["result"] is None
+    finally:
+        engine.dispose()
+
+
+def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(db_url: str, tmp_path: Path) -> None:
+    """Postgres only: the server drops a frozen process's connections (its executor lock with them),
+    another executor takes the run over, then the frozen body wakes up and tries to write."""
+    if is_sqlite(db_url):
+        pytest.skip("a SQLite file lock cannot be cut off from a live process; the ledger-level tests above cover the fence on SQLite")
+    k = Kit(db_url, tmp_path, scenario="slow")
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "4"})
+    deadline = time.monotonic() + 30
+    while not k.lines("bodies"):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        name = sa.engine.make_url(db_url).database
+        admin = create_sync_engine(db_url.rsplit("/", 1)[0] + "/postgres", poolclass=sa.pool.NullPool)
+        with admin.begin() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d"), {"d": name})
+        admin.dispose()
+        out = k.entry("continue", executor=f"{k.executor}-b", extra_env={"SCENARIO_DELAY": "0.2"})
+        assert out.code == 0 and out.result is not None, out.stderr[-3000:]
+        call = calls_by_tool(out.result)["slow_safe"]
+        assert (call["status"], call["attempts"]) == ("ok", 2)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    engine = create_sync_engine(db_url)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with engine.connect() as conn:
+                attempts = store.attempts_of(conn, [call["dispatch_id"]])[call["dispatch_id"]]
+                row = store.get_call(conn, call["dispatch_id"])
+            if attempts[0]["outcome"] == "refused" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert [a["outcome"] for a in attempts] == ["refused", "ok"]
+        assert row is not None and row["result"]["attempt"] == 2  # the late body's result never landed
+        assert k.bodies()["slow_safe"] == 2  # both bodies ran: a safe tool's promise is that this is harmless
+    finally:
+        engine.dispose()
+        proc.kill()
+        proc.wait()
