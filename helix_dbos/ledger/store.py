@@ -345,7 +345,7 @@ def record_result(
     ).rowcount == 1
     conn.execute(
         t.attempts.update()
-        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt)
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt, t.attempts.c.outcome.is_(None))
         .values(ended_at=ts, outcome=status if written else "refused")
     )
     if written:
