@@ -117,6 +117,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'helix.sqlite'}"
         return
+    yield from _postgres_database()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh Postgres database, for the few tests that only Postgres can run."""
+    yield from _postgres_database()
+
+
+def _postgres_database() -> Iterator[str]:
     error = _pg_available()
     if error is not None:
         message = f"PostgreSQL is not reachable at {PG_URL} ({error}); set HELIX_DBOS_TEST_PG_URL"

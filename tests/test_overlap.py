@@ -6,7 +6,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from helix_dbos.ledger import store
@@ -68,11 +67,11 @@ def test_a_late_body_after_recovery_paired_it_is_refused(db_url: str) -> None:
         engine.dispose()
 
 
-def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(db_url: str, tmp_path: Path) -> None:
-    """Postgres only: the server drops a frozen process's connections (its executor lock with them),
-    another executor takes the run over, then the frozen body wakes up and tries to write."""
-    if is_sqlite(db_url):
-        pytest.skip("a SQLite file lock cannot be cut off from a live process; the ledger-level tests above cover the fence on SQLite")
+def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: str, tmp_path: Path) -> None:
+    """Postgres only (a SQLite file lock cannot be cut off from a live process; the ledger-level
+    tests above prove the fence on both): the server drops a frozen process's connections (its
+    executor lock with them), another executor takes the run over, then the frozen body wakes up."""
+    db_url = pg_url
     k = Kit(db_url, tmp_path, scenario="slow")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "4"})
     deadline = time.monotonic() + 30
