@@ -64,7 +64,10 @@ class Kit:
             sys.executable, "-m", "tests.scenarios.app", "--db", self.db_url, "--effects", str(self.workdir / "effects"),
             "--executor", self.executor, "--scenario", self.scenario, *cmd, "--session", self.session,
         ]
-        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # stderr to a file, never a pipe nobody reads: a full pipe would freeze the child mid-run.
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.workdir / f"spawn-{uuid.uuid4().hex[:6]}.stderr", "w")
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
 
     def start(self, **kw: Any) -> Outcome:
         return self.run("start", **kw)
