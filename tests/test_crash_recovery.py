@@ -248,3 +248,15 @@ def test_retry_at_a_checkpoint_pairs_its_calls_before_the_message(db_url: str, t
     assert any(c["superseded"] for c in out.result["checkpoints"])
     assert k.bodies() == {"seq_unsafe": 1, "seq_b": 1}
     assert transcript_problems(db_url, k.session) == []
+
+
+def test_dbos_compat_profile_reruns_nothing_but_remote_children(db_url: str, tmp_path: Path) -> None:
+    """The seed's DBOS row: a safe tool is not run again; it is paired outcome_unknown."""
+    k = kit(db_url, tmp_path, "safe")
+    k.crash("after_body:safe_set", recovery="dbos_compat")
+    result = k.wake(recovery="dbos_compat").result
+    assert result is not None and result["status"] == "completed"
+    call = calls_by_tool(result)["safe_set"]
+    assert (call["status"], call["attempts"]) == ("outcome_unknown", 1)
+    assert k.bodies()["safe_set"] == 1
+    assert [b["dispatch_id"] for b in k.lines("bodies")] == [None]  # no dispatch id under dbos_compat
