@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
+from helix_dbos.ledger import tables as t
+from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import NOT_STARTED, OUTCOME_UNKNOWN, REPLAY_LIMIT_REACHED
 from tests.crashkit import Kit, calls_by_tool, transcript_problems
 
@@ -221,11 +224,6 @@ def _append_checkpoint(result: dict[str, Any]) -> str:
 def test_resume_from_checkpoint_recovers_that_step(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "safe")
     k.crash("after_body:safe_set")
-    probe = k.entry("retry_probe_never_used") if False else None  # noqa: F841 (kept simple: read the checkpoint below)
-    from helix_dbos.ledger.engine import create_sync_engine
-    import sqlalchemy as sa
-    from helix_dbos.ledger import tables as t
-
     engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
     with engine.connect() as conn:
         cp = conn.execute(sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.session_id == k.session, t.checkpoints.c.kind == "append")).scalar_one()

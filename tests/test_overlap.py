@@ -9,7 +9,6 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from helix_dbos.ledger import store
-from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import upgrade
 from tests.crashkit import Kit, calls_by_tool

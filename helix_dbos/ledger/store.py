@@ -28,12 +28,12 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-def _one(conn: sa.Connection, stmt: sa.Executable) -> Row | None:
+def fetch_one(conn: sa.Connection, stmt: sa.Executable) -> Row | None:
     row = conn.execute(stmt).mappings().first()
     return dict(row) if row is not None else None
 
 
-def _all(conn: sa.Connection, stmt: sa.Executable) -> list[Row]:
+def fetch_all(conn: sa.Connection, stmt: sa.Executable) -> list[Row]:
     return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
@@ -44,11 +44,11 @@ def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = Fals
     stmt = sa.select(t.sessions).where(t.sessions.c.session_id == session_id)
     if for_update and conn.dialect.name == "postgresql":
         stmt = stmt.with_for_update()
-    return _one(conn, stmt)
+    return fetch_one(conn, stmt)
 
 
 def list_sessions(conn: sa.Connection, limit: int = 50) -> list[Row]:
-    return _all(conn, sa.select(t.sessions).order_by(t.sessions.c.updated_at.desc()).limit(limit))
+    return fetch_all(conn, sa.select(t.sessions).order_by(t.sessions.c.updated_at.desc()).limit(limit))
 
 
 def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None) -> None:
@@ -91,11 +91,11 @@ def insert_run(conn: sa.Connection, **values: Any) -> None:
 
 
 def get_run(conn: sa.Connection, run_id: str) -> Row | None:
-    return _one(conn, sa.select(t.runs).where(t.runs.c.run_id == run_id))
+    return fetch_one(conn, sa.select(t.runs).where(t.runs.c.run_id == run_id))
 
 
 def list_runs(conn: sa.Connection, session_id: str) -> list[Row]:
-    return _all(conn, sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.seq))
+    return fetch_all(conn, sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.seq))
 
 
 def end_run(
@@ -133,7 +133,7 @@ def count_run_step(conn: sa.Connection, run_id: str) -> None:
 
 
 def active_messages(conn: sa.Connection, session_id: str) -> list[Row]:
-    return _all(
+    return fetch_all(
         conn,
         sa.select(t.messages.c.seq, t.messages.c.kind, t.messages.c.body, t.messages.c.run_id, t.messages.c.step)
         .where(t.messages.c.session_id == session_id, t.messages.c.superseded_by.is_(None))
@@ -142,7 +142,7 @@ def active_messages(conn: sa.Connection, session_id: str) -> list[Row]:
 
 
 def all_messages(conn: sa.Connection, session_id: str) -> list[Row]:
-    return _all(conn, sa.select(t.messages).where(t.messages.c.session_id == session_id).order_by(t.messages.c.seq))
+    return fetch_all(conn, sa.select(t.messages).where(t.messages.c.session_id == session_id).order_by(t.messages.c.seq))
 
 
 def next_message_seq(conn: sa.Connection, session_id: str) -> int:
@@ -188,11 +188,11 @@ def insert_checkpoint(
 
 
 def get_checkpoint(conn: sa.Connection, checkpoint_id: str) -> Row | None:
-    return _one(conn, sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id))
+    return fetch_one(conn, sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id))
 
 
 def list_checkpoints(conn: sa.Connection, session_id: str) -> list[Row]:
-    return _all(
+    return fetch_all(
         conn,
         sa.select(t.checkpoints)
         .where(t.checkpoints.c.session_id == session_id)
@@ -201,7 +201,7 @@ def list_checkpoints(conn: sa.Connection, session_id: str) -> list[Row]:
 
 
 def latest_checkpoint(conn: sa.Connection, session_id: str) -> Row | None:
-    return _one(
+    return fetch_one(
         conn,
         sa.select(t.checkpoints)
         .where(t.checkpoints.c.session_id == session_id, t.checkpoints.c.superseded_by.is_(None))
@@ -257,7 +257,7 @@ def insert_calls(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None
 
 
 def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[Row]:
-    return _all(
+    return fetch_all(
         conn, sa.select(t.calls).where(t.calls.c.checkpoint_id == checkpoint_id).order_by(t.calls.c.position)
     )
 
@@ -266,7 +266,7 @@ def get_call(conn: sa.Connection, dispatch_id: str, *, for_update: bool = False)
     stmt = sa.select(t.calls).where(t.calls.c.dispatch_id == dispatch_id)
     if for_update and conn.dialect.name == "postgresql":
         stmt = stmt.with_for_update()
-    return _one(conn, stmt)
+    return fetch_one(conn, stmt)
 
 
 def list_calls(
@@ -284,14 +284,14 @@ def list_calls(
         stmt = stmt.where(t.calls.c.status == status)
     if tool_name:
         stmt = stmt.where(t.calls.c.tool_name == tool_name)
-    return _all(conn, stmt.order_by(t.calls.c.created_at, t.calls.c.step, t.calls.c.position).limit(limit))
+    return fetch_all(conn, stmt.order_by(t.calls.c.created_at, t.calls.c.step, t.calls.c.position).limit(limit))
 
 
 def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, list[Row]]:
     ids = list(dispatch_ids)
     out: dict[str, list[Row]] = {d: [] for d in ids}
     if ids:
-        for r in _all(
+        for r in fetch_all(
             conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id.in_(ids)).order_by(t.attempts.c.attempt)
         ):
             out[r["dispatch_id"]].append(r)
@@ -426,7 +426,7 @@ def reopen_call(conn: sa.Connection, call: Row) -> None:
 
 
 def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[Row]:
-    return _all(
+    return fetch_all(
         conn,
         sa.select(t.calls)
         .where(t.calls.c.run_id == run_id, t.calls.c.status.in_(CALL_UNRESOLVED | {"pending"}))
@@ -460,7 +460,7 @@ def record_usage(conn: sa.Connection, session_id: str, run_id: str, step: int, m
 
 def request_stop(conn: sa.Connection, session_id: str, run_id: str, kind: str, requested_by: str | None) -> bool:
     """One durable stop record per run; a second stop of the same run changes nothing."""
-    if _one(conn, sa.select(t.stops).where(t.stops.c.run_id == run_id)) is not None:
+    if fetch_one(conn, sa.select(t.stops).where(t.stops.c.run_id == run_id)) is not None:
         return False
     conn.execute(
         t.stops.insert().values(
@@ -496,7 +496,7 @@ def emit(conn: sa.Connection, session_id: str, run_id: str | None, type_: str, d
 
 
 def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[Row]:
-    return _all(
+    return fetch_all(
         conn,
         sa.select(t.events)
         .where(t.events.c.session_id == session_id, t.events.c.seq > after)

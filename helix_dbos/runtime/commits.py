@@ -50,7 +50,7 @@ def saved_call(row: Row) -> SavedCall:
 
 def calls_of_step(conn: sa.Connection, run_id: str, step: int) -> list[Row]:
     """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
-    return store._all(
+    return store.fetch_all(
         conn,
         sa.select(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.step == step).order_by(t.calls.c.position),
     )

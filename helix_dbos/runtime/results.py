@@ -97,7 +97,7 @@ class SessionView:
 def pending_calls(conn: sa.Connection, run: dict[str, Any]) -> list[PendingCall]:
     if run["status"] != "suspended_client_tool":
         return []
-    rows = store._all(
+    rows = store.fetch_all(
         conn,
         sa.select(t.calls)
         .where(t.calls.c.session_id == run["session_id"], t.calls.c.status == "pending")
