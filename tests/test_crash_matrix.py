@@ -62,11 +62,14 @@ def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
             how = f"crash_at={point} exit={out.code}"
         else:
             proc = k.spawn("start")
-            delay = rng.uniform(1.5, 3.5)
+            deadline = time.monotonic() + 30
+            while not k.lines("model") and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # the run is under way once the model has been asked
+            delay = rng.uniform(0.0, 0.4)
             time.sleep(delay)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            how = f"SIGKILL after {delay:.2f}s"
+            how = f"SIGKILL {delay:.2f}s after the first model request"
         result = k.wake().result
         assert result is not None, how
         check_invariants(k, result)
