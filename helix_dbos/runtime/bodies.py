@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import sqlalchemy as sa
-
 from ..definitions import Agent, ToolContext
 from . import commits, transcript
 from .faults import crash_point, fail_point
@@ -25,20 +23,12 @@ async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
         return await conn.run_sync(fn, *args)
 
 
-def _agent_of_run(conn: sa.Connection, run_id: str) -> str:
-    from ..ledger import store
-
-    run = store.get_run(conn, run_id)
-    assert run is not None
-    return str(run["agent_name"])
-
-
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     e = env()
     gate = await plain_tx(commits.gate, run_id, dispatch_id)
     if gate["action"] == "done":
         return {"status": gate["status"]}
-    agent: Agent = e.agent(await plain_tx(_agent_of_run, run_id))
+    agent: Agent = e.agent(gate["agent_name"])
     name = gate["tool_name"]
     ctx = ToolContext(
         session_id=gate["session_id"],

@@ -302,7 +302,8 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
         if d.action != "run":
             store.emit(conn, call["session_id"], run_id, "recovery", {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason})
         return {"action": d.action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
-                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"]}
+                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
+                "agent_name": run["agent_name"]}
     if d.action == "pair":
         assert d.status is not None
         store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
