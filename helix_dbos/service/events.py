@@ -1,0 +1,108 @@
+"""Live session events over Server-Sent Events, read from the ledger's ``events`` table.
+
+The stream is the table, not an in-process bus: every event was committed in the same transaction
+as the ledger change it reports, with a per-session ``seq`` assigned under the session row's lock.
+So a client that reconnects with ``Last-Event-ID: N`` — to this process or to one restarted after a
+crash — gets exactly the events after N: none twice (the table holds each once) and none missing
+(seq N committed means every seq below N did). Polling is deliberate: it works the same on Postgres
+and SQLite and needs no listener that a crash could lose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import SessionNotFoundError, ValidationError
+from ..ledger import store
+from ..ledger.statuses import RUN_AT_REST
+
+PAGE = 500
+KEEPALIVE_SEC = 15.0
+
+
+def poll_interval() -> float:
+    return float(os.environ.get("HELIX_DBOS_SSE_POLL_SEC", "0.1"))
+
+
+def parse_cursor(last_event_id: str | None, after: int | None) -> int:
+    """Where to resume: the ``Last-Event-ID`` header wins over ``?after=``; both are event seqs."""
+    if last_event_id is None or last_event_id.strip() == "":
+        return after or 0
+    try:
+        value = int(last_event_id.strip())
+    except ValueError:
+        raise ValidationError("Last-Event-ID must be an event id (a non-negative integer)", detail={"last_event_id": last_event_id}) from None
+    if value < 0:
+        raise ValidationError("Last-Event-ID must be an event id (a non-negative integer)", detail={"last_event_id": last_event_id})
+    return value
+
+
+def read(engine: sa.Engine, session_id: str, after: int) -> tuple[str, int, list[dict[str, Any]]]:
+    """The session's status and newest seq, then the events after ``after``.
+
+    The session row is read first: if it is at rest with newest seq S, the events read next include
+    every seq up to S (the at-rest ``run_status`` event commits with the status change).
+    """
+    with engine.connect() as conn:
+        session = store.get_session(conn, session_id)
+        if session is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        rows = store.events_after(conn, session_id, after, limit=PAGE)
+    return str(session["status"]), int(session["event_seq"]), rows
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def frame(row: dict[str, Any]) -> bytes:
+    data = {
+        "seq": row["seq"],
+        "session_id": row["session_id"],
+        "run_id": row["run_id"],
+        "type": row["type"],
+        "data": row["data"],
+        "created_at": row["created_at"],
+    }
+    return f"id: {row['seq']}\nevent: {row['type']}\ndata: {json.dumps(data, default=_json_default)}\n\n".encode()
+
+
+def end_frame(status: str, last: int) -> bytes:
+    """The last frame of a stream that ends at rest; it has no id, so Last-Event-ID stays the last event."""
+    return f"event: end\ndata: {json.dumps({'status': status, 'last_event_id': last})}\n\n".encode()
+
+
+async def stream(engine: sa.Engine, session_id: str, after: int, follow: bool, first: tuple[str, int, list[dict[str, Any]]] | None = None) -> AsyncIterator[bytes]:
+    """Yield SSE frames from ``after`` on; end once the session is at rest and drained (unless following)."""
+    last = after
+    quiet = 0.0
+    interval = poll_interval()
+    yield b"retry: 1000\n\n"
+    while True:
+        status, top, rows = first if first is not None else await asyncio.to_thread(read, engine, session_id, last)
+        first = None
+        for row in rows:
+            yield frame(row)
+            last = int(row["seq"])
+        if len(rows) == PAGE:
+            continue
+        if not follow and status in RUN_AT_REST and last >= top:
+            yield end_frame(status, last)
+            return
+        if rows:
+            quiet = 0.0
+        else:
+            quiet += interval
+            if quiet >= KEEPALIVE_SEC:
+                quiet = 0.0
+                yield b": keep-alive\n\n"
+        await asyncio.sleep(interval)

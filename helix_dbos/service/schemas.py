@@ -1,0 +1,199 @@
+"""The request and response bodies of the HTTP API (what OpenAPI publishes).
+
+Requests forbid unknown fields: a misspelt ``mesage`` is refused with a 400 instead of silently
+starting a turn without its message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartSession(Request):
+    agent: str = Field(min_length=1, max_length=200, description="The agent that owns the new session.")
+    message: str = Field(min_length=1, description="The user's message: the first turn.")
+    session_id: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$", description="Choose the id (idempotency for the creation); minted when absent.")
+
+
+class NewTurn(Request):
+    message: str = Field(min_length=1, description="The next user message; it redirects any unanswered step.")
+
+
+class Resume(Request):
+    mode: Literal["continue", "with_message", "from_checkpoint"] = "continue"
+    message: str | None = None
+    checkpoint_id: str | None = None
+
+
+class Retry(Request):
+    message: str | None = None
+    checkpoint_id: str | None = None
+
+
+class Stop(Request):
+    kind: Literal["interrupt", "abort"] = "interrupt"
+    requested_by: str | None = Field(default=None, max_length=200)
+
+
+class Approval(Request):
+    approved: bool
+    reason: str | None = None
+    actor: str | None = Field(default=None, max_length=200, description="Who decided; kept on the call for audit.")
+
+
+class ClientResult(Request):
+    result: Any = Field(default=None, description="The client tool's JSON result.")
+    error: str | None = Field(default=None, description="Set instead of result when the client tool failed.")
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="A sentence safe to show an end user.")
+    code: str = Field(description="Stable machine-readable code, e.g. session_running.")
+    detail: Any = Field(default=None, description="Developer-facing specifics.")
+
+
+class UsageOut(BaseModel):
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class PendingCallOut(BaseModel):
+    dispatch_id: str
+    tool_name: str
+    kind: Literal["approval", "client"]
+    args: Any
+    tool_call_id: str | None
+
+
+class RunOut(BaseModel):
+    run_id: str
+    session_id: str
+    status: str
+    output: Any = None
+    pending: list[PendingCallOut]
+    error: str | None = None
+    error_code: str | None = None
+    usage: UsageOut
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    run_id: str
+    executor_id: str | None
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+
+
+class CallOut(BaseModel):
+    dispatch_id: str
+    tool_name: str
+    kind: str
+    args: Any
+    status: str
+    attempts: list[AttemptOut]
+    result: Any
+    error: Any
+    replay: str
+    step: int
+    position: int
+    run_id: str
+    note: str | None
+    tool_call_id: str | None
+    approved: bool | None
+    approval_actor: str | None
+    child_session_id: str | None
+
+
+class RunRow(BaseModel):
+    run_id: str
+    seq: int
+    entry: str
+    entry_message: str | None
+    checkpoint_id: str | None
+    previous_run_id: str | None
+    status: str
+    error_code: str | None
+    error: str | None
+    output: Any
+    steps: int
+    recovery: str
+    executor_id: str | None
+    created_at: datetime
+    ended_at: datetime | None
+
+
+class CheckpointOut(BaseModel):
+    checkpoint_id: str
+    run_id: str
+    step: int
+    kind: str
+    message_seq: int
+    superseded_by: str | None
+    created_at: datetime
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    agent_name: str
+    status: str
+    current_run_id: str | None
+    messages: list[dict[str, Any]] = Field(description="The active transcript as pydantic-ai messages (JSON).")
+    runs: list[RunRow]
+    checkpoints: list[CheckpointOut]
+    calls: list[CallOut]
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    agent_name: str
+    status: str
+    current_run_id: str | None
+    run_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class AnswerOut(BaseModel):
+    session_id: str
+    dispatch_id: str
+    remaining: list[str] = Field(description="Calls of the step still waiting for an answer.")
+    run: RunOut | None = Field(description="The run the last answer continued, if any.")
+
+
+class StopOut(BaseModel):
+    session_id: str
+    run_id: str
+    stopped: bool = Field(description="True when the run stopped in this request (it was suspended).")
+    status: str
+
+
+class ToolOut(BaseModel):
+    name: str
+    description: str
+    replay: str
+    client: bool
+    requires_approval: bool
+    concurrency_group: str | None
+    sequential: bool
+
+
+class AgentOut(BaseModel):
+    name: str
+    instructions: str | None
+    tools: list[ToolOut]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    executor_id: str
+    database: Literal["postgresql", "sqlite"]
