@@ -1,0 +1,1 @@
+"""The ``helix-dbos`` command: demo, inspect and operate sessions over the ledger (Typer + Rich)."""

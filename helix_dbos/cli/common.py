@@ -1,0 +1,143 @@
+"""What every command shares: the database URL, the app's runtime, JSON output and typed errors.
+
+Reads (``sessions``, ``show``, ``calls``) go straight to the ledger and never launch DBOS, so they
+are safe beside a live service. Commands that open or answer runs launch the app's runtime in this
+process and wait until the run is at rest: a run left mid-flight by a CLI that exits would wait for
+this executor id's next launch (or ``helix-dbos recover``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+import typer
+from rich.console import Console
+
+from ..errors import ConfigurationError, HelixError
+from ..ledger.engine import create_sync_engine, sqlite_path
+from ..runtime import Runtime
+from ..runtime.config import resolve_database_url
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+def _width(stream: Any) -> int | None:
+    """A terminal's own width; piped output gets COLUMNS or 160, not Rich's 80, so grep sees whole rows."""
+    if stream.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else 160
+
+
+console = Console(highlight=False, width=_width(sys.stdout))
+err_console = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="Database URL. Default: HELIX_DBOS_DATABASE_URL, then dbos-config.yaml, then sqlite:///helix_dbos.sqlite."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of tables.")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the run to come to rest.")]
+
+
+def database_url(explicit: str | None) -> str:
+    return resolve_database_url(explicit)
+
+
+@contextmanager
+def ledger(explicit: str | None) -> Iterator[sa.Connection]:
+    """A read connection to the ledger, without DBOS. A missing ledger is a typed error, not a traceback."""
+    url = database_url(explicit)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():  # opening it would create an empty file as a side effect
+        raise ConfigurationError(f"no database at {path}; run `helix-dbos migrate` or pass --db", detail=url)
+    engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    except sa.exc.OperationalError as exc:
+        if "no such table" in str(exc) or "does not exist" in str(exc):
+            raise ConfigurationError("the database has no helix ledger yet; run `helix-dbos migrate`", detail=str(exc.orig)) from None
+        raise
+    except sa.exc.ProgrammingError as exc:
+        if "does not exist" in str(exc):
+            raise ConfigurationError("the database has no helix ledger yet; run `helix-dbos migrate`", detail=str(exc.orig)) from None
+        raise
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def launched(explicit: str | None) -> Iterator[Runtime]:
+    """The app's runtime (``HELIX_DBOS_APP``), launched in this process for the command's duration."""
+    from ..service.loader import load_runtime
+
+    runtime = load_runtime(database_url=explicit)
+    runtime.launch()
+    try:
+        yield runtime
+    finally:
+        runtime.shutdown()
+
+
+def workflow_done(run_id: str, limit: float = 10.0) -> None:
+    """Wait for DBOS to record the run's workflow as ended.
+
+    The ledger says "at rest" a moment before DBOS records the workflow's end; a process that shut
+    DBOS down in between would leave the workflow pending, replayed at this executor's next launch.
+    """
+    from dbos import DBOS
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        status = DBOS.get_workflow_status(run_id)
+        if status is None or status.status not in ("PENDING", "ENQUEUED"):
+            return
+        time.sleep(0.02)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    sys.stdout.write(json.dumps(value, default=_default, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def short(value: str | None, n: int = 8) -> str:
+    return "-" if not value else value[:n]
+
+
+def typed_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """A refusal prints its user-safe sentence and code (or the JSON body) and exits 1, never a traceback."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except HelixError as exc:
+            if kwargs.get("as_json"):
+                print_json(exc.to_dict())
+            else:
+                err_console.print(f"[bold red]error[/] [dim]({exc.code})[/]: {exc.message}")
+                if exc.detail:
+                    err_console.print(f"[dim]{exc.detail}[/]")
+            raise typer.Exit(1) from None
+
+    return run

@@ -1,0 +1,402 @@
+"""``helix-dbos``: the demo, ledger reads, entries and answers, migrations and recovery, from a shell.
+
+Every command takes ``--db URL`` (default: the runtime's own resolution order) and ``--json``.
+Commands that need the agents load the same app as the service (``HELIX_DBOS_APP``).
+Exit status: 0 done, 1 a typed refusal (printed with its code), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+from rich.panel import Panel
+
+from ..errors import ValidationError
+from ..ledger import store
+from ..ledger.statuses import CallStatus
+from ..runtime import RunHandle, RunResult, Runtime, results
+from . import admin
+from . import demo as demo_mod
+from .common import (
+    DbOption,
+    JsonOption,
+    TimeoutOption,
+    console,
+    database_url,
+    err_console,
+    launched,
+    ledger,
+    print_json,
+    short,
+    typed_errors,
+    workflow_done,
+)
+from .render import (
+    calls_table,
+    runs_table,
+    sessions_table,
+    styled,
+    timeline,
+    tool_names,
+)
+
+app = typer.Typer(
+    name="helix-dbos",
+    help="LLM agents as DBOS workflows over the Helix ledger: demo, inspect and operate sessions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+CALL_STATUSES = CallStatus.__args__  # type: ignore[attr-defined]
+
+
+class ResumeMode(str, Enum):
+    continue_ = "continue"
+    with_message = "with_message"
+    from_checkpoint = "from_checkpoint"
+
+
+class StopKind(str, Enum):
+    interrupt = "interrupt"
+    abort = "abort"
+
+
+class WorkerMode(str, Enum):
+    start = "start"
+    wake = "wake"
+
+
+# --- output helpers ----------------------------------------------------------------------------------
+
+
+def _run_json(result: RunResult) -> dict[str, Any]:
+    from ..service.views import run_out
+
+    return run_out(result).model_dump(mode="json")
+
+
+def _print_run(result: RunResult, as_json: bool) -> None:
+    if as_json:
+        print_json(_run_json(result))
+        return
+    console.print(f"run [cyan]{result.run_id}[/] of session [cyan]{result.session_id}[/]: ", styled(result.status))
+    if result.output is not None:
+        console.print(Panel(str(result.output) if isinstance(result.output, str) else json.dumps(result.output, indent=2), title="output", expand=False))
+    if result.error_code:
+        console.print(f"[red]{result.error_code}[/]: {result.error or ''}")
+    for p in result.pending:
+        verb = f"approve {result.session_id} {p.dispatch_id} [--deny]" if p.kind == "approval" else f"submit {result.session_id} {p.dispatch_id} --result JSON"
+        console.print(f"  waiting: {p.tool_name}({json.dumps(p.args)}) → [bold]helix-dbos {verb}[/]")
+
+
+def _wait(runtime: Runtime, handle: RunHandle, timeout: float) -> RunResult:
+    """The run once at rest; on timeout, its state now and a word on where it will go on."""
+    try:
+        result = handle.result(timeout=timeout)
+        workflow_done(handle.run_id)
+        return result
+    except TimeoutError:
+        err_console.print(
+            f"[yellow]still running after {timeout:g} s; it goes on when executor {runtime.executor_id!r} is next launched "
+            f"(or: helix-dbos recover --executor {runtime.executor_id})[/]"
+        )
+        return runtime.run(handle.run_id)
+
+
+# --- the demo ----------------------------------------------------------------------------------------
+
+
+@app.command()
+@typed_errors
+def demo(
+    model: Annotated[str | None, typer.Option("--model", help="A real pydantic-ai model ('provider:name'); needs its credentials.")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Kill a worker in the middle of a tool call, relaunch it, and show what recovery did (offline, SQLite)."""
+    out = demo_mod.run_demo(model, db, as_json)
+    if not out["status"]:
+        raise typer.Exit(1)
+
+
+@app.command("_demo-worker", hidden=True)
+def demo_worker(
+    mode: WorkerMode,
+    db: Annotated[str, typer.Option("--db")],
+    executor: Annotated[str, typer.Option("--executor")],
+    session: Annotated[str, typer.Option("--session")],
+    model: Annotated[str | None, typer.Option("--model")] = None,
+) -> None:
+    demo_mod.worker(mode.value, db, executor, session, model)
+
+
+# --- reads -------------------------------------------------------------------------------------------
+
+
+@app.command()
+@typed_errors
+def sessions(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many, newest first.")] = 20,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List sessions, most recently active first."""
+    with ledger(db) as conn:
+        rows = store.list_sessions(conn, limit)
+    if as_json:
+        print_json(rows)
+    else:
+        console.print(sessions_table(rows))
+
+
+@app.command()
+@typed_errors
+def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """A session as a readable timeline: every ledger event, its runs and its calls."""
+    from ..service.views import session_out
+
+    with ledger(db) as conn:
+        view = results.read_session(conn, session_id)
+        events = store.events_after(conn, session_id, 0, limit=1_000_000)
+        calls = store.list_calls(conn, session_id=session_id, limit=100_000)
+    if as_json:
+        print_json({"session": session_out(view).model_dump(mode="json"), "events": events})
+        return
+    console.print(f"session [cyan]{view.session_id}[/]  agent [cyan]{view.agent_name}[/]  status ", styled(view.status))
+    console.print(runs_table(view.runs))
+    console.print(timeline(events, tool_names(events, calls), title="timeline"))
+    if calls:
+        console.print(calls_table(calls, title="calls"))
+    last = view.runs[-1] if view.runs else None
+    if last and last["output"] is not None:
+        console.print(Panel(str(last["output"]), title="output of the latest run", expand=False))
+
+
+@app.command()
+@typed_errors
+def calls(
+    status: Annotated[str | None, typer.Option("--status", help="e.g. outcome_unknown, running, pending.")] = None,
+    tool: Annotated[str | None, typer.Option("--tool", help="Only calls of this tool.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Only calls of this session.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 200,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Calls across sessions, filtered by status and tool (oldest first)."""
+    if status is not None and status not in CALL_STATUSES:
+        raise ValidationError(f"unknown call status {status!r}; one of: {', '.join(CALL_STATUSES)}")
+    with ledger(db) as conn:
+        rows = store.list_calls(conn, session_id=session, status=status, tool_name=tool, limit=limit)
+    if as_json:
+        print_json(rows)
+    else:
+        console.print(calls_table(rows, title=f"{len(rows)} call(s)", with_session=True))
+
+
+# --- entries and answers ------------------------------------------------------------------------------
+
+
+@app.command()
+@typed_errors
+def start(
+    agent: str,
+    message: str,
+    session: Annotated[str | None, typer.Option("--session", help="An existing session: a new turn of it.")] = None,
+    timeout: TimeoutOption = 120.0,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a session of AGENT (or a new turn of --session) and wait until it is at rest."""
+    with launched(db) as rt:
+        _print_run(_wait(rt, rt.start(agent, message, session_id=session), timeout), as_json)
+
+
+@app.command()
+@typed_errors
+def resume(
+    session_id: str,
+    mode: Annotated[ResumeMode, typer.Option("--mode")] = ResumeMode.continue_,
+    message: Annotated[str | None, typer.Option("--message")] = None,
+    checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="A saved append checkpoint (mode from_checkpoint).")] = None,
+    timeout: TimeoutOption = 120.0,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Resume a session: recover its saved step (continue), redirect it (with_message) or rewind (from_checkpoint)."""
+    with launched(db) as rt:
+        handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)  # type: ignore[arg-type]
+        _print_run(_wait(rt, handle, timeout), as_json)
+
+
+@app.command()
+@typed_errors
+def retry(
+    session_id: str,
+    message: Annotated[str | None, typer.Option("--message")] = None,
+    checkpoint: Annotated[str | None, typer.Option("--checkpoint")] = None,
+    timeout: TimeoutOption = 120.0,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Retry after a failed or interrupted run (recovery), or redirect it with --message."""
+    with launched(db) as rt:
+        _print_run(_wait(rt, rt.retry(session_id, message=message, checkpoint_id=checkpoint), timeout), as_json)
+
+
+@app.command()
+@typed_errors
+def stop(
+    session_id: str,
+    kind: Annotated[StopKind, typer.Option("--kind")] = StopKind.interrupt,
+    by: Annotated[str | None, typer.Option("--by", help="Who asked (kept in the ledger).")] = None,
+    timeout: TimeoutOption = 60.0,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stop the session's run: finished calls keep their results, the rest are answered run_stopped."""
+    with launched(db) as rt:
+        out = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())  # type: ignore[arg-type]
+        try:
+            result = rt.wait(session_id, timeout=timeout)
+        except TimeoutError:
+            result = rt.run(out["run_id"])
+    if as_json:
+        print_json({**out, "run": _run_json(result)})
+    else:
+        console.print(f"stop recorded for run [cyan]{out['run_id']}[/] ({out['status']})")
+        _print_run(result, False)
+
+
+def _answer_output(receipt: Any, rt: Runtime, timeout: float, as_json: bool) -> None:
+    run = _wait(rt, receipt.run, timeout) if receipt.run is not None else None
+    if as_json:
+        print_json({"session_id": receipt.session_id, "dispatch_id": receipt.dispatch_id, "remaining": receipt.remaining, "run": _run_json(run) if run else None})
+        return
+    console.print(f"answer recorded for call [cyan]{receipt.dispatch_id}[/]")
+    if receipt.remaining:
+        console.print(f"still waiting for: {', '.join(receipt.remaining)}")
+    if run is not None:
+        _print_run(run, False)
+
+
+@app.command()
+@typed_errors
+def approve(
+    session_id: str,
+    dispatch_id: str,
+    deny: Annotated[bool, typer.Option("--deny", help="Deny instead of approve.")] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    actor: Annotated[str | None, typer.Option("--actor", help="Who decided (default: your user name).")] = None,
+    timeout: TimeoutOption = 120.0,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Approve (or --deny) a call waiting for approval; the last answer continues the run here."""
+    with launched(db) as rt:
+        receipt = rt.approve(session_id, dispatch_id, approved=not deny, reason=reason, actor=actor or getpass.getuser())
+        _answer_output(receipt, rt, timeout, as_json)
+
+
+@app.command()
+@typed_errors
+def submit(
+    session_id: str,
+    dispatch_id: str,
+    result: Annotated[str | None, typer.Option("--result", help="The client tool's result, as JSON.")] = None,
+    error: Annotated[str | None, typer.Option("--error", help="The client tool's error instead of a result.")] = None,
+    timeout: TimeoutOption = 120.0,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer a client-tool call with its result (JSON) or its error."""
+    try:
+        value = json.loads(result) if result is not None else None
+    except ValueError as exc:
+        raise ValidationError(f"--result must be JSON: {exc}") from None
+    with launched(db) as rt:
+        _answer_output(rt.submit_tool_result(session_id, dispatch_id, result=value, error=error), rt, timeout, as_json)
+
+
+# --- operations ---------------------------------------------------------------------------------------
+
+
+@app.command()
+@typed_errors
+def migrate(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Bring the ledger's tables and audit views to the newest revision (what `dbos migrate` runs)."""
+    url = database_url(db)
+    rev = admin.migrate(url)
+    from sqlalchemy.engine import make_url
+
+    shown = make_url(url).render_as_string(hide_password=True)
+    if as_json:
+        print_json({"database": shown, "revision": rev})
+    else:
+        console.print(f"helix ledger at revision [bold]{rev}[/] in {shown}")
+
+
+@app.command()
+@typed_errors
+def recover(
+    executor: Annotated[str, typer.Option("--executor", help="The dead executor whose pending runs to take over.")],
+    timeout: TimeoutOption = 300.0,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Take over a dead executor's pending runs and run them to rest here (its process must be gone)."""
+    with launched(db) as rt:
+        ids = rt.recover_executor(executor)
+        done: list[dict[str, Any]] = []
+        for run_id in ids:
+            try:
+                done.append(_run_json(rt.wait_run(run_id, timeout=timeout)))
+                workflow_done(run_id)
+            except TimeoutError:
+                done.append({"run_id": run_id, "status": "running"})
+    if as_json:
+        print_json({"executor_id": executor, "runs": done})
+        return
+    console.print(f"recovered {len(ids)} run(s) of executor [cyan]{executor}[/]")
+    for r in done:
+        console.print(f"  run {r['run_id']} ({short(r.get('session_id'))}): ", styled(r["status"]))
+
+
+@app.command("audit-role")
+@typed_errors
+def audit_role(
+    name: str,
+    password: Annotated[str | None, typer.Option("--password", help="Login password (omit for trust/peer auth).")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a read-only Postgres role for auditors: SELECT on schemas helix and dbos, nothing else."""
+    statements = admin.create_audit_role(database_url(db), name, password)
+    if as_json:
+        print_json({"role": name, "statements": statements})
+    else:
+        console.print(f"role [bold]{name}[/] can now read schemas helix and dbos (read-only):")
+        for s in statements:
+            console.print(f"  [dim]{s};[/]")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", envvar="HELIX_DBOS_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", envvar="HELIX_DBOS_PORT")] = 8000,
+    app_spec: Annotated[str | None, typer.Option("--app", help="package.module:runtime (default: HELIX_DBOS_APP, then the examples).")] = None,
+) -> None:
+    """Run the HTTP service in the foreground (what `dbos start` runs)."""
+    import uvicorn
+
+    from ..service.app import create_app
+
+    uvicorn.run(create_app(app_spec=app_spec), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+
+
+if __name__ == "__main__":
+    app()
