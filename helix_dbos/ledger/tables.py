@@ -174,6 +174,28 @@ events = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
 )
 
+# A persistent companion: one child session per (parent session, companion agent), kept across the
+# parent's calls. Each call is one turn: a run of the companion session whose run id is the call's
+# dispatch id. ``workflow_id`` is the live incarnation of its long-lived DBOS workflow (turns arrive by
+# DBOS.send); an incarnation that idles out is ``closed`` and the next call starts the next one.
+companions = sa.Table(
+    "companions",
+    metadata,
+    sa.Column("companion_session_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.sessions.session_id"), primary_key=True),
+    sa.Column("parent_session_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False),
+    sa.Column("agent_name", sa.String(200), nullable=False),
+    sa.Column("tool_name", sa.String(200), nullable=False),
+    sa.Column("incarnation", sa.Integer, nullable=False),
+    sa.Column("workflow_id", sa.String(140), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # live | closed | lost
+    sa.Column("first_dispatch_id", sa.String(64), nullable=False),
+    # The last turn the companion answered (each turn's outcome is its run row: run id = dispatch id).
+    sa.Column("last_dispatch_id", sa.String(64)),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.UniqueConstraint("parent_session_id", "agent_name", name="uq_companions_parent_agent"),
+)
+
 sa.Index("ix_runs_session", runs.c.session_id)
 sa.Index("ix_checkpoints_session", checkpoints.c.session_id, checkpoints.c.step)
 sa.Index("ix_calls_session", calls.c.session_id)

@@ -1,25 +1,53 @@
-"""Remote sub-agents: the child's run is a DBOS workflow whose id is the parent call's dispatch id.
+"""Remote sub-agents, and the child phase of a saved step (remote children and companion turns).
 
-The first dispatch mints the child's session (never derived from the parent's ids) and binds it to
-the delegation, in the same transaction as the attempt record. Re-dispatching the same id returns
-the existing child, so recovery re-attaches to it or starts it once, whichever process runs it.
+A remote child's run is a ledger run *and* a DBOS workflow whose id is the parent call's dispatch id,
+enqueued from the parent's workflow code on the runtime's queue, so any worker process serving that
+queue can run it. The first dispatch mints the child's session (a fresh id, never derived from the
+parent's) and binds it to the delegation (``sessions.parent_dispatch_id``, ``calls.child_session_id``)
+in the same exactly-once transaction as the call's attempt record.
+
+Recovery re-attaches by dispatch id: enqueueing an existing workflow id returns that workflow, so a
+relaunch, a ``resume`` or a ``retry`` of the parent never starts a second child for one call. A
+child whose outcome is already in the ledger is answered from it without touching DBOS; a child
+whose workflow cannot be found is answered ``subagent_lost`` (see ``child_outcome``).
+
+Order and determinism: the child phase is workflow code. Gates are exactly-once transactions; starts,
+enqueues and sends are DBOS operations in workflow code (DBOS forbids them inside steps); all run in
+reply order, before the step's local bodies, and the waits run in reply order after them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import sqlalchemy as sa
+from dbos import DBOS, SetWorkflowID
 
 from ..ledger import store
 from ..ledger import tables as t
-from . import commits
-from .bodies import plain_tx
+from ..ledger.statuses import RUN_AT_REST
+from . import commits, companions, durable
+from .child_outcome import lost, record_outcome, unavailable, wait_for_child
+from .durable import dbos_status, tx
+from .faults import crash_point, fail_point
 from .state import env
 
+#: Call kinds answered by a child workflow rather than a body step of the parent.
+CHILD_KINDS: Final = frozenset({"remote", "companion"})
 
-def _delegate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
-    gate = commits.gate(conn, run_id, dispatch_id)
+Gate = dict[str, Any]
+
+
+def register(run_workflow: Callable[..., Any]) -> None:
+    """Called by ``workflow.register`` before launch: bind the run workflow, register the companion's."""
+    durable.bind_run_workflow(run_workflow)
+    companions.register()
+
+
+def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> Gate:
+    """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
+    gate: Gate = {**commits.gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": "remote"}
     if gate["action"] == "done":
         return gate
     call = store.get_call(conn, dispatch_id)
@@ -28,7 +56,7 @@ def _delegate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, A
     sub = env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
     if call["child_session_id"] is None:
         if sub is None:
-            raise LookupError(f"sub-agent tool {call['tool_name']!r} is no longer defined")
+            return unavailable(conn, run_id, gate, call["tool_name"])
         child_sid = store.new_id()
         store.insert_session(conn, child_sid, sub.agent.name, parent_dispatch_id=dispatch_id)
         session = store.get_session(conn, child_sid)
@@ -45,23 +73,57 @@ def _delegate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, A
             recovery=env().profile,
         )
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_sid))
-        store.emit(conn, call["session_id"], run_id, "subagent_start", {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name})
-        gate["child_session_id"] = child_sid
-    gate["dispatch_id"] = dispatch_id
+        store.emit(conn, call["session_id"], run_id, "subagent_start",
+                   {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})
+        return {**gate, "child_session_id": child_sid, "attach": "enqueue"}
+    # Re-attach. The ledger is asked first: an answered child is never enqueued again (its DBOS row
+    # may have been deleted by retention, and a fresh row under the same id would run it twice).
+    child = store.get_run(conn, dispatch_id)
+    if child is not None and child["status"] in RUN_AT_REST:
+        return {**gate, "attach": "answered"}
+    if dbos_status(conn, dispatch_id) is None:
+        return {**gate, "attach": "lost"}
+    return {**gate, "attach": "enqueue"}
+
+
+async def _dispatch_remote(run_id: str, dispatch_id: str, tool_name: str) -> Gate:
+    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id)
+    crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
+    if gate["action"] != "done" and gate["attach"] == "enqueue":
+        with SetWorkflowID(dispatch_id):
+            await DBOS.enqueue_workflow_async(env().queue_name, durable.run_workflow(), dispatch_id)
     return gate
 
 
-async def delegate_gate(run_id: str, dispatch_id: str) -> dict[str, Any]:
-    return dict(await plain_tx(_delegate, run_id, dispatch_id))
+async def _settle_remote(run_id: str, gate: Gate) -> None:
+    dispatch_id = gate["dispatch_id"]
+    if gate["attach"] == "lost":
+        state = lost("not_found", "the sub-agent's workflow cannot be found")
+    else:
+        state = await wait_for_child(run_id, dispatch_id)
+    fail_point("child_result")
+    await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], state)
 
 
-def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, child: dict[str, Any]) -> dict[str, Any]:
-    if child.get("status") == "completed":
-        return commits.record(conn, run_id, dispatch_id, attempt, "ok", child.get("output"), None)
-    code = child.get("error_code") or ("subagent_lost" if child.get("status") == "lost" else "subagent_failed")
-    error = {"type": code, "message": child.get("error") or f"the sub-agent ended {child.get('status')}"}
-    return commits.record(conn, run_id, dispatch_id, attempt, "error", None, error)
+async def dispatch_children(run_id: str, calls: Sequence[dict[str, Any]]) -> list[Gate]:
+    """Workflow code: gate and start (or re-attach, or re-send to) every child call, in reply order."""
+    gates: list[Gate] = []
+    for call in sorted(calls, key=lambda c: c["position"]):
+        if call["kind"] == "remote":
+            gate = await _dispatch_remote(run_id, call["dispatch_id"], call["tool_name"])
+        else:
+            gate = await companions.dispatch(run_id, call["dispatch_id"], call["tool_name"])
+        crash_point("child_dispatched", call["tool_name"])
+        gates.append(gate)
+    return gates
 
 
-async def record_child(run_id: str, dispatch_id: str, attempt: int, child: dict[str, Any]) -> dict[str, Any]:
-    return dict(await plain_tx(_record, run_id, dispatch_id, attempt, child))
+async def settle_children(run_id: str, gates: Sequence[Gate]) -> None:
+    """Workflow code: wait for each dispatched child in reply order and answer its call."""
+    for gate in gates:
+        if gate["action"] == "done":
+            continue
+        if gate["kind"] == "remote":
+            await _settle_remote(run_id, gate)
+        else:
+            await companions.settle(run_id, gate)

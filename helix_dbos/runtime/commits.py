@@ -206,6 +206,9 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str,
     calls = calls_of_step(conn, ref["run_id"], ref["step"])
     if any(c["status"] not in CALL_SETTLED for c in calls):
         store.insert_checkpoint(conn, sid, run_id, ref["step"], "suspension")
+        stop = store.stop_of(conn, run_id)
+        if stop is not None and ref["run_id"] == run_id:  # stopped while the step ran: stop, never suspend
+            return stop_run(conn, run_id, stop)
         store.end_run(conn, run_id, "suspended_client_tool")
         return {"status": "suspended_client_tool"}
     store.insert_message(conn, sid, run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
@@ -233,6 +236,9 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
         store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.results_message(rows)))
     store.insert_checkpoint(conn, sid, run_id, step, kind, checkpoint_id)
     if pending:
+        stop = store.stop_of(conn, run_id)
+        if stop is not None:  # a stop came during the model request: its calls are paired, the run stops
+            return stop_run(conn, run_id, stop)
         store.end_run(conn, run_id, "suspended_client_tool")
         return {"status": "suspended_client_tool"}
     return _finish(conn, run_id, rows) or {"status": "committed"}

@@ -1,8 +1,11 @@
 """A local sub-agent: the child's loop runs in process, inside the parent call's body.
 
 It is pydantic-ai's own agent loop (no DBOS steps: inside a step there are none), so a crash kills
-the child with its parent, and recovery answers the call ``outcome_unknown``. Children that must
-survive a crash are remote sub-agents.
+the child with its parent, and recovery answers the call ``outcome_unknown`` (the child's tools may
+have run). Children that must survive a crash are remote sub-agents or companions.
+
+The child's own tools get ``dispatch_id=None``: no id was minted and committed for them before they
+ran, so none is offered as a dedupe key (a tool that needs one fails loudly, as it should).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any
 
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import Tool as PydanticTool
+from pydantic_ai.usage import UsageLimits
 
 from ..definitions import Agent, Tool, ToolContext
 from ..errors import ConfigurationError
@@ -18,7 +22,10 @@ from ..errors import ConfigurationError
 
 def _wrap(tool: Tool, agent: Agent, parent: ToolContext) -> PydanticTool[Any]:
     if tool.client or tool.requires_approval:
-        raise ConfigurationError(f"local sub-agent {agent.name!r}: tool {tool.name!r} needs a client or approval; use a remote sub-agent")
+        raise ConfigurationError(
+            f"local sub-agent {agent.name!r}: tool {tool.name!r} needs a client or an approval, which an "
+            "in-process child cannot wait for"
+        )
 
     async def call(**kwargs: Any) -> Any:
         ctx = ToolContext(
@@ -36,11 +43,15 @@ def _wrap(tool: Tool, agent: Agent, parent: ToolContext) -> PydanticTool[Any]:
 
 
 async def run_local_child(agent: Agent, message: str, parent: ToolContext) -> Any:
+    """Run ``agent`` on ``message`` to completion; its (structured, JSON-ready) output is the call's result."""
+    if agent.sub_agents:
+        raise ConfigurationError(f"local sub-agent {agent.name!r} has sub-agents of its own; make it a remote sub-agent")
     child = PydanticAgent(
         agent.resolved_model(),
         instructions=agent.instructions,
         tools=[_wrap(t, agent, parent) for t in agent.tools],
         output_type=agent.output_type or str,
+        model_settings=agent.model_settings,
     )
-    result = await child.run(message)
+    result = await child.run(message, usage_limits=UsageLimits(request_limit=agent.max_steps))
     return agent.dump_output(result.output) if agent.output_type is not None else result.output

@@ -126,6 +126,7 @@ class Runtime:
         app_name: str = DEFAULT_APP_NAME,
         queue_name: str = "helix_runs",
         auto_continue: bool = True,
+        serve_queue: bool = True,
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
@@ -137,6 +138,9 @@ class Runtime:
         self._app_name = app_name
         self.queue_name = queue_name
         self.auto_continue = auto_continue
+        # False: this process starts and recovers its own runs but never dequeues children or
+        # companions from ``queue_name``: those run on the worker processes that serve it.
+        self.serve_queue = serve_queue
         self.settings: Settings | None = None
         self._engine: sa.Engine | None = None
         self._lock: ExecutorLock | None = None
@@ -172,6 +176,8 @@ class Runtime:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
             self._owns_dbos = True
             _fast_internal_queue()
+            if not self.serve_queue:
+                DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
         workflow.register()
         self._engine = create_sync_engine(url)
         self._datasource = asyncio.run(self._create_datasource(url))

@@ -20,14 +20,15 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 
 from ..definitions import Agent
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
 from . import commits
 from .bodies import body_step, plain_tx
-from .children import delegate_gate, record_child
+from .children import CHILD_KINDS, dispatch_children, settle_children
+from .children import register as register_children
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
@@ -70,6 +71,7 @@ def register() -> None:
     if RUN_WORKFLOW in registry.workflow_info_map and _run_workflow is not None:
         return
     _run_workflow = DBOS.workflow(name=RUN_WORKFLOW)(_run)
+    register_children(_run_workflow)  # binds it for children and companions, registers the companion workflow
 
 
 async def _run(run_id: str) -> dict[str, Any]:
@@ -137,16 +139,9 @@ async def _saved_step(
     if calls is None:
         calls = await step("helix.saved_calls", plain_tx, commits.step_bodies, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
-    remote = [c for c in calls if c["kind"] == "remote"]
-    local = [c for c in calls if c["kind"] != "remote"]
-
-    dispatched: list[tuple[dict[str, Any], Any]] = []
-    for c in remote:
-        gate = await step("helix.delegate", delegate_gate, run_id, c["dispatch_id"])
-        if gate["action"] != "done":
-            with SetWorkflowID(c["dispatch_id"]):
-                handle = await DBOS.enqueue_workflow_async(env().queue_name, run_workflow(), c["dispatch_id"])
-            dispatched.append((gate, handle))
+    local = [c for c in calls if c["kind"] not in CHILD_KINDS]
+    # Remote children and companion turns: gated, started or sent in reply order (workflow code).
+    dispatched = await dispatch_children(run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
 
     reserved = {c["dispatch_id"]: DBOS.reserve_step() for c in local}
 
@@ -156,12 +151,7 @@ async def _saved_step(
 
     await asyncio.gather(*(lane(ln) for ln in lanes([SimpleNamespace(**c) for c in local])))
 
-    for gate, handle in dispatched:
-        try:
-            child = await handle.get_result()
-        except Exception as exc:  # the child cannot be found or did not finish: never a hang
-            child = {"status": "lost", "error_code": "subagent_lost", "error": str(exc)}
-        await step("helix.delegate_result", record_child, run_id, gate["dispatch_id"], gate["attempt"], child)
+    await settle_children(run_id, dispatched)
 
     crash_point("before_step_commit")
     fail_point("step_commit")

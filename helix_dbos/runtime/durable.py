@@ -1,0 +1,65 @@
+"""Durable building blocks the child phase shares: exactly-once ledger transactions, steps, and DBOS status.
+
+The child phase (remote sub-agents in ``children.py``, companions in ``companions.py``) is workflow
+code that starts, enqueues and messages other workflows, so it needs the run workflow's function
+without importing ``workflow.py`` (which imports the child phase): ``workflow.register`` binds it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import sqlalchemy as sa
+from dbos import DBOS
+
+from ..ledger.engine import is_sqlite
+from .state import env
+
+#: DBOS statuses after which a workflow will never write again: its ledger outcome is final or lost.
+DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+
+_run_workflow: Callable[..., Any] | None = None
+
+
+def bind_run_workflow(fn: Callable[..., Any]) -> None:
+    """Called by ``workflow.register``: the registered ``helix.run`` workflow children are started as."""
+    global _run_workflow
+    _run_workflow = fn
+
+
+def run_workflow() -> Callable[..., Any]:
+    assert _run_workflow is not None, "workflows are registered by runtime.launch()"
+    return _run_workflow
+
+
+async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """An exactly-once ledger transaction: DBOS records its output with the commit, replay returns it."""
+    ds = env().datasource
+
+    async def body(*a: Any) -> Any:
+        session = ds.sql_session()
+        return await session.run_sync(lambda s: fn(s.connection(), *a))
+
+    return await ds.run_tx_step_async({"name": name, "isolation_level": env().isolation}, body, *args)
+
+
+async def step(name: str, fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
+    """A DBOS step (at-least-once; its recorded output is what a replay sees)."""
+    return await DBOS.run_step_async({"name": name, **options}, fn, *args)
+
+
+def dbos_status(conn: sa.Connection, workflow_id: str) -> str | None:
+    """DBOS's status of a workflow, read in the caller's ledger transaction (one database); None if no row.
+
+    Read with plain SQL rather than ``DBOS.get_workflow_status`` because that call is itself a
+    recorded operation and cannot run inside a step or a datasource transaction.
+    """
+    table = "workflow_status" if is_sqlite(str(conn.engine.url)) else "dbos.workflow_status"
+    value = conn.execute(sa.text(f"SELECT status FROM {table} WHERE workflow_uuid = :id"), {"id": workflow_id}).scalar()
+    return None if value is None else str(value)
+
+
+def poll_interval() -> float:
+    """How often a waiting parent re-reads the ledger: SQLite polls anyway, Postgres round trips are cheap."""
+    return 0.05 if env().settings.sqlite else 0.1

@@ -1,0 +1,159 @@
+"""Drive ``tests.scenarios.family`` in real processes: parents, workers, relaunches, kills; read the ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from helix_dbos.ledger import tables as t
+from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Outcome:
+    code: int
+    result: dict[str, Any] | None
+    stderr: str
+
+
+def _env(extra: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+    env.update(extra or {})
+    return env
+
+
+def _last_json(text: str) -> dict[str, Any] | None:
+    found = None
+    for line in text.splitlines():
+        if line.startswith("{"):
+            found = json.loads(line)
+    return found
+
+
+@dataclass
+class Family:
+    """One application (a database and an effects folder) run as several processes."""
+
+    db_url: str
+    workdir: Path
+    parent_executor: str = field(default_factory=lambda: f"parent-{uuid.uuid4().hex[:8]}")
+    _engine: sa.Engine | None = None
+
+    @property
+    def effects(self) -> Path:
+        path = self.workdir / "effects"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def args(self, *cmd: str, executor: str | None = None, serve: bool = True) -> list[str]:
+        return [
+            sys.executable, "-m", "tests.scenarios.family", "--db", self.db_url, "--effects", str(self.effects),
+            "--executor", executor or self.parent_executor, *([] if serve else ["--no-serve"]), *cmd,
+        ]
+
+    def run(self, *cmd: str, executor: str | None = None, serve: bool = True, env: dict[str, str] | None = None, timeout: float = 90) -> Outcome:
+        proc = subprocess.run(self.args(*cmd, executor=executor, serve=serve), cwd=ROOT, env=_env(env), capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        return Outcome(proc.returncode, _last_json(proc.stdout), proc.stderr)
+
+    def ok(self, *cmd: str, **kw: Any) -> dict[str, Any]:
+        out = self.run(*cmd, **kw)
+        assert out.code == 0 and out.result is not None, f"exit {out.code}: {out.stderr[-3000:]}"
+        return out.result
+
+    def spawn(self, *cmd: str, executor: str | None = None, serve: bool = True, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.args(*cmd, executor=executor, serve=serve), cwd=ROOT, env=_env(env),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    @contextmanager
+    def worker(self, executor: str | None = None) -> Iterator[subprocess.Popen[str]]:
+        """A second worker process serving the runtime's queue (children, companions) until the block ends."""
+        proc = self.spawn("serve", executor=executor or f"worker-{uuid.uuid4().hex[:8]}")
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("{") and json.loads(line)["ready"], f"worker did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
+        try:
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    # --- effects ---------------------------------------------------------------------------------
+
+    def hold(self, key: str) -> None:
+        (self.effects / f"hold_{key}").touch()
+
+    def release(self, key: str) -> None:
+        (self.effects / f"hold_{key}").unlink(missing_ok=True)
+
+    def lines(self, kind: str) -> list[dict[str, Any]]:
+        path = self.effects / f"{kind}.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def bodies(self, tool: str | None = None) -> list[dict[str, Any]]:
+        return [b for b in self.lines("bodies") if tool is None or b["tool"] == tool]
+
+    def model_requests(self, agent: str) -> Counter[tuple[str, ...]]:
+        """Requests of ``agent`` keyed by (its prompts so far, step in turn): a repeat is a paid-twice request."""
+        return Counter((*m["prompts"], str(m["step"])) for m in self.lines("model") if m["agent"] == agent)
+
+    def wait_for(self, what: Callable[[], Any], timeout: float = 60, label: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = what()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise TimeoutError(f"timed out waiting for {label}")
+
+    # --- ledger ----------------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> sa.Engine:
+        if self._engine is None:
+            self._engine = create_sync_engine(self.db_url, poolclass=sa.pool.NullPool)
+        return self._engine
+
+    def rows(self, table: sa.Table, *where: Any) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(sa.select(table).where(*where)).mappings()]
+
+    def dbos_workflows(self, workflow_id: str) -> list[dict[str, Any]]:
+        name = "workflow_status" if is_sqlite(self.db_url) else "dbos.workflow_status"
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(sa.text(f"SELECT * FROM {name} WHERE workflow_uuid = :id"), {"id": workflow_id}).mappings()]
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+def dump_ledger(engine: sa.Engine) -> dict[str, list[tuple[str, ...]]]:
+    """Every row of every ledger table, as sorted strings: equal dumps mean nothing was written."""
+    out: dict[str, list[tuple[str, ...]]] = {}
+    with engine.connect() as conn:
+        for table in t.metadata.sorted_tables:
+            out[table.name] = sorted(tuple(repr(v) for v in row) for row in conn.execute(sa.select(table)))
+    return out
