@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pydantic
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -104,3 +105,55 @@ def test_dbos_compat_sets_no_dispatch_id(make_runtime: Any) -> None:
     assert seen == [None]
     assert call.status == "error" and call.error["type"] == "DispatchIdUnavailableError"
     assert "dbos_compat" in call.error["message"]
+
+
+class Pick(pydantic.BaseModel):
+    option: str
+
+
+def _suspending_agent() -> hx.Agent:
+    pick = hx.client_tool(name="pick", description="Let the user pick.", input_schema=Pick)
+    return hx.Agent("picker", _model([ToolCallPart("nap", {"seconds": 0}, "c1"), ToolCallPart("pick", {"option": "a"}, "c2")]), tools=[nap, pick])
+
+
+def test_answers_reach_a_step_recovered_from_its_checkpoint(make_runtime: Any) -> None:
+    """A suspension committed by a later run (resume from the append) still takes the step's answers."""
+    rt = make_runtime([_suspending_agent()])
+    first = rt.start("picker", "go").result(timeout=30)
+    assert first.status == "suspended_client_tool" and [p.tool_name for p in first.pending] == ["pick"]
+    append = next(c["checkpoint_id"] for c in rt.session(first.session_id).checkpoints if c["kind"] == "append")
+    again = rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=append).result(timeout=30)
+    assert again.status == "suspended_client_tool" and [p.dispatch_id for p in again.pending] == [p.dispatch_id for p in first.pending]
+    with pytest.raises(hx.HelixError) as err:
+        rt.resume(first.session_id)  # still waiting for the client
+    assert err.value.code == "calls_pending"
+    receipt = rt.submit_tool_result(first.session_id, first.pending[0].dispatch_id, result={"picked": "a"})
+    assert receipt.run is not None and receipt.run.result(timeout=30).status == "completed"
+    view = rt.session(first.session_id)
+    assert [(c.tool_name, c.status, len(c.attempts)) for c in view.calls] == [("nap", "ok", 1), ("pick", "ok", 0)]
+
+
+def test_a_stop_answers_a_step_saved_by_an_earlier_run(make_runtime: Any) -> None:
+    rt = make_runtime([_suspending_agent()])
+    first = rt.start("picker", "go").result(timeout=30)
+    append = next(c["checkpoint_id"] for c in rt.session(first.session_id).checkpoints if c["kind"] == "append")
+    rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=append).result(timeout=30)
+    assert rt.stop(first.session_id, kind="interrupt")["status"] == "interrupted"
+    view = rt.session(first.session_id)
+    assert [(c.tool_name, c.status) for c in view.calls] == [("nap", "ok"), ("pick", "run_stopped")]
+    answered = [p.tool_call_id for p in view.messages[-1].parts]
+    assert answered == ["c1", "c2"]
+
+
+def test_an_approval_rule_that_raises_asks_a_human(make_runtime: Any) -> None:
+    def rule(args: dict[str, Any]) -> bool:
+        raise RuntimeError("rule broke")
+
+    @hx.tool(requires_approval=rule)
+    def spend(amount: int) -> str:
+        """Spend money."""
+        return "spent"
+
+    rt = make_runtime([hx.Agent("spender", _model([ToolCallPart("spend", {"amount": 5}, "c1")]), tools=[spend])])
+    result = rt.start("spender", "go").result(timeout=30)
+    assert result.status == "suspended_client_tool" and result.pending[0].kind == "approval"

@@ -69,10 +69,36 @@ def _apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[Row], deci
             store.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
 
 
-def _step_ref(cp: Row | None) -> dict[str, Any] | None:
+def step_ref(conn: sa.Connection, cp: Row | None) -> dict[str, Any] | None:
+    """The saved step a checkpoint stands at (the run that saved its calls, and the step), if any.
+
+    A ``step`` checkpoint answered its step: nothing to recover. A suspension may be committed by a
+    later run that recovered the step, so its calls are found by step among the session's active
+    checkpoints, not by the run that wrote the suspension.
+    """
     if cp is None or cp["kind"] == "step":
         return None
-    return {"run_id": cp["run_id"], "step": cp["step"]}
+    if cp["kind"] == "append":
+        return {"run_id": cp["run_id"], "step": cp["step"]}
+    active = sa.select(t.checkpoints.c.checkpoint_id).where(
+        t.checkpoints.c.session_id == cp["session_id"], t.checkpoints.c.superseded_by.is_(None)
+    )
+    saver = conn.execute(
+        sa.select(t.calls.c.run_id)
+        .where(t.calls.c.session_id == cp["session_id"], t.calls.c.step == cp["step"], t.calls.c.checkpoint_id.in_(active))
+        .limit(1)
+    ).scalar()
+    return {"run_id": saver or cp["run_id"], "step": cp["step"]}
+
+
+def open_steps(conn: sa.Connection, run: Row) -> list[dict[str, Any]]:
+    """Steps with unanswered calls that a failing or stopping run must answer: its own, and the
+    saved step it was recovering (saved by an earlier run)."""
+    refs = {(c["run_id"], c["step"]) for c in store.unresolved_calls_of_run(conn, run["run_id"])}
+    latest = step_ref(conn, store.latest_checkpoint(conn, run["session_id"]))
+    if latest is not None:
+        refs.add((latest["run_id"], latest["step"]))
+    return [{"run_id": r, "step": s} for r, s in sorted(refs, key=lambda ref: ref[1])]
 
 
 # --- entry ------------------------------------------------------------------------------------
@@ -97,7 +123,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
         assert target is not None
         store.rewind_to(conn, target, run_id)
     store.emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
-    ref = _step_ref(target)
+    ref = step_ref(conn, target)
 
     if entry in REDIRECTING_ENTRIES:
         if ref is not None:
@@ -254,14 +280,9 @@ def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[
     if run["status"] != "running":
         return {"status": run["status"], "error_code": run["error_code"]}
     agent = env().agent(run["agent_name"])
-    open_calls = store.unresolved_calls_of_run(conn, run_id)
-    by_step: dict[int, list[Row]] = {}
-    for c in open_calls:
-        by_step.setdefault(c["step"], []).append(c)
-    for step, _ in by_step.items():
-        calls = calls_of_step(conn, run_id, step)
-        decisions = _decisions(conn, agent, calls, "redirect")
-        _apply_pairings(conn, run_id, calls, decisions, "run_failed")
+    for ref in open_steps(conn, run):
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        _apply_pairings(conn, run_id, calls, _decisions(conn, agent, calls, "redirect"), "run_failed")
     store.end_run(conn, run_id, "failed", error_code=code, error=message)
     return {"status": "failed", "error_code": code, "error": message}
 
@@ -271,13 +292,14 @@ def stop_run(conn: sa.Connection, run_id: str, kind: str) -> dict[str, Any]:
     run = store.get_run(conn, run_id)
     assert run is not None
     agent = env().agent(run["agent_name"])
-    steps = {c["step"] for c in store.unresolved_calls_of_run(conn, run_id)}
-    for step in sorted(steps):
-        calls = calls_of_step(conn, run_id, step)
+    for ref in open_steps(conn, run):
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        if all(c["status"] in CALL_SETTLED for c in calls):
+            continue
         _apply_pairings(conn, run_id, calls, _decisions(conn, agent, calls, "stop"), "stop")
-        calls = calls_of_step(conn, run_id, step)
-        store.insert_message(conn, run["session_id"], run_id, step, "request", transcript.dump(transcript.results_message(calls)))
-        store.insert_checkpoint(conn, run["session_id"], run_id, step, "step")
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        store.insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
+        store.insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
     status = "interrupted" if kind == "interrupt" else "failed"
     store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
     return {"status": status}

@@ -32,9 +32,10 @@ LivenessCheck = Callable[[dict[str, Any]], bool]
 
 
 def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[dict[str, Any]]:
-    if cp is None or cp["kind"] != "suspension":
+    ref = commits.step_ref(conn, cp)
+    if cp is None or cp["kind"] != "suspension" or ref is None:
         return []
-    calls = commits.calls_of_step(conn, cp["run_id"], cp["step"])
+    calls = commits.calls_of_step(conn, ref["run_id"], ref["step"])
     return [c for c in calls if c["status"] == "pending" and (c["kind"] == "client" or c["approved"] is None)]
 
 
@@ -164,12 +165,14 @@ def answer(
     if call["answered_at"] is not None or call["approved"] is not None:
         raise DuplicateAnswerError(f"call {dispatch_id!r} was answered already")
     latest = store.latest_checkpoint(conn, session_id)
+    ref = commits.step_ref(conn, latest)
     suspended_here = (
         session["status"] == "suspended_client_tool"
         and call["status"] == "pending"
         and latest is not None
         and latest["kind"] == "suspension"
-        and (latest["run_id"], latest["step"]) == (call["run_id"], call["step"])
+        and ref is not None
+        and (ref["run_id"], ref["step"]) == (call["run_id"], call["step"])
     )
     if not suspended_here:
         raise StaleAnswerError(f"call {dispatch_id!r} is no longer waiting for an answer (status {call['status']}, session {session['status']})")

@@ -47,6 +47,14 @@ def _errors_text(exc: pydantic.ValidationError) -> str:
     ) + ". Fix the errors and try again."
 
 
+def _needs_approval(tool: Any, args: dict[str, Any]) -> bool:
+    """A rule that raises asks for a human rather than failing the run: the safe side of a broken rule."""
+    try:
+        return bool(tool.needs_approval(args))
+    except Exception:
+        return True
+
+
 def plan_calls(agent: Agent, response: ModelResponse) -> list[Planned]:
     planned: list[Planned] = []
     names = [t.name for t in agent.tools] + [s.tool_name for s in agent.sub_agents]
@@ -85,7 +93,7 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[Planned]:
                 planned.append(_invalid(base, _errors_text(exc)))
                 continue
             clean = validated.model_dump(mode="json")
-            gated = tool.client or tool.needs_approval(clean)
+            gated = tool.client or _needs_approval(tool, clean)
             planned.append(
                 {
                     **base,

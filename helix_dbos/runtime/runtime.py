@@ -22,7 +22,7 @@ from ..ledger import store
 from ..ledger.engine import async_url, create_sync_engine, ensure_sqlite_wal, is_sqlite, translate_map
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
-from . import entries, results, state, workflow
+from . import durable, entries, results, state, workflow
 from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
@@ -132,7 +132,7 @@ class Runtime:
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
         self.agents = _collect_agents(agents)
         self.recovery: Profile = recovery
-        self._database_url = database_url
+        self.database_url = database_url  # public: an operator tool (--db) may repoint it before launch
         self._executor_id = executor_id
         self._app_version = application_version
         self._app_name = app_name
@@ -160,8 +160,8 @@ class Runtime:
         from dbos import _dbos as dbos_module
 
         existing = dbos_module._dbos_global_instance
-        url = resolve_database_url(self._database_url)
-        if existing is not None and self._database_url is None:
+        url = resolve_database_url(self.database_url)
+        if existing is not None and self.database_url is None:
             url = existing._config.get("system_database_url") or url  # type: ignore[attr-defined]
         if is_sqlite(url):
             ensure_sqlite_wal(url)
@@ -215,9 +215,15 @@ class Runtime:
         await engine.dispose()
         return ds
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait_seconds: int = 2) -> None:
+        """Stop this process's runtime; in-flight runs get ``wait_seconds`` to reach DBOS's own end.
+
+        A run whose ledger is at rest finishes its workflow a moment later; waiting briefly keeps a
+        short-lived process (a script, a CLI command) from leaving it pending for the next launch.
+        Anything still running is recovered by this executor id's next launch.
+        """
         if self._owns_dbos:
-            DBOS.destroy(destroy_registry=True)
+            DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
             self._owns_dbos = False
         state.install(None)
         if self._engine is not None:
@@ -254,8 +260,13 @@ class Runtime:
                 executor_id=self.executor_id,
                 is_dead=self._run_is_dead,
             )
-        with SetWorkflowID(opened["run_id"]):
-            handle = DBOS.start_workflow(workflow.run_workflow(), opened["run_id"])
+        try:
+            with SetWorkflowID(opened["run_id"]):
+                handle = DBOS.start_workflow(durable.run_workflow(), opened["run_id"])
+        except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
+            with self.engine.begin() as conn:
+                store.end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=f"{type(exc).__name__}: {exc}")
+            raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
 
     def _run_is_dead(self, run: dict[str, Any]) -> bool:
@@ -363,7 +374,7 @@ class Runtime:
 
     def recover_executor(self, executor_id: str) -> list[str]:
         """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
-        probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self._database_url))
+        probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self.database_url))
         try:
             probe.acquire(executor_id)
         finally:

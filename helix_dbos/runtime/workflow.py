@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,49 +28,27 @@ from . import commits
 from .bodies import body_step, plain_tx
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
+from .durable import step, tx
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
 from .state import env
 
 RUN_WORKFLOW = "helix.run"
-_run_workflow: Callable[..., Any] | None = None
 
 
 class MaxStepsReached(Exception):
-    pass
-
-
-async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """An exactly-once ledger transaction: DBOS records its output with the commit, replay returns it."""
-    ds = env().datasource
-
-    async def body(*a: Any) -> Any:
-        session = ds.sql_session()
-        return await session.run_sync(lambda s: fn(s.connection(), *a))
-
-    return await ds.run_tx_step_async({"name": name, "isolation_level": env().isolation}, body, *args)
-
-
-async def step(name: str, fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
-    return await DBOS.run_step_async({"name": name, **options}, fn, *args)
-
-
-def run_workflow() -> Callable[..., Any]:
-    assert _run_workflow is not None, "workflows are registered by runtime.launch()"
-    return _run_workflow
+    """The run used its ``max_steps`` model requests; it fails typed and ``retry()`` gets a fresh budget."""
 
 
 def register() -> None:
     """Register the run workflow with the DBOS instance about to launch (once per DBOS instance)."""
-    global _run_workflow
     from dbos._dbos import _get_or_create_dbos_registry
 
-    registry = _get_or_create_dbos_registry()
-    if RUN_WORKFLOW in registry.workflow_info_map and _run_workflow is not None:
+    if RUN_WORKFLOW in _get_or_create_dbos_registry().workflow_info_map:
         return
-    _run_workflow = DBOS.workflow(name=RUN_WORKFLOW)(_run)
-    register_children(_run_workflow)  # binds it for children and companions, registers the companion workflow
+    # binds it for children and companions, and registers the companion workflow
+    register_children(DBOS.workflow(name=RUN_WORKFLOW)(_run))
 
 
 async def _run(run_id: str) -> dict[str, Any]:

@@ -42,6 +42,5 @@ def load_runtime(spec: str | None = None, *, database_url: str | None = None) ->
     if not isinstance(runtime, Runtime):
         raise ConfigurationError(f"{spec!r} is neither a helix_dbos Runtime nor a factory returning one")
     if database_url:
-        # The Runtime keeps its URL privately until launch; the CLI's --db must win over the app's choice.
-        runtime._database_url = database_url
+        runtime.database_url = database_url  # the operator's --db wins over the app's choice
     return runtime
