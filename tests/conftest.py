@@ -157,6 +157,18 @@ def make_runtime(db_url: str) -> Iterator[Callable[..., hx.Runtime]]:
         rt.shutdown()
 
 
+@pytest.fixture
+def fam(db_url: str, tmp_path: Path) -> Iterator[object]:
+    """The sub-agent / HITL family of agents (tests/scenarios/family.py) on a fresh database."""
+    from tests.familykit import Family
+    from tests.scenarios import family
+
+    kit = Family(db_url, tmp_path)
+    family.EFFECTS = kit.effects  # tools and models of an in-process runtime write here too
+    yield kit
+    kit.close()
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     error = _pg_available()
     where = f"PostgreSQL at {PG_URL}: " + ("reachable" if error is None else f"NOT reachable ({error})")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,13 +25,6 @@ from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 from tests.familykit import Family, dump_ledger
 from tests.scenarios import family
 
-
-@pytest.fixture
-def fam(db_url: str, tmp_path: Path) -> Any:
-    kit = Family(db_url, tmp_path)
-    family.EFFECTS = kit.effects
-    yield kit
-    kit.close()
 
 
 def refused(kit: Family, error: type[HelixError], answer: Callable[[], Any]) -> HelixError:

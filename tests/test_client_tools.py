@@ -4,7 +4,6 @@ process, after a crash and a relaunch), and a failed run drops the calls no answ
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,13 +15,6 @@ from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 from tests.familykit import Family, dump_ledger
 from tests.scenarios import family
 
-
-@pytest.fixture
-def fam(db_url: str, tmp_path: Path) -> Any:
-    kit = Family(db_url, tmp_path)
-    family.EFFECTS = kit.effects
-    yield kit
-    kit.close()
 
 
 def _seen(kit: Family, agent: str) -> list[Any]:

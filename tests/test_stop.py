@@ -4,7 +4,6 @@ request and each body start; finished calls keep their results, the rest are pai
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,13 +18,6 @@ from helix_dbos.recovery import RUN_STOPPED
 from tests.familykit import Family, dump_ledger
 from tests.scenarios import family
 
-
-@pytest.fixture
-def fam(db_url: str, tmp_path: Path) -> Any:
-    kit = Family(db_url, tmp_path)
-    family.EFFECTS = kit.effects
-    yield kit
-    kit.close()
 
 
 @pytest.mark.parametrize("kind", ["interrupt", "abort"])

@@ -8,7 +8,6 @@ files the scenario's tools and models write (``tests/scenarios/family.py``).
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,13 +23,6 @@ from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 from tests.familykit import Family
 from tests.scenarios import family
 
-
-@pytest.fixture
-def fam(db_url: str, tmp_path: Path) -> Any:
-    kit = Family(db_url, tmp_path)
-    family.EFFECTS = kit.effects  # tools and models of an in-process runtime write here too
-    yield kit
-    kit.close()
 
 
 def _no_request_twice(kit: Family, agent: str) -> None:
