@@ -47,13 +47,9 @@ def register(run_workflow: Callable[..., Any]) -> None:
 
 def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> Gate:
     """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
-    gate: Gate = {**commits.gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": "remote"}
-    if gate["action"] == "done":
+    gate, call, sub = commits.child_gate(conn, run_id, dispatch_id, "remote")
+    if call is None:
         return gate
-    call = store.get_call(conn, dispatch_id)
-    parent = store.get_run(conn, run_id)
-    assert call is not None and parent is not None
-    sub = env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
     if call["child_session_id"] is None:
         if sub is None:
             return unavailable(conn, run_id, gate, call["tool_name"])

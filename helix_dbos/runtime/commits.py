@@ -339,6 +339,18 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
     return {"action": "done", "status": call["status"]}
 
 
+def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) -> tuple[dict[str, Any], Row | None, Any]:
+    """The gate of a call that delegates (remote child, companion turn): the decision, and if it
+    goes ahead, the call's row and its sub-agent as the code defines it now (None if removed)."""
+    decided: dict[str, Any] = {**gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind}
+    if decided["action"] == "done":
+        return decided, None, None
+    call = store.get_call(conn, dispatch_id)
+    parent = store.get_run(conn, run_id)
+    assert call is not None and parent is not None
+    return decided, call, env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
+
+
 def record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any) -> dict[str, Any]:
     written = store.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
     if written:

@@ -135,13 +135,9 @@ def _waiting_turns(conn: sa.Connection, companion_session_id: str) -> list[str]:
 
 def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float) -> dict[str, Any]:
     """The call's gate, then: the companion (minted on first use), a live incarnation, and the binding."""
-    gate: dict[str, Any] = {**commits.gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": "companion"}
-    if gate["action"] == "done":
+    gate, call, sub = commits.child_gate(conn, run_id, dispatch_id, "companion")
+    if call is None:
         return gate
-    call = store.get_call(conn, dispatch_id)
-    parent = store.get_run(conn, run_id)
-    assert call is not None and parent is not None
-    sub = env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
     if call["child_session_id"] is not None:
         comp = get_companion(conn, companion_session_id=call["child_session_id"], for_update=True)
     elif sub is not None:
