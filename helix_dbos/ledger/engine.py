@@ -32,14 +32,6 @@ def sync_url(url: str) -> str:
     return str(u.set(drivername="sqlite").render_as_string(hide_password=False))
 
 
-def async_url(url: str) -> str:
-    """The URL for the DBOS datasource's async engine (psycopg 3 async, or aiosqlite)."""
-    u = make_url(url)
-    if u.get_backend_name() == "postgresql":
-        return str(u.set(drivername="postgresql+psycopg").render_as_string(hide_password=False))
-    return str(u.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False))
-
-
 def sqlite_path(url: str) -> Path | None:
     u = make_url(url)
     if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":

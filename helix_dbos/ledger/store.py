@@ -1,7 +1,7 @@
 """Queries over the ledger. Every function takes a blocking ``sa.Connection`` inside the caller's transaction.
 
-One set of functions serves both sides: API calls run them on a blocking engine, and the workflow
-runs them inside DBOS datasource transactions through ``AsyncSession.run_sync``. Nothing here
+One set of functions serves both sides: API calls run them on the runtime's engine, and the workflow
+runs them in worker threads inside DBOS datasource transactions or a step's short transactions. Nothing here
 commits; the caller's transaction boundary is the unit of atomicity.
 """
 

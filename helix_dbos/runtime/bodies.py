@@ -7,20 +7,14 @@ if recovery says so (safe on both sides, under 3 bodies); otherwise it answers t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..definitions import Agent, ToolContext
 from . import commits, transcript
+from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
 from .state import env
-
-
-async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
-    """A short transaction outside the datasource's once-only bookkeeping (inside a step it is the step's)."""
-    async with env().datasource.engine.begin() as conn:
-        return await conn.run_sync(fn, *args)
 
 
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:

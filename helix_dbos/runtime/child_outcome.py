@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from ..ledger import store
 from ..ledger.statuses import RUN_AT_REST
 from . import commits
-from .bodies import plain_tx
+from .durable import plain_tx
 from .durable import DBOS_TERMINAL, dbos_status, poll_interval, step
 
 #: Seconds one recorded wait step polls before it records "still waiting" and the next one starts.

@@ -7,6 +7,7 @@ without importing ``workflow.py`` (which imports the child phase): ``workflow.re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -34,14 +35,29 @@ def run_workflow() -> Callable[..., Any]:
 
 
 async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """An exactly-once ledger transaction: DBOS records its output with the commit, replay returns it."""
+    """An exactly-once ledger transaction: DBOS records its output with the commit, replay returns it.
+
+    It runs the blocking datasource in a worker thread (the DBOS context travels with it), so a
+    transaction is one tight, blocking unit of work: on SQLite the write lock is never held across
+    event-loop turns, where anything else blocking the loop would wait on that lock until it timed out.
+    """
     ds = env().datasource
 
-    async def body(*a: Any) -> Any:
-        session = ds.sql_session()
-        return await session.run_sync(lambda s: fn(s.connection(), *a))
+    def body(*a: Any) -> Any:
+        return fn(ds.sql_session().connection(), *a)
 
-    return await ds.run_tx_step_async({"name": name, "isolation_level": env().isolation}, body, *args)
+    return await asyncio.to_thread(ds.run_tx_step, {"name": name, "isolation_level": env().isolation}, body, *args)
+
+
+def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
+    with env().datasource.engine.begin() as conn:
+        return fn(conn, *args)
+
+
+async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
+    """A short ledger transaction in a worker thread, outside the datasource's once-only bookkeeping
+    (inside a step it belongs to the step: the attempt gate, a result write, a read)."""
+    return await asyncio.to_thread(_short_tx, fn, *args)
 
 
 async def step(name: str, fn: Callable[..., Any], *args: Any, **options: Any) -> Any:

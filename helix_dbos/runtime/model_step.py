@@ -27,6 +27,7 @@ from pydantic_ai.models import ModelRequestParameters
 from ..definitions import Agent
 from ..ledger import store
 from . import transcript
+from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
 
@@ -82,8 +83,7 @@ def _read(conn: sa.Connection, run_id: str, session_id: str) -> tuple[str | None
 async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     e = env()
     agent = e.agent(agent_name)
-    async with e.datasource.engine.connect() as conn:
-        stop, bodies = await conn.run_sync(_read, run_id, session_id)
+    stop, bodies = await plain_tx(_read, run_id, session_id)
     if stop is not None:
         return {"stopped": stop}
     messages = _with_instructions(transcript.load(bodies), agent.instructions)

@@ -19,7 +19,7 @@ from dbos import DBOS, SetWorkflowID
 from ..definitions import Agent
 from ..errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ..ledger import store
-from ..ledger.engine import async_url, create_sync_engine, ensure_sqlite_wal, is_sqlite, translate_map
+from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sync_url
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
 from . import durable, entries, results, state, workflow
@@ -180,7 +180,7 @@ class Runtime:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
         workflow.register()
         self._engine = create_sync_engine(url)
-        self._datasource = asyncio.run(self._create_datasource(url))
+        self._datasource = self._create_datasource(url)
         state.install(
             state.Env(
                 agents=self.agents,
@@ -197,23 +197,13 @@ class Runtime:
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
         return self
 
-    async def _create_datasource(self, url: str) -> Any:
-        from dbos import AsyncSQLAlchemyDatasource, DBOSPortableJSONSerializer
-        from sqlalchemy import event
-        from sqlalchemy.ext.asyncio import create_async_engine
+    def _create_datasource(self, url: str) -> Any:
+        """The DBOS datasource of the ledger's exactly-once transactions, on its own blocking pool
+        (so API callers' threads and the workflows' transactions never starve each other)."""
+        from dbos import DBOSPortableJSONSerializer, SQLAlchemyDatasource
 
-        if is_sqlite(url):
-            engine = create_async_engine(async_url(url))
-            from ..ledger.engine import _sqlite_pragmas
-
-            event.listens_for(engine.sync_engine, "connect")(_sqlite_pragmas)
-        else:
-            engine = create_async_engine(async_url(url), pool_size=20, max_overflow=20, pool_pre_ping=True)
-        engine = engine.execution_options(schema_translate_map=translate_map(url))
-        ds = await AsyncSQLAlchemyDatasource.create(async_url(url), engine=engine, serializer=DBOSPortableJSONSerializer())
-        # The pool's connections were opened on this temporary loop; the workflows run on DBOS's.
-        await engine.dispose()
-        return ds
+        engine = create_sync_engine(url, **({} if is_sqlite(url) else {"pool_size": 20, "max_overflow": 20}))
+        return SQLAlchemyDatasource.create(sync_url(url), engine=engine, serializer=DBOSPortableJSONSerializer())
 
     def shutdown(self, wait_seconds: int = 2) -> None:
         """Stop this process's runtime; in-flight runs get ``wait_seconds`` to reach DBOS's own end.

@@ -22,7 +22,7 @@ class Env:
     agents: dict[str, Agent]
     profile: Profile
     settings: Settings
-    datasource: Any  # dbos.AsyncSQLAlchemyDatasource
+    datasource: Any  # dbos.SQLAlchemyDatasource
     engine: sa.Engine
     queue_name: str
     isolation: str

@@ -25,10 +25,10 @@ from ..definitions import Agent
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
 from . import commits
-from .bodies import body_step, plain_tx
+from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
-from .durable import step, tx
+from .durable import plain_tx, step, tx
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
