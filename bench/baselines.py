@@ -32,10 +32,23 @@ from dbos import DBOS, DBOSConfig
 from pydantic_ai import Agent, ModelMessagesTypeAdapter, Tool
 from pydantic_ai.direct import model_request
 from pydantic_ai.durable_exec.dbos import DBOSDurability
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import ModelRequestParameters
 
-from bench.workload import TOOL_FUNCTIONS, ToolFunction, WorkloadSpec, make_model, tool_definitions
+from bench.workload import (
+    TOOL_FUNCTIONS,
+    ToolFunction,
+    WorkloadSpec,
+    make_model,
+    tool_definitions,
+)
 
 APP_NAME = "helix-bench"
 APP_VERSION = "helix-bench-1"
@@ -52,7 +65,16 @@ Runner = Callable[[], Awaitable[Any]]
 # --------------------------------------------------------------------------------------------------
 
 
-def configure_dbos(url: str, *, launch: bool = True, reset: bool = True, log_level: str = "WARNING") -> DBOSConfig:
+def configure_dbos(
+    url: str,
+    *,
+    launch: bool = True,
+    reset: bool = True,
+    log_level: str = "WARNING",
+    executor_id: str | None = None,
+    sys_db_pool_size: int | None = None,
+    sys_db_nullpool: bool = False,
+) -> DBOSConfig:
     """(Re)configure the process-global DBOS against `url` and return the config used.
 
     * Any previous DBOS is destroyed *with its registry*: a DBOS instance cannot be re-configured in place,
@@ -63,6 +85,10 @@ def configure_dbos(url: str, *, launch: bool = True, reset: bool = True, log_lev
       journal, which stalls the notification poller), and the poll interval is lowered to 10 ms.
     * `reset`: empty the system tables (`DBOS.reset_system_database(truncate=True)`, keeps the migrated
       schema) so each benchmark database starts clean. Must happen before launch (DBOS asserts).
+    * `executor_id`: set it whenever helix_dbos shares this DBOS. `Runtime.launch()` takes the executor
+      id from the existing config, so DBOS and the ledger's attempt rows then name the same executor
+      (left unset, DBOS says "local" and the runtime locks a host default of its own). Two processes
+      sharing a database (the two-worker bench) must each pass a different one.
     """
     DBOS.destroy(destroy_registry=True)
     config: DBOSConfig = {
@@ -71,6 +97,12 @@ def configure_dbos(url: str, *, launch: bool = True, reset: bool = True, log_lev
         "system_database_url": url,
         "log_level": log_level,
     }
+    if executor_id is not None:
+        config["executor_id"] = executor_id
+    if sys_db_pool_size is not None:  # the concurrency bench shares a server: see bench/pools.py
+        config["sys_db_pool_size"] = sys_db_pool_size
+    if sys_db_nullpool:  # the proposed SQLite fix, measured by `--sqlite-sys-nullpool` (docs/benchmarks.md)
+        config["db_engine_kwargs"] = {"poolclass": sa.NullPool}
     if url.startswith("sqlite"):
         created = _ensure_sqlite_wal(url)
         config["notification_listener_polling_interval_sec"] = 0.01
@@ -221,6 +253,8 @@ def make_bare_dbos_runner(spec: WorkloadSpec) -> Runner:
     async def run() -> str:
         return await bare_agent_run(spec.prompt)
 
+    run.workflow = bare_agent_run  # type: ignore[attr-defined]  # for DBOS.start_workflow / queues
+    run.workflow_name = "bench.bare.agent_run"  # type: ignore[attr-defined]
     return run
 
 
@@ -260,6 +294,8 @@ def make_pydantic_ai_dbos_runner(spec: WorkloadSpec) -> Runner:
     async def run() -> str:
         return await pai_agent_run(spec.prompt)
 
+    run.workflow = pai_agent_run  # type: ignore[attr-defined]
+    run.workflow_name = "bench.pai.agent_run"  # type: ignore[attr-defined]
     return run
 
 

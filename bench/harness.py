@@ -4,13 +4,15 @@ Why interleaved (A, B, C, A, B, C, ...): all runners share one process, one DBOS
 drift over time (database growth, autovacuum, CPU frequency, the other tenant of a 2-vCPU box) hits every
 runner equally instead of whichever happened to run last.
 
-Adding a runner (e.g. helix_dbos) by name: write a factory `(WorkloadSpec) -> Runner` that builds its
-workflows against the *current* DBOS (it is called after `configure_dbos(url, launch=False)` and before
-`DBOS.launch()`), then either `register_runner("helix_dbos", factory)` at import of your module, or pass
-`--runners bare_dbos,pydantic_ai_dbos,helix_dbos=your.module:factory` on the command line.
+Adding a runner by name: write a factory `(WorkloadSpec) -> Runner` that builds its workflows against the
+*current* DBOS (it is called after `configure_dbos(url, launch=False)` and before `DBOS.launch()`), then either
+`register_runner(name, factory)` at import of your module, or pass `--runners ...,name=your.module:factory`.
+A factory that launches DBOS itself sets `factory.LAUNCHES_DBOS = True` and is built after the others
+(helix_dbos: `bench.helix_runner.make_helix_runner`, registered as `helix_dbos`); a runner with a `close()`
+is closed before DBOS is destroyed.
 
 CLI: `python -m bench.baselines --db sqlite|postgres|both -n 20 [--warmup 3] [--runners ...]`
-(`python -m bench.harness` is the same).
+(`python -m bench.harness` is the same); the full report is `python -m bench`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ Runner = Callable[[], Awaitable[Any] | Any]
 """One iteration: one agent run, sync or async, returning its final answer."""
 RunnerFactory = Callable[[WorkloadSpec], Runner]
 
+BENCH_EXECUTOR = "helix-bench"
+"""One executor id for the bench process, shared by DBOS and the helix runtime (see `configure_dbos`)."""
+
 BASELINE = "bare_dbos"
 """Ratios in the table are relative to this runner's time (the issue's b/a)."""
 
@@ -48,9 +53,11 @@ def register_runner(name: str, factory: RunnerFactory) -> None:
 
 def _register_defaults() -> None:
     from bench.baselines import BASELINE_FACTORIES
+    from bench.helix_runner import make_helix_runner
 
     for name, factory in BASELINE_FACTORIES.items():
         RUNNER_FACTORIES.setdefault(name, factory)
+    RUNNER_FACTORIES.setdefault("helix_dbos", make_helix_runner)
 
 
 def resolve_factory(item: str) -> tuple[str, RunnerFactory]:
@@ -146,18 +153,54 @@ def format_table(stats: Mapping[str, Mapping[str, float]], baseline: str = BASEL
 # --------------------------------------------------------------------------------------------------
 
 
-def setup_runners(url: str, factories: Mapping[str, RunnerFactory], spec: WorkloadSpec) -> dict[str, Runner]:
+def launches_dbos(factory: RunnerFactory) -> bool:
+    """True for factories that launch DBOS themselves (helix_dbos: `Runtime.launch()`); built last."""
+    return bool(getattr(factory, "LAUNCHES_DBOS", False))
+
+
+def setup_runners(
+    url: str,
+    factories: Mapping[str, RunnerFactory],
+    spec: WorkloadSpec,
+    *,
+    executor_id: str | None = BENCH_EXECUTOR,
+    reset: bool = True,
+) -> dict[str, Runner]:
     """Configure DBOS on `url` (fresh registry, emptied system DB), build every runner, then launch.
 
     Building between configure and launch is what makes the workflows part of the launched registry
-    (needed for recovery and for the app-version hash if it were not pinned).
+    (needed for recovery and for the app-version hash if it were not pinned). A factory that launches
+    DBOS itself (helix_dbos) is built after all the others, so theirs are registered in time, and
+    DBOS is launched here only if nobody did. The returned dict keeps the caller's order.
+
+    `reset=False` on a database that holds a helix ledger: on SQLite, DBOS's truncate-reset empties
+    every table of the file, the ledger's Alembic version table included, and the next
+    `Runtime.launch()` then fails re-creating tables that exist.
     """
     from bench.baselines import configure_dbos
 
-    configure_dbos(url, launch=False)
-    runners = {name: factory(spec) for name, factory in factories.items()}
-    DBOS.launch()
-    return runners
+    configure_dbos(url, launch=False, executor_id=executor_id, reset=reset)
+    order = sorted(factories, key=lambda name: launches_dbos(factories[name]))
+    built = {name: factories[name](spec) for name in order}
+    if not _dbos_launched():
+        DBOS.launch()
+    return {name: built[name] for name in factories}
+
+
+def teardown_runners(runners: Mapping[str, Runner]) -> None:
+    """Close runners that hold resources (the helix runtime), then destroy DBOS and its registry."""
+    for runner in runners.values():
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
+    DBOS.destroy(destroy_registry=True)
+
+
+def _dbos_launched() -> bool:
+    from dbos import _dbos as dbos_module
+
+    instance = dbos_module._dbos_global_instance
+    return bool(instance is not None and getattr(instance, "_launched", False))
 
 
 async def probe(runners: Mapping[str, Runner], spec: WorkloadSpec, tag: str) -> dict[str, dict[str, Any]]:
@@ -166,8 +209,12 @@ async def probe(runners: Mapping[str, Runner], spec: WorkloadSpec, tag: str) -> 
     out: dict[str, dict[str, Any]] = {}
     for name, runner in runners.items():
         wid = f"probe-{tag}-{name}"
-        with SetWorkflowID(wid):
+        if hasattr(runner, "last_run_id"):  # helix_dbos picks its own workflow id: the run id
             answer = await _call(runner)
+            wid = runner.last_run_id
+        else:
+            with SetWorkflowID(wid):
+                answer = await _call(runner)
         steps = await DBOS.list_workflow_steps_async(wid)
         by_name: dict[str, int] = {}
         for step in steps:
@@ -177,9 +224,10 @@ async def probe(runners: Mapping[str, Runner], spec: WorkloadSpec, tag: str) -> 
 
 
 def run_benchmark(
-    url: str, names: Sequence[str], n: int, warmup: int, spec: WorkloadSpec = WorkloadSpec()
+    url: str, names: Sequence[str], n: int, warmup: int, spec: WorkloadSpec | None = None
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
     """Configure, build, probe, measure. Returns (stats, probe info)."""
+    spec = spec or WorkloadSpec()
     factories = dict(resolve_factory(item) for item in names)
     runners = setup_runners(url, factories, spec)
     tag = "sqlite" if url.startswith("sqlite") else "pg"
@@ -189,7 +237,10 @@ def run_benchmark(
         stats = await ameasure(runners, n, warmup)
         return stats, info
 
-    return asyncio.run(go())
+    try:
+        return asyncio.run(go())
+    finally:
+        teardown_runners(runners)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -220,6 +271,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     try:
         for url in urls:
+            if url.startswith("sqlite"):
+                # A new file each time: DBOS's truncate-reset would empty a helix ledger left in it by an
+                # earlier run, Alembic version table included, and helix's next launch then fails.
+                from bench.dbs import fresh_sqlite
+
+                path = url[len("sqlite:///"):]
+                url = fresh_sqlite(os.path.dirname(path), os.path.splitext(os.path.basename(path))[0])
             stats, info = run_benchmark(url, names, args.n, args.warmup, spec)
             label = "sqlite (WAL)" if url.startswith("sqlite") else "postgres"
             print()

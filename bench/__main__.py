@@ -1,0 +1,194 @@
+"""`python -m bench --db both`: every benchmark of helix_dbos, one command, one report.
+
+Runs, per database: (1-2) interleaved per-run time of helix_dbos, the bare DBOS loop and Pydantic
+AI's DBOSDurability; (3) write cost per step and per call; (4) storage growth of one 200-step
+session; (5) recovery latency with real crashed processes; then (6) concurrency: N sessions at
+once on one process, and on two worker processes sharing Postgres. Prints each table as it is
+measured and rewrites the generated region of docs/benchmarks.md. Every section uses a fresh
+database (Postgres `helix_bench_*` databases on `--pg-url`'s server, SQLite files in `--sqlite-dir`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from bench import report
+from bench.dbs import DEFAULT_PG_BASE, default_sqlite_dir, fresh_database
+
+SECTIONS = ("overhead", "cost", "storage", "recovery", "concurrency")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PREAMBLE = """# Benchmarks
+
+How much helix_dbos costs on top of DBOS, measured by `bench/` (`python -m bench --db both`).
+The generated region below is rewritten by every run of the bench; the analysis after it is
+written by hand from the profiles.
+"""
+
+
+def _print(text: str) -> None:
+    print(text, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    p.add_argument("-n", type=int, default=20, help="measured runs per runner (overhead)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--storage-steps", type=int, default=200)
+    p.add_argument("--idle-seconds", type=float, default=5.0, help="idle window for the idle-cost figure (storage)")
+    p.add_argument("--recovery-repeats", type=int, default=3)
+    p.add_argument("--sessions", type=int, default=200, help="sessions started at once (Postgres)")
+    p.add_argument("--sqlite-sessions", type=int, default=40, help="sessions at once on SQLite, one process (0: skip)")
+    p.add_argument(
+        "--sqlite-sys-nullpool", action="store_true", help="SQLite concurrency with DBOS's system DB on NullPool (the proposed fix)"
+    )
+    p.add_argument("--workers", type=int, default=2, help="worker processes for the queue case (Postgres only; 0: skip)")
+    p.add_argument("--pg-url", default=DEFAULT_PG_BASE, help="any database URL on the Postgres server to use")
+    p.add_argument("--sqlite-dir", default=default_sqlite_dir())
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"), help="report to rewrite ('' to skip)")
+    p.add_argument("--json", default="", help="also dump raw results here")
+    p.add_argument("--check", action="store_true", help="exit 1 unless every answer and run was right (smoke test)")
+    p.add_argument("--from-json", default="", help="only re-render the report from a saved --json file")
+    args = p.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        report.write(args.out, report.generated(saved["results"], saved["meta"]), PREAMBLE)
+        _print(f"wrote {args.out} from {args.from_json}")
+        return 0
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        p.error(f"unknown sections {sorted(unknown)}")
+    dbs = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    started = time.time()
+
+    from bench.machine import describe
+
+    machine = describe(args.pg_url if "postgres" in dbs else None)
+    _print(report.machine_section(machine))
+    results: dict[str, Any] = {}
+
+    def db(kind: str, name: str) -> Any:
+        return fresh_database(kind, name, pg_base=args.pg_url, sqlite_dir=args.sqlite_dir)
+
+    timings: dict[str, float] = {}
+    clock = [time.time()]
+
+    def lap(label: str) -> None:
+        now = time.time()
+        timings[label] = now - clock[0]
+        clock[0] = now
+
+    for kind in dbs:
+        if "overhead" in sections:
+            from bench.overhead import run_overhead
+
+            with db(kind, "helix_bench_overhead") as url:
+                r = run_overhead(url, args.n, args.warmup)
+            results.setdefault("overhead", {})[kind] = {"stats": r.stats, "probe": r.probe}
+            _print(report.overhead_section({"overhead": {kind: results["overhead"][kind]}}, args.n, args.warmup))
+            lap(f"overhead/{kind}")
+        if "cost" in sections:
+            from bench.overhead import run_write_cost
+
+            with db(kind, "helix_bench_cost") as url:
+                figs = run_write_cost(url)
+            results.setdefault("cost", {})[kind] = {name: asdict(f) for name, f in figs.items()}
+            _print(report.cost_section({"cost": {kind: results["cost"][kind]}}))
+            lap(f"cost/{kind}")
+        if "storage" in sections:
+            from bench.storage import run_storage
+
+            with db(kind, "helix_bench_storage") as url:
+                s = run_storage(url, total_steps=args.storage_steps, idle_seconds=args.idle_seconds)
+            results.setdefault("storage", {})[kind] = asdict(s)
+            _print(report.storage_section({"storage": {kind: results["storage"][kind]}}))
+            lap(f"storage/{kind}")
+        if "recovery" in sections:
+            from bench.recovery import run_recovery
+
+            with db(kind, "helix_bench_recovery") as url:
+                rec = run_recovery(url, repeats=args.recovery_repeats)
+            keys = rec.samples[0].keys() if rec.samples else []
+            results.setdefault("recovery", {})[kind] = {
+                "median": {k: rec.median(k) for k in keys},
+                "launch_phases": rec.launch_phases,
+                "all_ok": rec.all_ok,
+                "repeats": len(rec.samples),
+                "samples": rec.samples,
+            }
+            _print(report.recovery_section({"recovery": {kind: results["recovery"][kind]}}))
+            lap(f"recovery/{kind}")
+        if "concurrency" in sections:
+            sessions = args.sessions if kind == "postgres" else args.sqlite_sessions
+            if sessions > 0:
+                from bench.concurrency import run_one_process
+
+                with db(kind, "helix_bench_conc1") as url:
+                    batches = run_one_process(url, sessions, sys_db_nullpool=args.sqlite_sys_nullpool)
+                summaries = [b.summary() for b in batches]
+                if args.sqlite_sys_nullpool and kind == "sqlite":
+                    for summary in summaries:
+                        summary["runner"] += " (DBOS sys DB on NullPool)"
+                results.setdefault("concurrency", {}).setdefault("one_process", {})[kind] = summaries
+                _print(report.concurrency_section({"concurrency": {"one_process": {kind: results["concurrency"]["one_process"][kind]}}}))
+                lap(f"concurrency one process/{kind}")
+
+    if "concurrency" in sections and "postgres" in dbs and args.workers > 0:
+        from bench.concurrency import run_two_workers
+
+        with db("postgres", "helix_bench_conc2") as url:
+            batches = run_two_workers(url, args.sessions, args.workers)
+        results.setdefault("concurrency", {}).setdefault("two_workers", {})["postgres"] = [b.summary() for b in batches]
+        _print(report.concurrency_section({"concurrency": {"two_workers": results["concurrency"]["two_workers"]}}))
+        lap("concurrency two workers/postgres")
+
+    if "recovery" in sections:
+        from bench.recovery import import_profile
+
+        total, top = import_profile()
+        results["imports"] = {"total": total, "top": top}
+
+    meta = {
+        "machine": machine,
+        "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "elapsed_s": time.time() - started,
+        "n": args.n,
+        "warmup": args.warmup,
+        "timings": timings,
+    }
+    _print(report.summary_section(results))
+    _print(f"\n(total {meta['elapsed_s']:.0f} s)")
+    if args.out:
+        report.write(args.out, report.generated(results, meta), PREAMBLE)
+        _print(f"wrote {args.out}")
+    if args.check and not _all_ok(results):
+        _print("CHECK FAILED: a runner answered wrong or a run did not complete")
+        return 1
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
+    return 0
+
+
+def _all_ok(results: dict[str, Any]) -> bool:
+    """Every probe answered right, every recovered run completed, every concurrent run was ok."""
+    ok = all(p["answer_ok"] for r in results.get("overhead", {}).values() for p in r["probe"].values())
+    ok &= all(r["all_ok"] for r in results.get("recovery", {}).values())
+    for mode in results.get("concurrency", {}).values():
+        ok &= all(b["ok"] == b["sessions"] for batches in mode.values() for b in batches)
+    return bool(ok)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Sections 1-3: per-run time against the floor and the peer, and the write cost per step and call.
+
+Time (sections 1-2): bare DBOS loop, Pydantic AI's DBOSDurability and helix_dbos run the same
+script in one process on one DBOS launch, interleaved (A, B, C, A, B, C, ...), so drift and the
+other tenants of the machine hit all three alike. Ratios are the result; absolute times are context.
+
+Write cost (section 3): the same three runners, counted with SQLAlchemy events instead of timed.
+Counts are deterministic, so three workload shapes solve exactly for the cost of one call, of one
+step (with 0 and with 3 calls) and of the per-run remainder (entry, final text step, result read):
+    C(5 steps x 3 calls) - C(5 x 1) = 10 calls      ->  per call
+    C(10 x 3)            - C(5 x 3) = 5 steps of 3  ->  per step with 3 calls
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.dbcount import DbCounter, EngineCounts, attach_standard, totals
+from bench.harness import (
+    RUNNER_FACTORIES,
+    _register_defaults,
+    ameasure,
+    probe,
+    setup_runners,
+    teardown_runners,
+)
+from bench.workload import WorkloadSpec
+
+RUNNERS = ("bare_dbos", "pydantic_ai_dbos", "helix_dbos")
+
+
+def _factories(names: tuple[str, ...] = RUNNERS) -> dict[str, Any]:
+    _register_defaults()
+    return {name: RUNNER_FACTORIES[name] for name in names}
+
+
+@dataclass
+class OverheadResult:
+    stats: dict[str, dict[str, float]]
+    probe: dict[str, dict[str, Any]]
+
+
+def run_overhead(url: str, n: int, warmup: int, spec: WorkloadSpec | None = None) -> OverheadResult:
+    """Interleaved per-run wall time of the three runners on one DBOS launch."""
+    spec = spec or WorkloadSpec()
+    runners = setup_runners(url, _factories(), spec, reset=False)  # fresh database
+    tag = "sqlite" if url.startswith("sqlite") else "pg"
+
+    async def go() -> OverheadResult:
+        info = await probe(runners, spec, tag)
+        stats = await ameasure(runners, n, warmup)
+        return OverheadResult(stats, info)
+
+    try:
+        return asyncio.run(go())
+    finally:
+        teardown_runners(runners)
+
+
+# --- write cost ---------------------------------------------------------------------------------
+
+SHAPES = {"base": (5, 3), "long": (10, 3), "narrow": (5, 1)}
+
+
+@dataclass
+class CostFigures:
+    """Per-unit counts for one runner: {unit: {"tx", "stmts", "rtt", "checkouts"}} (floats: exact
+    differences of deterministic counts divided by the unit count)."""
+
+    units: dict[str, dict[str, float]]
+    by_engine_step3: dict[str, dict[str, float]] = field(default_factory=dict)
+    by_table_step3: dict[str, float] = field(default_factory=dict)
+    raw: dict[str, dict[str, int]] = field(default_factory=dict)
+    deterministic: bool = True
+
+
+def _count_one_run(runners: dict[str, Any], counter: DbCounter, name: str) -> dict[str, EngineCounts]:
+    async def go() -> dict[str, EngineCounts]:
+        from bench.harness import _call
+
+        before = counter.snapshot()
+        await _call(runners[name])
+        await asyncio.sleep(0)  # let a commit listener on another thread finish its increment
+        return counter.delta(counter.snapshot(), before)
+
+    return asyncio.run(go())
+
+
+def run_write_cost(url: str, repeats: int = 2) -> dict[str, CostFigures]:
+    """Count transactions/statements/round trips per run for each shape and runner, then solve."""
+    per_shape: dict[str, dict[str, dict[str, EngineCounts]]] = {}
+    pre_ping: dict[str, bool] = {}
+    deterministic = {name: True for name in RUNNERS}
+    for shape, (steps, calls) in SHAPES.items():
+        spec = WorkloadSpec(steps=steps, tools_per_step=calls)
+        runners = setup_runners(url, _factories(), spec, reset=False)  # see setup_runners
+        counter = DbCounter()
+        try:
+            attach_standard(counter, getattr(runners["helix_dbos"], "runtime"))  # noqa: B009 - a HelixRunner
+            pre_ping = dict(counter.pre_ping)
+            per_shape[shape] = {}
+            for name in RUNNERS:
+                asyncio.run(_warm(runners[name]))
+                samples = [_count_one_run(runners, counter, name) for _ in range(repeats)]
+                firsts = [totals(s, pre_ping)["tx"] for s in samples]
+                if len(set(firsts)) > 1:
+                    deterministic[name] = False
+                per_shape[shape][name] = min(samples, key=lambda s: totals(s, pre_ping)["stmts"])
+        finally:
+            counter.detach()
+            teardown_runners(runners)
+
+    out: dict[str, CostFigures] = {}
+    for name in RUNNERS:
+        c = {shape: totals(per_shape[shape][name], pre_ping) for shape in SHAPES}
+        base, long_, narrow = c["base"], c["long"], c["narrow"]
+        keys = ("tx", "stmts", "rtt", "checkouts")
+        per_call = {k: (base[k] - narrow[k]) / (5 * 2) for k in keys}
+        per_step3 = {k: (long_[k] - base[k]) / 5 for k in keys}
+        per_step0 = {k: per_step3[k] - 3 * per_call[k] for k in keys}
+        per_run = {k: base[k] - 5 * per_step3[k] for k in keys}
+        engines = per_shape["base"][name]
+        by_engine = {
+            label: {
+                "tx": (per_shape["long"][name][label].tx - engines[label].tx) / 5,
+                "stmts": (per_shape["long"][name][label].stmts - engines[label].stmts) / 5,
+                "rtt": (per_shape["long"][name][label].rtt(pre_ping[label]) - engines[label].rtt(pre_ping[label])) / 5,
+            }
+            for label in engines
+        }
+        tables: Counter[str] = Counter()
+        for label in engines:
+            tables.update(per_shape["long"][name][label].by_table)
+            tables.subtract(engines[label].by_table)
+        out[name] = CostFigures(
+            units={"run (5x3 workload)": {k: float(base[k]) for k in keys}, "step with 3 calls": per_step3, "step, no call": per_step0, "call": per_call, "per-run remainder": per_run},
+            by_engine_step3=by_engine,
+            by_table_step3={t: v / 5 for t, v in tables.items() if v},
+            raw=c,
+            deterministic=deterministic[name],
+        )
+    return out
+
+
+async def _warm(runner: Any) -> None:
+    from bench.harness import _call
+
+    await _call(runner)

@@ -1,0 +1,284 @@
+"""Markdown for docs/benchmarks.md: the generated part of the page, from the results of one run.
+
+Only the region between the two markers is rewritten, so the hand-written analysis around it
+(hot spots, proposed fixes) survives a re-run of the bench.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+BEGIN = "<!-- bench:generated:begin (python -m bench rewrites this region) -->"
+END = "<!-- bench:generated:end -->"
+
+DB_LABEL = {"sqlite": "SQLite (WAL)", "postgres": "Postgres"}
+
+
+def _f(x: Any, nd: int = 1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:,.{nd}f}"
+    return f"{x:,}" if isinstance(x, int) else str(x)
+
+
+def _cell(text: str, limit: int = 140) -> str:
+    """One line, no pipes, bounded: error texts go into table cells."""
+    text = " ".join(str(text).replace("|", "/").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _table(header: list[str], rows: list[list[Any]], nd: int = 1) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(_f(c, nd) for c in r) + " |")
+    return "\n".join(out)
+
+
+def machine_section(m: dict[str, Any]) -> str:
+    rows = [[k, v] for k, v in m.items()]
+    return "### Machine\n\n" + _table(["", "value"], rows)
+
+
+def summary_section(results: dict[str, Any]) -> str:
+    ov = results.get("overhead", {})
+    if not ov:
+        return ""
+    dbs = list(ov)
+    rows: list[list[Any]] = []
+
+    def ratio(db: str, a: str, b: str, key: str = "mean_ms") -> float:
+        s = ov[db]["stats"]
+        return s[a][key] / s[b][key]
+
+    rows.append(["helix_dbos / bare DBOS (per-run mean)"] + [ratio(d, "helix_dbos", "bare_dbos") for d in dbs])
+    rows.append(["helix_dbos / bare DBOS (p50)"] + [ratio(d, "helix_dbos", "bare_dbos", "p50_ms") for d in dbs])
+    rows.append(["helix_dbos / pydantic-ai DBOS (per-run mean)"] + [ratio(d, "helix_dbos", "pydantic_ai_dbos") for d in dbs])
+    rows.append(["pydantic-ai DBOS / bare DBOS (per-run mean)"] + [ratio(d, "pydantic_ai_dbos", "bare_dbos") for d in dbs])
+    cost = results.get("cost", {})
+    if cost:
+        rows.append(["transactions per step with 3 calls: helix_dbos"] + [cost[d]["helix_dbos"]["units"]["step with 3 calls"]["tx"] if d in cost else None for d in dbs])
+        rows.append(["transactions per step with 3 calls: bare DBOS"] + [cost[d]["bare_dbos"]["units"]["step with 3 calls"]["tx"] if d in cost else None for d in dbs])
+    st = results.get("storage", {})
+    if st:
+        rows.append(["ledger + DBOS live bytes per step at step 10 / 200"] + [
+            f"{_f(st[d]['rows'][0]['helix_live'] + st[d]['rows'][0]['dbos_live'], 0)} / {_f(st[d]['rows'][-1]['helix_live'] + st[d]['rows'][-1]['dbos_live'], 0)}" if d in st else None for d in dbs
+        ])
+    rec = results.get("recovery", {})
+    if rec:
+        rows.append(["recovery: relaunch -> crashed run at rest (median s)"] + [rec[d]["median"]["total"] if d in rec else None for d in dbs])
+    conc = results.get("concurrency", {})
+    for key, label in (("one_process", "one process"), ("two_workers", "two workers")):
+        for d in dbs:
+            batches = conc.get(key, {}).get(d)
+            if batches:
+                b = {x["runner"].split(" ")[0]: x for x in batches}
+                if "helix_dbos" in b and "bare_dbos" in b:
+                    rows.append([f"{b['helix_dbos']['sessions']} sessions at once, {label}, {DB_LABEL[d]}: total s helix / bare"] + [
+                        f"{_f(b['helix_dbos']['total_s'])} / {_f(b['bare_dbos']['total_s'])}"
+                        + f" (helix runs ok: {b['helix_dbos']['ok']}/{b['helix_dbos']['sessions']})"
+                        if dd == d
+                        else "-"
+                        for dd in dbs
+                    ])
+    return "### Summary\n\n" + _table([""] + [DB_LABEL[d] for d in dbs], rows, nd=2)
+
+
+def overhead_section(results: dict[str, Any], n: int, warmup: int) -> str:
+    ov = results.get("overhead", {})
+    if not ov:
+        return ""
+    parts = [
+        "### 1-2. Per-run time: helix_dbos vs the floor (bare DBOS loop) and the peer (Pydantic AI DBOSDurability)\n",
+        (f"Workload: 5 steps x 3 tool calls + a final text step (6 model requests, 15 tool calls), scripted "
+        f"`FunctionModel`, trivial async bodies. n={n} measured runs per runner after {warmup} warm-up runs, "
+        "interleaved (bare, pydantic-ai, helix, bare, ...) in one process on one DBOS launch.\n"),
+    ]
+    for db, data in ov.items():
+        s = data["stats"]
+        base = s["bare_dbos"]
+        rows = []
+        for name, x in s.items():
+            rows.append([name, int(x["n"]), x["mean_ms"], x["p50_ms"], x["p95_ms"], x["mean_ms"] / base["mean_ms"], x["p50_ms"] / base["p50_ms"],
+                         x["mean_ms"] / s["pydantic_ai_dbos"]["mean_ms"]])
+        parts.append(f"**{DB_LABEL[db]}**\n")
+        parts.append(_table(["runner", "n", "mean ms", "p50 ms", "p95 ms", "x bare (mean)", "x bare (p50)", "x pydantic-ai (mean)"], rows, nd=2))
+        checks = "; ".join(f"{k}: {'answer OK' if v['answer_ok'] else 'WRONG ANSWER'}, {v['steps']} DBOS steps" for k, v in data["probe"].items())
+        parts.append(f"\nProbe run: {checks}.\n")
+    return "\n".join(parts)
+
+
+def cost_section(results: dict[str, Any]) -> str:
+    cost = results.get("cost", {})
+    if not cost:
+        return ""
+    parts = [
+        "### 3. Write cost: transactions, statements and round trips\n",
+        ("Counted with SQLAlchemy events (`begin`/`commit`/`rollback`, `before_cursor_execute`, pool `checkout`) on "
+        "DBOS's system-DB engine and, for helix, on `runtime.engine` and the datasource's engine; DBOS's polling "
+        "threads are excluded. `tx` = transactions that ran at least one statement; `RTT` = statements + BEGIN + "
+        "COMMIT per transaction + one `SELECT 1` per checkout on pre-pinging pools (Postgres estimate; on SQLite "
+        "these are calls, not network trips). Units solved exactly from three workload shapes (5x3, 10x3, 5x1).\n"),
+    ]
+    for db, figs in cost.items():
+        units = list(next(iter(figs.values()))["units"])
+        rows = []
+        for unit in units:
+            row: list[Any] = [unit]
+            for name in ("bare_dbos", "pydantic_ai_dbos", "helix_dbos"):
+                u = figs[name]["units"][unit]
+                row += [u["tx"], u["stmts"], u["rtt"]]
+            rows.append(row)
+        header = ["unit"] + [f"{r} {k}" for r in ("bare", "pai", "helix") for k in ("tx", "stmts", "RTT")]
+        parts.append(f"**{DB_LABEL[db]}**\n")
+        parts.append(_table(header, rows, nd=1))
+        h = figs["helix_dbos"]
+        eng = "; ".join(f"{label}: {_f(v['tx'])} tx, {_f(v['stmts'])} stmts" for label, v in h["by_engine_step3"].items())
+        tables = ", ".join(f"{t} {_f(v)}" for t, v in sorted(h["by_table_step3"].items(), key=lambda kv: -kv[1]))
+        parts.append(f"\nhelix_dbos, one step with 3 calls, by engine: {eng}.  \nStatements by table: {tables}.")
+        nondet = [k for k, v in figs.items() if not v["deterministic"]]
+        if nondet:
+            parts.append(f"\n(Counts varied between repeats for: {', '.join(nondet)}; the lower one is shown.)")
+        parts.append("")
+    return "\n".join(parts)
+
+
+def storage_section(results: dict[str, Any]) -> str:
+    st = results.get("storage", {})
+    if not st:
+        return ""
+    parts = [
+        "### 4. Storage growth of one long session\n",
+        ("One session, 20 turns of 10 steps (9 steps x 3 tool calls + a text answer), each turn a new run "
+        "(`runtime.start(agent, msg, session_id=sid)`), helix configuring DBOS itself (JSON serializer). "
+        "Bytes added per step over the turn that ends at the given step. `live` = bytes of live rows "
+        "(Postgres `pg_column_size`, SQLite `dbstat` payload): exact, the figure to compare; `disk` = "
+        "`pg_total_relation_size` / SQLite pages (page-granular, includes dead row versions until vacuum). "
+        "`model step ms`: wall time inside the model-request step per step, and the part of it spent reading "
+        "the session's messages from the ledger and validating them into pydantic-ai messages.\n"),
+    ]
+    for db, data in st.items():
+        rows = []
+        for r in data["rows"]:
+            row = [r["step"], r["ms_per_step"], r.get("model_step_ms"), r.get("transcript_ms"), r["helix_live"], r["dbos_live"], r["helix_live"] + r["dbos_live"], r["helix_disk"], r["dbos_disk"]]
+            if "file_disk" in r:
+                row.append(r["file_disk"])
+            row.append(r["helix_live_total"] + r["dbos_live_total"])
+            rows.append(row)
+        header = ["at step", "ms/step", "model step ms", "transcript read+validate ms", "ledger live B/step", "DBOS live B/step", "total live B/step", "ledger disk B/step", "DBOS disk B/step"]
+        if any("file_disk" in r for r in data["rows"]):
+            header.append("file B/step")
+        header.append("total live B")
+        parts.append(f"**{DB_LABEL[db]}**\n")
+        parts.append(_table(header, rows, nd=0))
+        fl = data["first_last"]
+        parts.append(
+            f"\nLargest DBOS payloads, first turn vs last turn: model-step output {fl['first turn']['max_model_step_output']} B vs "
+            f"{fl['last turn']['max_model_step_output']} B; any step output {fl['first turn']['max_step_output']} B vs "
+            f"{fl['last turn']['max_step_output']} B; workflow input {fl['first turn']['max_workflow_input']} B vs {fl['last turn']['max_workflow_input']} B."
+        )
+        top = ", ".join(f"{k} {_f(v, 0)}" for k, v in sorted(data["per_table_last"].items(), key=lambda kv: -kv[1]) if v)
+        parts.append(f"Live bytes per step in the last turn, by table: {top}.")
+        idle = data.get("idle") or {}
+        if idle:
+            tables = ", ".join(f"{k} {_f(v)}" for k, v in list(idle["by_table_per_s"].items())[:6])
+            parts.append(f"Idle cost of a launched runtime (helix's own DBOS config, no run, {idle['seconds']:.0f} s): "
+                         f"{_f(idle['stmts_per_s'])} statements/s ({tables}).\n")
+        else:
+            parts.append("")
+    return "\n".join(parts)
+
+
+def recovery_section(results: dict[str, Any]) -> str:
+    rec = results.get("recovery", {})
+    if not rec:
+        return ""
+    parts = [
+        "### 5. Recovery latency\n",
+        ("A child process runs the workload and is killed by `HELIX_DBOS_CRASH_AT=before_body:score` (its attempt "
+        "committed, its body not run, `os._exit(97)`); a new process with the same executor id relaunches. Medians "
+        "of the repetitions, seconds, measured from the spawn of the relaunch process. `launch -> crashed call re-run` "
+        "is when the crashed call's 2nd attempt started (ledger); `re-run -> run at rest` is the rest of the run "
+        "(4 more steps and the answer).\n"),
+    ]
+    keys = [("interpreter", "interpreter start"), ("imports", "imports"), ("launch", "runtime.launch()"), ("launch_to_rest", "launch -> run at rest"),
+            ("to_rerun", "spawn -> crashed call re-run"), ("rerun_to_end", "re-run -> run at rest"), ("total", "spawn -> run at rest")]
+    dbs = list(rec)
+    rows = [[label] + [rec[d]["median"][k] for d in dbs] for k, label in keys]
+    phases = sorted({p for d in dbs for p in rec[d]["launch_phases"]})
+    for p in phases:
+        rows.append([f"  in launch: {p}"] + [rec[d]["launch_phases"].get(p) for d in dbs])
+    parts.append(_table(["phase (median s)"] + [f"{DB_LABEL[d]} (n={rec[d]['repeats']})" for d in dbs], rows, nd=3))
+    ok = all(rec[d]["all_ok"] for d in dbs)
+    parts.append(f"\nEvery recovered run completed with the right answer: {'yes' if ok else 'NO'}.")
+    imp = results.get("imports")
+    if imp:
+        parts.append(f"Import time of `helix_dbos` alone (`python -X importtime`): {imp['total']:.2f} s; heaviest packages (cumulative, first import): "
+                     + ", ".join(f"{k} {v:.2f} s" for k, v in imp["top"]) + ".")
+    return "\n".join(parts) + "\n"
+
+
+def concurrency_section(results: dict[str, Any]) -> str:
+    conc = results.get("concurrency", {})
+    if not conc:
+        return ""
+    parts = [
+        "### 6. Concurrency: sessions started at once\n",
+        ("One process: N runs started at once from N threads (`DBOS.start_workflow` for bare DBOS, `runtime.start(...)"
+        ".result()` for helix), per-run latency from start call to result. Two workers: two `bench.worker` processes "
+        "on one Postgres serve DBOS queues; this process enqueues (helix: gate + `DBOSClient.enqueue_in_transaction` "
+        "in one transaction), latency from enqueue to the run's end, read from the database. Connection pools are "
+        "capped (see `bench/pools.py`), queues get `worker_concurrency = N / workers`.\n"),
+    ]
+    rows = []
+    for key, label in (("one_process", "one process"), ("two_workers", "two workers")):
+        for db, batches in conc.get(key, {}).items():
+            by = {b["runner"]: b for b in batches}
+            for b in batches:
+                bare = next((x for name, x in by.items() if name.startswith("bare_dbos")), None)
+                ratio = b["total_s"] / bare["total_s"] if bare else float("nan")
+                execs = ", ".join(f"{k}: {v}" for k, v in sorted(b["by_executor"].items())) or "-"
+                bad = {_cell(k): v for k, v in b["statuses"].items() if not k.startswith(("completed", "SUCCESS", "str"))}
+                rows.append([f"{label}, {DB_LABEL[db]}", b["runner"], b["sessions"], f"{b['ok']}/{b['sessions']}", b["total_s"], b["runs_per_s"],
+                             b["p50_s"], b["p95_s"], b["max_s"], ratio, execs + (f"; failures: {bad}" if bad else "")])
+    parts.append(_table(["setup", "runner", "sessions", "ok", "total s", "runs/s", "p50 s", "p95 s", "max s", "total x bare", "runs per worker"], rows, nd=2))
+    return "\n".join(parts) + "\n"
+
+
+def generated(results: dict[str, Any], meta: dict[str, Any]) -> str:
+    parts = [
+        BEGIN,
+        f"## Results ({meta['machine']['date']})\n",
+        f"Command: `{meta['command']}` (took {meta['elapsed_s']:.0f} s: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in meta.get("timings", {}).items())
+        + ").\n",
+        machine_section(meta["machine"]),
+        summary_section(results),
+        overhead_section(results, meta["n"], meta["warmup"]),
+        cost_section(results),
+        storage_section(results),
+        recovery_section(results),
+        concurrency_section(results),
+        END,
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def write(path: str, body: str, preamble: str) -> None:
+    """Replace the generated region of `path` (or create the page with `preamble` around it)."""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            _, tail = rest.split(END, 1)
+            text = head + body + tail
+        else:
+            text = text.rstrip() + "\n\n" + body + "\n"
+    else:
+        text = preamble.rstrip() + "\n\n" + body + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)

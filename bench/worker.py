@@ -1,0 +1,61 @@
+"""A worker process for the two-worker concurrency bench: serves DBOS queues, starts nothing.
+
+    python -m bench.worker --db URL --executor ID
+
+It configures DBOS like the in-process bench (`configure_dbos`, its own executor id, no reset: the
+parent owns the database), registers the bare-DBOS workflow and its queue, then launches helix
+(which registers `helix.run` and the `helix_runs` queue and launches DBOS). Then it prints `ready`
+and serves until its stdin closes (the parent's way to stop it) or it gets SIGTERM.
+
+Both workers register the same workflow names under the same application name and version as the
+parent's `DBOSClient` uses, so either may dequeue any run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+BARE_QUEUE = "bench_bare"
+QUEUE_POLL_S = 0.1
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--db", required=True)
+    p.add_argument("--executor", required=True)
+    args = p.parse_args(argv)
+
+    from dbos import DBOS
+
+    from bench.baselines import configure_dbos, make_bare_dbos_runner
+    from bench.concurrency import WORKER_POOLS
+    from bench.helix_runner import HelixRunner
+    from bench.pools import cap_helix_pools
+    from bench.workload import WorkloadSpec
+
+    spec = WorkloadSpec()
+    configure_dbos(args.db, launch=False, reset=False, executor_id=args.executor, sys_db_pool_size=WORKER_POOLS["dbos"])
+    make_bare_dbos_runner(spec)
+    cap_helix_pools(ds=WORKER_POOLS["ds"], sync=WORKER_POOLS["sync"])
+    helix = HelixRunner(spec, database_url=args.db)
+    DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print("ready", helix.runtime.executor_id, flush=True)
+
+    def wait_stdin() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=wait_stdin, daemon=True).start()
+    stop.wait()
+    helix.close()
+    DBOS.destroy(destroy_registry=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
