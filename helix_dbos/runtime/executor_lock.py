@@ -25,8 +25,12 @@ from ..ledger.engine import create_sync_engine, is_sqlite, sqlite_path
 MAX_DEFAULT_SLOTS = 64
 
 
-def _key(executor_id: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"helix-executor:{executor_id}".encode()).digest()[:8], "big", signed=True)
+def _key(database_url: str, executor_id: str) -> int:
+    """Advisory locks are server-wide: the key names the database too, since ids are per application."""
+    from sqlalchemy.engine import make_url
+
+    database = make_url(database_url).database or ""
+    return int.from_bytes(hashlib.sha256(f"helix-executor:{database}:{executor_id}".encode()).digest()[:8], "big", signed=True)
 
 
 class ExecutorLock:
@@ -54,7 +58,7 @@ class ExecutorLock:
             self._engine = create_sync_engine(self.database_url, poolclass=sa.pool.NullPool)
             self._conn = self._engine.connect()
         assert self._conn is not None
-        got = bool(self._conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": _key(executor_id)}).scalar())
+        got = bool(self._conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": _key(self.database_url, executor_id)}).scalar())
         self._conn.commit()
         return got
 
