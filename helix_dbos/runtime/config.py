@@ -88,4 +88,11 @@ class Settings:
         if self.sqlite:
             # SQLite has no LISTEN/NOTIFY: recv, events and results poll at this interval.
             config["notification_listener_polling_interval_sec"] = 0.02
+            # No pool for DBOS's system database on SQLite: a datasource transaction checks
+            # ownership through that pool while holding the file's write lock, and with every pooled
+            # connection held by step writers waiting on that lock, both sides waited out
+            # busy_timeout and runs failed "database is locked" (docs/benchmarks.md, hot spot 7).
+            import sqlalchemy as sa
+
+            config["db_engine_kwargs"] = {"poolclass": sa.NullPool}
         return config
