@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from helix_dbos.ledger import store
@@ -24,46 +26,41 @@ def _seed_call(conn: sa.Connection) -> dict:
     return call
 
 
-def test_a_stale_attempt_cannot_write_its_result(db_url: str) -> None:
+@pytest.fixture
+def ledger(db_url: str) -> Iterator[sa.Engine]:
+    """A migrated ledger, driven directly: these tests play both the lost and the recovering run."""
     if is_sqlite(db_url):
         upgrade(db_url)
     engine = create_sync_engine(db_url)
-    try:
-        with engine.begin() as conn:
-            call = _seed_call(conn)
-            assert store.start_attempt(conn, call, "r1", "lost-executor") == 1
-        with engine.begin() as conn:  # recovery starts attempt 2 while attempt 1 is still out there
-            assert store.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor") == 2
-        with engine.begin() as conn:
-            assert store.record_result(conn, "d1", 1, "r1", "ok", result={"from": 1}) is False
-            assert store.record_result(conn, "d1", 2, "r2", "ok", result={"from": 2}) is True
-            assert store.record_result(conn, "d1", 2, "r2", "ok", result={"again": 2}) is False  # never twice
-        with engine.connect() as conn:
-            row = store.get_call(conn, "d1")
-            assert row is not None and (row["status"], row["result"], row["attempts"]) == ("ok", {"from": 2}, 2)
-            outcomes = [a["outcome"] for a in store.attempts_of(conn, ["d1"])["d1"]]
-            assert outcomes == ["refused", "ok"]
-    finally:
-        engine.dispose()
+    yield engine
+    engine.dispose()
 
 
-def test_a_late_body_after_recovery_paired_it_is_refused(db_url: str) -> None:
-    if is_sqlite(db_url):
-        upgrade(db_url)
-    engine = create_sync_engine(db_url)
-    try:
-        with engine.begin() as conn:
-            call = _seed_call(conn)
-            store.start_attempt(conn, call, "r1", "lost")
-        with engine.begin() as conn:
-            store.settle_call(conn, store.get_call(conn, "d1"), "outcome_unknown", run_id="r2", paired_by="recovery", note="n")
-        with engine.begin() as conn:
-            assert store.record_result(conn, "d1", 1, "r1", "ok", result={"late": True}) is False
-        with engine.connect() as conn:
-            row = store.get_call(conn, "d1")
-            assert row is not None and row["status"] == "outcome_unknown" and row["result"] is None
-    finally:
-        engine.dispose()
+def test_a_stale_attempt_cannot_write_its_result(ledger: sa.Engine) -> None:
+    with ledger.begin() as conn:
+        assert store.start_attempt(conn, _seed_call(conn), "r1", "lost-executor") == 1
+    with ledger.begin() as conn:  # recovery starts attempt 2 while attempt 1 is still out there
+        assert store.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor") == 2
+    with ledger.begin() as conn:
+        assert store.record_result(conn, "d1", 1, "r1", "ok", result={"from": 1}) is False
+        assert store.record_result(conn, "d1", 2, "r2", "ok", result={"from": 2}) is True
+        assert store.record_result(conn, "d1", 2, "r2", "ok", result={"again": 2}) is False  # never twice
+    with ledger.connect() as conn:
+        row = store.get_call(conn, "d1")
+        assert row is not None and (row["status"], row["result"], row["attempts"]) == ("ok", {"from": 2}, 2)
+        assert [a["outcome"] for a in store.attempts_of(conn, ["d1"])["d1"]] == ["refused", "ok"]
+
+
+def test_a_late_body_after_recovery_paired_it_is_refused(ledger: sa.Engine) -> None:
+    with ledger.begin() as conn:
+        store.start_attempt(conn, _seed_call(conn), "r1", "lost")
+    with ledger.begin() as conn:
+        store.settle_call(conn, store.get_call(conn, "d1"), "outcome_unknown", run_id="r2", paired_by="recovery", note="n")
+    with ledger.begin() as conn:
+        assert store.record_result(conn, "d1", 1, "r1", "ok", result={"late": True}) is False
+    with ledger.connect() as conn:
+        row = store.get_call(conn, "d1")
+        assert row is not None and row["status"] == "outcome_unknown" and row["result"] is None
 
 
 def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: str, tmp_path: Path) -> None:

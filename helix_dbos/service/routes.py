@@ -8,6 +8,7 @@ up, whichever is first. Progress in between is on ``GET /sessions/{id}/events``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -37,10 +38,8 @@ def rt(request: Request) -> Runtime:
 
 async def _settle(runtime: Runtime, handle: RunHandle, wait: float) -> s.RunOut:
     if wait > 0:
-        try:
+        with contextlib.suppress(TimeoutError):  # still running after ?wait=: report it as it stands
             return views.run_out(await handle.result_async(timeout=wait))
-        except TimeoutError:
-            pass
     return views.run_out(await runtime.run_async(handle.run_id))
 
 
