@@ -30,6 +30,16 @@ from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
+
+@pytest.fixture(autouse=True)
+def wide_console() -> None:
+    """Human output is asserted on: give it a wide console, whatever COLUMNS the runner sets
+    (pytest-xdist workers get COLUMNS=80, where Rich folds a tool name across two lines)."""
+    from helix_dbos.cli import common
+
+    common.console.width = 200
+    common.err_console.width = 200
+
 def _head_revision() -> str:
     from alembic.script import ScriptDirectory
 
