@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from . import tables as t
-from .statuses import CALL_SETTLED, CALL_UNRESOLVED
+from .statuses import CALL_UNRESOLVED
 
 Row = dict[str, Any]
 
@@ -141,8 +141,6 @@ def active_messages(conn: sa.Connection, session_id: str) -> list[Row]:
     )
 
 
-def all_messages(conn: sa.Connection, session_id: str) -> list[Row]:
-    return fetch_all(conn, sa.select(t.messages).where(t.messages.c.session_id == session_id).order_by(t.messages.c.seq))
 
 
 def next_message_seq(conn: sa.Connection, session_id: str) -> int:
@@ -434,8 +432,6 @@ def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[Row]:
     )
 
 
-def is_settled(call: Row) -> bool:
-    return call["status"] in CALL_SETTLED
 
 
 # --- usage, stops, events ------------------------------------------------------------------------

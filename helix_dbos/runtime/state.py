@@ -47,7 +47,3 @@ def env() -> Env:
     if _env is None:
         raise ConfigurationError("helix_dbos runtime is not launched in this process (call runtime.launch())")
     return _env
-
-
-def installed() -> Env | None:
-    return _env
