@@ -79,7 +79,7 @@ def test_pinned_version_wal_and_json_step_outputs(make_runtime: Any, db_url: str
         return text
 
     rt = make_runtime([hx.Agent("echoer", FunctionModel(reply), tools=[echo])])
-    result = rt.start("echoer", "go").result(timeout=30)
+    result = rt.start("echoer", "go").result()  # no timeout: waits for the workflow itself, so its last step is recorded
     engine = create_sync_engine(db_url)
     dbos = "" if is_sqlite(db_url) else "dbos."
     try:
