@@ -8,13 +8,14 @@ without importing ``workflow.py`` (which imports the child phase): ``workflow.re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import sqlalchemy as sa
 from dbos import DBOS
 
 from ..ledger.engine import is_sqlite
+from ..ledger.escape import escape_json, unescape_json
 from .state import env
 
 #: DBOS statuses after which a workflow will never write again: its ledger outcome is final or lost.
@@ -40,13 +41,14 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     It runs the blocking datasource in a worker thread (the DBOS context travels with it), so a
     transaction is one tight, blocking unit of work: on SQLite the write lock is never held across
     event-loop turns, where anything else blocking the loop would wait on that lock until it timed out.
+    The output is recorded escaped (``recorded``).
     """
     ds = env().datasource
 
     def body(*a: Any) -> Any:
-        return fn(ds.sql_session().connection(), *a)
+        return escape_json(fn(ds.sql_session().connection(), *a))
 
-    return await asyncio.to_thread(ds.run_tx_step, {"name": name, "isolation_level": env().isolation}, body, *args)
+    return unescape_json(await asyncio.to_thread(ds.run_tx_step, {"name": name, "isolation_level": env().isolation}, body, *args))
 
 
 def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
@@ -60,9 +62,24 @@ async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.to_thread(_short_tx, fn, *args)
 
 
-async def step(name: str, fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
-    """A DBOS step (at-least-once; its recorded output is what a replay sees)."""
-    return await DBOS.run_step_async({"name": name, **options}, fn, *args)
+def recorded(value: Any) -> Any:
+    """A value as DBOS may record it: every string through the ledger's escape (``ledger/escape.py``).
+
+    DBOS writes its JSON with non-ASCII characters raw, and a lone surrogate in a model reply or a
+    tool's text cannot be encoded for either database, so the output of the step that holds it was
+    never recorded and the run failed after the model was paid. Outputs are escaped for DBOS and
+    unescaped when DBOS hands them back, fresh or replayed, so workflow code sees the original.
+    """
+    return escape_json(value)
+
+
+async def step(name: str, fn: Callable[..., Awaitable[Any]], *args: Any, **options: Any) -> Any:
+    """A DBOS step (at-least-once; its recorded output is what a replay sees), recorded escaped."""
+
+    async def body(*a: Any) -> Any:
+        return recorded(await fn(*a))
+
+    return unescape_json(await DBOS.run_step_async({"name": name, **options}, body, *args))
 
 
 def dbos_status(conn: sa.Connection, workflow_id: str) -> str | None:

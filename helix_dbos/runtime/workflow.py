@@ -28,7 +28,7 @@ from . import commits
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
-from .durable import plain_tx, step, tx
+from .durable import plain_tx, recorded, step, tx
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
@@ -52,13 +52,14 @@ def register() -> None:
 
 
 async def _run(run_id: str) -> dict[str, Any]:
+    """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back."""
     try:
-        return await _drive(run_id)
+        return dict(recorded(await _drive(run_id)))
     except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
         code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
         message = str(exc) or type(exc).__name__
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
+        return dict(recorded(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail)))
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
