@@ -51,10 +51,26 @@ def list_sessions(conn: sa.Connection, limit: int = 50) -> list[Row]:
     return fetch_all(conn, sa.select(t.sessions).order_by(t.sessions.c.updated_at.desc()).limit(limit))
 
 
-def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None) -> None:
+def _insert_if_absent(conn: sa.Connection, table: sa.Table) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING`` in the connection's dialect (Postgres and SQLite both have it)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table).on_conflict_do_nothing()
+
+
+def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None) -> bool:
+    """Create the session row; False if it exists already (a concurrent entry created it first).
+
+    Without ``ON CONFLICT``, two entries that both found no session raced to insert it and the loser
+    met a raw primary-key violation: now the loser learns it lost, and the gate refuses it typed.
+    """
     ts = now()
-    conn.execute(
-        t.sessions.insert().values(
+    result = conn.execute(
+        _insert_if_absent(conn, t.sessions).values(
             session_id=session_id,
             agent_name=agent_name,
             status="new",
@@ -65,7 +81,9 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
             created_at=ts,
             updated_at=ts,
         )
+        .returning(t.sessions.c.session_id)  # rowcount is -1 for this statement on psycopg
     )
+    return result.first() is not None
 
 
 def claim_session(conn: sa.Connection, session: Row, run_id: str) -> bool:

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ..definitions import Agent
+from ..definitions.inputs import check_json, check_session_id, check_text
 from ..errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ..ledger import store
 from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sync_url
@@ -73,6 +74,12 @@ def _fast_internal_queue() -> None:
         _get_or_create_dbos_registry()._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=0.1)
     except Exception:  # an internal API changed: keep DBOS's default polling
         log.warning("could not shorten DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
+
+
+def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
+    """What an entry takes besides the session id: refused before the gate, so nothing is written."""
+    check_text("message", message)
+    check_text("checkpoint_id", checkpoint_id, 80)
 
 
 class RunHandle:
@@ -282,9 +289,14 @@ class Runtime:
 
     def start(self, agent_name: str, message: str, session_id: str | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step)."""
+        if session_id is not None:
+            check_session_id(session_id)
+        _check_entry_input(message, None)
         return self._enter("start", session_id=session_id, agent_name=agent_name, message=message)
 
     def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
         if mode == "continue":
             if message is not None or checkpoint_id is not None:
                 raise ValidationError("resume(mode='continue') takes neither a message nor a checkpoint")
@@ -298,6 +310,8 @@ class Runtime:
         raise ValidationError(f"unknown resume mode {mode!r}")
 
     def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
         if checkpoint_id is not None:
             if not message:
                 raise ValidationError("retry(checkpoint_id=...) needs a message: the message redirects the saved step")
@@ -309,6 +323,8 @@ class Runtime:
     # --- answers and stop ----------------------------------------------------------------------
 
     def _answer(self, session_id: str, dispatch_id: str, **kw: Any) -> AnswerReceipt:
+        check_session_id(session_id)
+        check_text("dispatch_id", dispatch_id, 64)
         with self.engine.begin() as conn:
             out = entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw)
         run = None
@@ -318,14 +334,20 @@ class Runtime:
 
     def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None) -> AnswerReceipt:
         """Decide a pending approval; the last answer continues the run (approved bodies then run)."""
+        check_text("reason", reason)
+        check_text("actor", actor, 200)
         return self._answer(session_id, dispatch_id, kind="approval", approved=approved, reason=reason, actor=actor)
 
     def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None) -> AnswerReceipt:
         """Settle a pending client-tool call with its result (or its error)."""
+        check_json("result", result)
+        check_text("error", error)
         return self._answer(session_id, dispatch_id, kind="client", result=result, error=error)
 
     def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> dict[str, Any]:
         """Record a durable stop for the session's current run and return at once."""
+        check_session_id(session_id)
+        check_text("requested_by", requested_by, 200)
         with self.engine.begin() as conn:
             return entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
 
@@ -340,6 +362,7 @@ class Runtime:
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
+        check_session_id(session_id)
 
         def check() -> RunResult | None:
             with self.engine.connect() as conn:
@@ -355,6 +378,7 @@ class Runtime:
         return results.poll(check, timeout, f"session {session_id}")
 
     def session(self, session_id: str) -> SessionView:
+        check_session_id(session_id)
         with self.engine.connect() as conn:
             return results.read_session(conn, session_id)
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
+from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
 from ..errors import SessionNotFoundError
 from ..ledger import store
 from ..ledger.engine import is_sqlite
@@ -24,7 +25,7 @@ from . import schemas as s
 router = APIRouter()
 
 Wait = Annotated[float, Query(ge=0, le=300, description="Seconds to wait for the run to come to rest before answering.")]
-SessionId = Annotated[str, Path(min_length=1, max_length=64)]
+SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN)]
 DispatchId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
