@@ -297,3 +297,33 @@ def test_cli_refuses_bad_session_ids_with_a_clean_message(db_url: str, tmp_path:
             as_json = runner.invoke(cli, [*args, "--db", db_url, "--json"])
             assert as_json.exit_code == 1 and json.loads(as_json.stdout)["code"] == "validation_error", (args, as_json.output)
     assert _dump(db_url) == before
+
+
+def test_http_reads_of_odd_strings_are_valid_json_with_the_exact_strings(db_url: str) -> None:
+    """The service renders what the ledger holds: a lone surrogate becomes its JSON escape, not a 500."""
+    from fastapi.testclient import TestClient
+
+    from helix_dbos.service.app import create_app
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if sum(isinstance(m, ModelResponse) for m in messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("echo", json.dumps({"text": ODD}), "c1")], usage=USAGE)
+        return ModelResponse(parts=[TextPart("done " + ODD)], usage=USAGE)
+
+    @hx.tool
+    async def echo(ctx: hx.ToolContext, text: str) -> dict[str, Any]:
+        """Echo the text back."""
+        return {"echo": text}
+
+    runtime = hx.Runtime([hx.Agent("odd", FunctionModel(reply), tools=[echo])], database_url=db_url, executor_id=f"test-{uuid.uuid4().hex[:8]}")
+    with TestClient(create_app(runtime), raise_server_exceptions=False) as http:
+        run = http.post("/sessions", params={"wait": 30}, json={"agent": "odd", "message": "go"})
+        assert run.status_code == 202, run.text
+        assert run.json()["status"] == "completed" and run.json()["output"] == "done " + ODD
+        view = http.get(f"/sessions/{run.json()['session_id']}")
+        assert view.status_code == 200, view.text
+        view.content.decode("utf-8")  # strict UTF-8: the surrogate travels as the JSON escape \ud800
+        (call,) = view.json()["calls"]
+        assert call["args"] == {"text": ODD} and call["result"] == {"echo": ODD}
+        events = http.get(f"/sessions/{run.json()['session_id']}/events")
+        assert events.status_code == 200 and "tool_end" in events.text

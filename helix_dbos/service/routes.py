@@ -21,8 +21,11 @@ from ..ledger.engine import is_sqlite
 from ..runtime import AnswerReceipt, RunHandle, Runtime
 from . import events, views
 from . import schemas as s
+from .responses import LedgerJSONResponse
 
-router = APIRouter()
+# An explicit response class (not FastAPI's default) also takes FastAPI off its direct pydantic JSON
+# path, which cannot encode a lone surrogate a tool returned (see responses.py).
+router = APIRouter(default_response_class=LedgerJSONResponse)
 
 Wait = Annotated[float, Query(ge=0, le=300, description="Seconds to wait for the run to come to rest before answering.")]
 SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN)]
