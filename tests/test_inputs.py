@@ -67,7 +67,7 @@ def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_run
     @hx.tool
     async def echo(ctx: hx.ToolContext, text: str) -> dict[str, Any]:
         """Echo the text back."""
-        return {"echo": text, "list": [text, 1], "key\x00": "nul in a key"}
+        return {"echo": text, "list": [text, 1], "key\x00": "nul in a key", text: "the text as a key"}
 
     @hx.tool
     async def boom(ctx: hx.ToolContext, text: str) -> str:
@@ -83,7 +83,7 @@ def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_run
     view = rt.session(result.session_id)
     (echoed,) = view.calls_named("echo")
     (failed,) = view.calls_named("boom")
-    expected_result = {"echo": ODD, "list": [ODD, 1], "key\x00": "nul in a key"}
+    expected_result = {"echo": ODD, "list": [ODD, 1], "key\x00": "nul in a key", ODD: "the text as a key"}
     expected_error = {"type": "RuntimeError", "message": "bad " + ODD}
     assert echoed.status == "ok" and echoed.args == {"text": ODD} and echoed.result == expected_result
     assert failed.status == "error" and failed.args == {"text": ODD} and failed.error == expected_error

@@ -383,6 +383,7 @@ class Runtime:
             return results.read_session(conn, session_id)
 
     def run(self, run_id: str) -> RunResult:
+        check_text("run_id", run_id)
         with self.engine.connect() as conn:
             return results.read_result(conn, run_id)
 
