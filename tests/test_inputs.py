@@ -116,6 +116,28 @@ def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_run
     assert note == "done " + escaped
 
 
+@pytest.mark.parametrize("point", ["after_model", "after_append"])
+def test_odd_strings_survive_a_crash_and_dbos_replay_exactly(db_url: str, tmp_path: Path, point: str) -> None:
+    """DBOS recorded the reply (and the append's output) escaped; the relaunch replays it to the exact strings."""
+    from tests.crashkit import Kit, calls_by_tool, transcript_problems
+    from tests.scenarios.app import ODD as APP_ODD
+
+    k = Kit(db_url, tmp_path, scenario="odd")
+    k.crash(point)
+    woke = k.wake().result
+    assert woke is not None and woke["status"] == "completed" and woke["output"] == "done " + APP_ODD
+    assert k.model_steps() == {0: 1, 1: 1}  # the saved reply was never asked for again
+    calls = calls_by_tool(woke)
+    bodies = k.lines("bodies")
+    # the safe call ran from the replayed arguments, exactly; the unsafe one too unless it was saved first
+    assert [b["key"] for b in bodies if b["tool"] == "safe_set"] == [APP_ODD + "0"]
+    assert calls["safe_set"]["status"] == "ok"
+    (asked,) = [m for m in k.lines("model") if m["step"] == 1]
+    assert asked["history"][0] == "on it " + APP_ODD
+    assert {"tool": "safe_set", "key": APP_ODD + "0"}.items() <= next(s for s in asked["seen"] if isinstance(s, dict) and s.get("tool") == "safe_set").items()
+    assert transcript_problems(db_url, k.session) == []
+
+
 # --- what callers send: refused, nothing stored -------------------------------------------------------
 
 

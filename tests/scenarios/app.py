@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 import helix_dbos as hx
 
@@ -58,7 +59,11 @@ SCENARIOS: dict[str, list[str]] = {
     "group": ["group_unsafe", "group_b"],
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
+    "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
 }
+
+#: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
+ODD = "nul:\x00 high:\ud800 low:\udfff esc:\u241b0000 end"
 
 
 def build_tools(variant: str) -> list[hx.Tool]:
@@ -92,7 +97,15 @@ def model_function(scenario: str) -> Any:
         responses = sum(isinstance(m, ModelResponse) for m in messages)
         last = messages[-1]
         seen = [p.content for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart)]
-        effect("model", step=responses, seen=seen)
+        effect("model", step=responses, seen=seen, history=[p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, TextPart)])
+        if scenario == "odd":
+            # usage given: FunctionModel's token estimate JSON-encodes the messages, which pydantic cannot
+            # do for a lone surrogate; arguments as JSON text, as providers send them
+            usage = RequestUsage(input_tokens=1, output_tokens=1)
+            if responses == 0:
+                calls = [ToolCallPart(name, json.dumps({"key": f"{ODD}{i}"}), tool_call_id=f"call-{i}") for i, name in enumerate(SCENARIOS[scenario])]
+                return ModelResponse(parts=[TextPart("on it " + ODD), *calls], usage=usage)
+            return ModelResponse(parts=[TextPart("done " + ODD)], usage=usage)
         if responses == 0:
             return ModelResponse(
                 parts=[TextPart("on it")]
