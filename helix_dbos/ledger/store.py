@@ -384,6 +384,16 @@ def record_result(
     return written
 
 
+def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:
+    """Close an attempt whose result write was refused (its run lost the session, or a newer attempt
+    exists): its external effect may have happened, its ledger write does not."""
+    conn.execute(
+        t.attempts.update()
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt, t.attempts.c.outcome.is_(None))
+        .values(ended_at=now(), outcome="refused")
+    )
+
+
 def settle_call(
     conn: sa.Connection,
     call: Row,

@@ -28,7 +28,10 @@ from ..ledger import store
 from ..ledger import tables as t
 from . import commits, transcript
 
-LivenessCheck = Callable[[dict[str, Any]], bool]
+#: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
+#: ``dbos workflow cancel`` whose process never settled it), "lost" (never started, or its executor
+#: is gone), or None while it lives.
+LivenessCheck = Callable[[dict[str, Any]], str | None]
 
 
 def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -50,7 +53,7 @@ def open_run(
     agents: dict[str, Any],
     profile: str,
     executor_id: str | None,
-    is_dead: LivenessCheck = lambda run: False,
+    is_dead: LivenessCheck = lambda run: None,
 ) -> dict[str, Any]:
     """Validate the entry against the session's state, win the gate, and write the run's row.
 
@@ -82,11 +85,18 @@ def open_run(
     assert session_id is not None
     previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] == "running":
-        if previous is not None and not is_dead(previous):
+        dead = is_dead(previous) if previous is not None else None
+        if previous is not None and dead is None:
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
-        if previous is not None:
+        if previous is not None and dead == "cancelled":
+            # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
+            commits.settle_cancel(conn, previous["run_id"])
+            previous = store.get_run(conn, previous["run_id"])
+        elif previous is not None:
             store.end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
             previous = store.get_run(conn, previous["run_id"])
+        session = store.get_session(conn, session_id, for_update=True)
+        assert session is not None
     _check_entry(conn, entry, session, previous, message, checkpoint_id)
 
     run_id = store.new_id()
@@ -223,6 +233,8 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
     first = store.request_stop(conn, session_id, run_id, kind, requested_by)
     if session["status"] == "suspended_client_tool":
         # No workflow is live to notice the record: the stop completes in this transaction.
-        out = commits.stop_run(conn, run_id, kind)
+        run = store.get_run(conn, run_id)
+        assert run is not None
+        out = commits.settle_stop(conn, run, kind)
         return {"run_id": run_id, "stopped": True, "status": out["status"]}
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

@@ -20,10 +20,11 @@ from ..definitions import Agent
 from ..definitions.inputs import check_json, check_session_id, check_text
 from ..errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ..ledger import store
+from ..ledger import tables as t
 from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sync_url
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
-from . import durable, entries, results, state, workflow
+from . import commits, durable, entries, results, state, workflow
 from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
@@ -202,7 +203,20 @@ class Runtime:
         if not getattr(dbos_module._dbos_global_instance, "_launched", False):
             DBOS.launch()
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
+        self._settle_cancelled_runs()
         return self
+
+    def _settle_cancelled_runs(self) -> None:
+        """Runs of this executor that an operator cancelled with DBOS's tools while no process of
+        ours was alive to notice: DBOS will never run them again, so settle them as an abort now
+        (the wake's counterpart of the live run settling its own cancel)."""
+        with self.engine.begin() as conn:
+            running = conn.execute(
+                sa.select(t.runs.c.run_id).where(t.runs.c.status == "running", t.runs.c.executor_id == self.executor_id)
+            ).scalars().all()
+            for run_id in running:
+                if durable.dbos_status(conn, run_id) == "CANCELLED":
+                    commits.settle_cancel(conn, run_id)
 
     def _create_datasource(self, url: str) -> Any:
         """The DBOS datasource of the ledger's exactly-once transactions, on its own blocking pool
@@ -266,26 +280,28 @@ class Runtime:
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
 
-    def _run_is_dead(self, run: dict[str, Any]) -> bool:
-        """Whether a ``running`` run's workflow can no longer finish, so an entry may take over."""
+    def _run_is_dead(self, run: dict[str, Any]) -> str | None:
+        """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""
         status = DBOS.get_workflow_status(run["run_id"])
         if status is None:
             created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=store.now().tzinfo)
-            return store.now() - created > ORPHAN_AFTER
-        if status.status in ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
-            return True
+            return "lost" if store.now() - created > ORPHAN_AFTER else None
+        if status.status == "CANCELLED":
+            return "cancelled"
+        if status.status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
+            return "lost"
         owner = status.executor_id
         if status.status != "PENDING" or not owner or owner == self.executor_id:
-            return False
+            return None
         probe = ExecutorLock(self.settings.database_url if self.settings else "")
         try:
             probe.acquire(owner)
         except ExecutorIdInUseError:
-            return False  # its executor is alive and will finish it
+            return None  # its executor is alive and will finish it
         finally:
             probe.release()
         DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
-        return True
+        return "lost"
 
     def start(self, agent_name: str, message: str, session_id: str | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step)."""

@@ -59,6 +59,7 @@ SCENARIOS: dict[str, list[str]] = {
     "group": ["group_unsafe", "group_b"],
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
+    "cancel": ["slow_seq", "seq_b"],
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
 }
 
@@ -78,6 +79,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(replay="safe", sequential=True, name="seq_b")(_body("seq_b")),
         hx.tool(sequential=True, name="seq_unsafe")(_body("seq_unsafe")),
         hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(replay="safe", sequential=True, name="slow_seq")(_body("slow_seq", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
         tools = [t for t in tools if t.name != "safe_set"]
@@ -157,11 +159,21 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--kind", required=True)
     e.add_argument("--message")
     e.add_argument("--checkpoint")
+    v = sub.add_parser("serve", help="stay launched (serving DBOS's queues) until --until exists or --seconds pass")
+    v.add_argument("--session", required=True)
+    v.add_argument("--seconds", type=float, default=60)
+    v.add_argument("--until")
     args = p.parse_args(argv)
     EFFECTS = Path(args.effects)
     EFFECTS.mkdir(parents=True, exist_ok=True)
     rt = build_runtime(args).launch()
     try:
+        if args.cmd == "serve":
+            deadline = time.monotonic() + args.seconds
+            print(json.dumps({"serving": rt.executor_id}), flush=True)
+            while time.monotonic() < deadline and not (args.until and os.path.exists(args.until)):
+                time.sleep(0.1)
+            return 0
         if args.cmd == "start":
             result = rt.start("crashy", "go", session_id=args.session).result(timeout=60)
         elif args.cmd == "wake":
