@@ -115,6 +115,17 @@ def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_run
     assert stored["echo"] == escaped and stored["key\u241b0000"] == "nul in a key"
     assert note == "done " + escaped
 
+    # the CLI prints it (a lone surrogate as its escape) instead of dying in a traceback
+    from helix_dbos.cli import common
+
+    common.console.width = common.err_console.width = 200
+    shown = CliRunner().invoke(cli, ["show", result.session_id, "--db", db_url])
+    assert shown.exit_code == 0 and shown.exception is None, shown.output
+    assert "done nul:" in shown.output and "high:\\ud800" in shown.output
+    as_json = CliRunner().invoke(cli, ["show", result.session_id, "--db", db_url, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert {c["tool_name"]: c["result"] for c in json.loads(as_json.stdout)["session"]["calls"]}["echo"] == expected_result
+
 
 @pytest.mark.parametrize("point", ["after_model", "after_append"])
 def test_odd_strings_survive_a_crash_and_dbos_replay_exactly(db_url: str, tmp_path: Path, point: str) -> None:

@@ -31,8 +31,10 @@ from .common import (
     err_console,
     launched,
     ledger,
+    model_json,
     print_json,
     short,
+    tolerant_streams,
     typed_errors,
     workflow_done,
 )
@@ -54,6 +56,11 @@ app = typer.Typer(
 )
 
 CALL_STATUSES = CallStatus.__args__  # type: ignore[attr-defined]
+
+
+@app.callback()
+def _before_every_command() -> None:
+    tolerant_streams()
 
 
 class ResumeMode(str, Enum):
@@ -78,7 +85,7 @@ class WorkerMode(str, Enum):
 def _run_json(result: RunResult) -> dict[str, Any]:
     from ..service.views import run_out
 
-    return run_out(result).model_dump(mode="json")
+    return model_json(run_out(result))
 
 
 def _print_run(result: RunResult, as_json: bool) -> None:
@@ -168,7 +175,7 @@ def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> N
         events = store.events_after(conn, session_id, 0, limit=1_000_000)
         calls = store.list_calls(conn, session_id=session_id, limit=100_000)
     if as_json:
-        print_json({"session": session_out(view).model_dump(mode="json"), "events": events})
+        print_json({"session": model_json(session_out(view)), "events": events})
         return
     console.print(f"session [cyan]{view.session_id}[/]  agent [cyan]{view.agent_name}[/]  status ", styled(view.status))
     console.print(runs_table(view.runs))
