@@ -346,7 +346,7 @@ def test_http_reads_of_odd_strings_are_valid_json_with_the_exact_strings(db_url:
     @hx.tool
     async def echo(ctx: hx.ToolContext, text: str) -> dict[str, Any]:
         """Echo the text back."""
-        return {"echo": text}
+        return {"echo": text, text: "a key"}
 
     runtime = hx.Runtime([hx.Agent("odd", FunctionModel(reply), tools=[echo])], database_url=db_url, executor_id=f"test-{uuid.uuid4().hex[:8]}")
     with TestClient(create_app(runtime), raise_server_exceptions=False) as http:
@@ -357,6 +357,8 @@ def test_http_reads_of_odd_strings_are_valid_json_with_the_exact_strings(db_url:
         assert view.status_code == 200, view.text
         view.content.decode("utf-8")  # strict UTF-8: the surrogate travels as the JSON escape \ud800
         (call,) = view.json()["calls"]
-        assert call["args"] == {"text": ODD} and call["result"] == {"echo": ODD}
+        assert call["args"] == {"text": ODD} and call["result"] == {"echo": ODD, ODD: "a key"}
+        assert view.json()["messages"][2]["parts"][0]["content"] == {"echo": ODD, ODD: "a key"}  # what the model read
+        assert http.get(f"/runs/{run.json()['run_id']}").json()["output"] == "done " + ODD
         events = http.get(f"/sessions/{run.json()['session_id']}/events")
         assert events.status_code == 200 and "tool_end" in events.text

@@ -12,7 +12,9 @@ import json
 import re
 from typing import Any
 
+import pydantic_core
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -25,5 +27,18 @@ class LedgerJSONResponse(JSONResponse):
     """``JSONResponse`` whose lone surrogates are written as JSON escapes (only inside strings)."""
 
     def render(self, content: Any) -> bytes:
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"), default=pydantic_core.to_jsonable_python)
         return _SURROGATE.sub(_escape, text).encode("utf-8")
+
+
+def respond(model: BaseModel, status_code: int = 200) -> LedgerJSONResponse:
+    """A response body that carries ledger data (tool results, arguments, the transcript) exactly.
+
+    pydantic's JSON mode cannot encode a lone surrogate in an object key (a tool may return one), so
+    such a body is dumped in Python mode and rendered here instead of failing the request.
+    """
+    try:
+        content = model.model_dump(mode="json")
+    except (UnicodeEncodeError, ValueError):
+        content = model.model_dump(mode="python")
+    return LedgerJSONResponse(content, status_code=status_code)
