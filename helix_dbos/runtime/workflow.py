@@ -41,6 +41,18 @@ class MaxStepsReached(Exception):
     """The run used its ``max_steps`` model requests; it fails typed and ``retry()`` gets a fresh budget."""
 
 
+class ProcessStopping(BaseException):
+    """The process stopped executing this run mid-way (Ctrl-C, SIGTERM, ``runtime.shutdown()``).
+
+    ``DBOS.destroy`` cancels every task on its event loop; a cancelled workflow task surfaces in
+    DBOS's workflow thread as ``concurrent.futures.CancelledError``, an ``Exception``, which DBOS
+    records as the workflow's ``ERROR`` outcome, and DBOS never recovers an ``ERROR`` workflow: the
+    ledger run would stay ``running`` for ever. Raised instead, this ``BaseException`` gets past
+    DBOS's ``except Exception``, so no outcome is recorded, the workflow stays ``PENDING`` and this
+    executor id's next launch recovers the run by the recovery rules, like after a crash.
+    """
+
+
 def register() -> None:
     """Register the run workflow with the DBOS instance about to launch (once per DBOS instance)."""
     from dbos._dbos import _get_or_create_dbos_registry
@@ -53,12 +65,15 @@ def register() -> None:
 
 async def _run(run_id: str) -> dict[str, Any]:
     try:
-        return await _drive(run_id)
-    except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
-        code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
-        message = str(exc) or type(exc).__name__
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
+        try:
+            return await _drive(run_id)
+        except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
+            code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
+            message = str(exc) or type(exc).__name__
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
+    except asyncio.CancelledError as exc:  # only a stopping event loop cancels a workflow task
+        raise ProcessStopping(f"run {run_id} was interrupted by the process stopping; its next launch recovers it") from exc
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
