@@ -8,7 +8,8 @@ without importing ``workflow.py`` (which imports the child phase): ``workflow.re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -21,6 +22,31 @@ from .state import env
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 _run_workflow: Callable[..., Any] | None = None
+
+
+class ProcessStopping(BaseException):
+    """The process stopped executing this workflow mid-way (Ctrl-C, SIGTERM, ``runtime.shutdown()``).
+
+    ``DBOS.destroy`` cancels every task on its event loop; a cancelled workflow task surfaces in
+    DBOS's workflow thread as ``concurrent.futures.CancelledError``, an ``Exception``, which DBOS
+    records as the workflow's ``ERROR`` outcome, and DBOS never recovers an ``ERROR`` workflow: the
+    ledger run would stay ``running`` for ever. Raised instead, this ``BaseException`` gets past
+    DBOS's ``except Exception``, so no outcome is recorded, the workflow stays ``PENDING`` and this
+    executor id's next launch recovers it by the recovery rules, like after a crash.
+    """
+
+
+def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """Wrap a workflow function so a stopping event loop leaves it ``PENDING`` (see ``ProcessStopping``)."""
+
+    @functools.wraps(fn)
+    async def workflow(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except asyncio.CancelledError as exc:  # only a stopping event loop cancels a workflow's task
+            raise ProcessStopping(f"workflow {DBOS.workflow_id} was interrupted by the process stopping") from exc
+
+    return workflow
 
 
 def bind_run_workflow(fn: Callable[..., Any]) -> None:

@@ -88,7 +88,7 @@ class RunHandle:
         if self._workflow_handle is not None and timeout is None:
             try:
                 self._workflow_handle.get_result()
-            except (Exception, workflow.ProcessStopping):  # the ledger has the run's real outcome; read it below
+            except (Exception, durable.ProcessStopping):  # the ledger has the run's real outcome; read it below
                 log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
         return self.runtime.wait_run(self.run_id, timeout)
 
@@ -212,7 +212,7 @@ class Runtime:
         short-lived process (a script, a CLI command) from leaving it pending for the next launch.
         Anything still running is recovered by this executor id's next launch: DBOS cancels it, and
         the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
-        rather than ``ERROR`` (see ``workflow.ProcessStopping``).
+        rather than ``ERROR`` (see ``durable.ProcessStopping``).
         """
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)

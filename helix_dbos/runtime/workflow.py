@@ -28,7 +28,7 @@ from . import commits
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
-from .durable import plain_tx, step, tx
+from .durable import keep_pending_on_shutdown, plain_tx, step, tx
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
@@ -41,17 +41,6 @@ class MaxStepsReached(Exception):
     """The run used its ``max_steps`` model requests; it fails typed and ``retry()`` gets a fresh budget."""
 
 
-class ProcessStopping(BaseException):
-    """The process stopped executing this run mid-way (Ctrl-C, SIGTERM, ``runtime.shutdown()``).
-
-    ``DBOS.destroy`` cancels every task on its event loop; a cancelled workflow task surfaces in
-    DBOS's workflow thread as ``concurrent.futures.CancelledError``, an ``Exception``, which DBOS
-    records as the workflow's ``ERROR`` outcome, and DBOS never recovers an ``ERROR`` workflow: the
-    ledger run would stay ``running`` for ever. Raised instead, this ``BaseException`` gets past
-    DBOS's ``except Exception``, so no outcome is recorded, the workflow stays ``PENDING`` and this
-    executor id's next launch recovers the run by the recovery rules, like after a crash.
-    """
-
 
 def register() -> None:
     """Register the run workflow with the DBOS instance about to launch (once per DBOS instance)."""
@@ -60,20 +49,17 @@ def register() -> None:
     if RUN_WORKFLOW in _get_or_create_dbos_registry().workflow_info_map:
         return
     # binds it for children and companions, and registers the companion workflow
-    register_children(DBOS.workflow(name=RUN_WORKFLOW)(_run))
+    register_children(DBOS.workflow(name=RUN_WORKFLOW)(keep_pending_on_shutdown(_run)))
 
 
 async def _run(run_id: str) -> dict[str, Any]:
     try:
-        try:
-            return await _drive(run_id)
-        except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
-            code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
-            message = str(exc) or type(exc).__name__
-            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
-    except asyncio.CancelledError as exc:  # only a stopping event loop cancels a workflow task
-        raise ProcessStopping(f"run {run_id} was interrupted by the process stopping; its next launch recovers it") from exc
+        return await _drive(run_id)
+    except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
+        code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
+        message = str(exc) or type(exc).__name__
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
