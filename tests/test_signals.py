@@ -27,6 +27,8 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from tests.crashkit import Kit, transcript_problems
+from tests.familykit import Family
+from tests.scenarios import family
 from tests.test_service import Service, Stream, contiguous, read_sse, services  # noqa: F401  (fixture)
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
@@ -150,3 +152,22 @@ def test_signal_to_the_service_mid_body_then_restart_finishes_the_run(db_url: st
     bodies = [json.loads(line)["tool"] for line in effects.read_text().splitlines()]
     assert bodies.count("send_email") == 1
     assert statuses(db_url, run_id)[0] == ["SUCCESS"]
+
+
+def test_shutdown_leaves_an_idle_companion_pending_for_the_next_turn(make_runtime: Any, fam: Family) -> None:
+    """A companion waits between turns as a live workflow; the parent process's ``runtime.shutdown()``
+    cancels it, and it must stay PENDING (not ERROR) so the relaunch serves the next turn with it.
+    (A guard: DBOS runs a dequeued workflow as a task whose cancellation records nothing, so this
+    held before the fix too; the run workflow started from a thread is the one that failed.)"""
+    sid = uuid.uuid4().hex
+    first = fam.ok("start", "--agent", "pal_boss", "--message", "one", "--session", sid)  # then rt.shutdown()
+    assert first["status"] == "completed", first
+    (comp,) = fam.rows(t.companions, t.companions.c.parent_session_id == sid)
+    (wf,) = fam.dbos_workflows(comp["workflow_id"])
+    assert wf["status"] in ("PENDING", "ENQUEUED"), wf["status"]  # never ERROR: its next launch resumes it
+
+    rt = make_runtime(family.AGENTS, executor_id=fam.parent_executor)  # the relaunch
+    second = rt.start("pal_boss", "two", session_id=sid).result(timeout=60)
+    assert second.status == "completed" and "pal turn 2: two (remembers one)" in (second.output or ""), second
+    (comp,) = fam.rows(t.companions, t.companions.c.parent_session_id == sid)
+    assert comp["incarnation"] == 1 and comp["status"] == "live"  # the same companion workflow served it
