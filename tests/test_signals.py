@@ -29,7 +29,7 @@ from helix_dbos.recovery import OUTCOME_UNKNOWN
 from tests.crashkit import Kit, transcript_problems
 from tests.familykit import Family
 from tests.scenarios import family
-from tests.test_service import Service, Stream, contiguous, read_sse, services  # noqa: F401  (fixture)
+from tests.test_service import Service, Stream, alive, contiguous, read_sse, services  # noqa: F401  (fixture)
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 
@@ -98,14 +98,19 @@ def test_a_script_that_never_calls_shutdown_leaves_no_pending_workflow(db_url: s
     assert statuses(db_url) == (["SUCCESS"], ["completed"])
 
 
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
-def test_signal_to_the_service_mid_body_then_restart_finishes_the_run(db_url: str, tmp_path: Path, services: Callable[..., Service], sig: int) -> None:
-    """SIGINT / SIGTERM to the uvicorn process while an unsafe and a safe body run: the live SSE
-    stream ends (cut, resumable) instead of hanging, and the restart finishes the same run."""
+@pytest.mark.parametrize(
+    ("sig", "via_dbos"), [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)], ids=["SIGINT", "SIGTERM", "SIGINT-dbos-start"]
+)
+def test_signal_to_the_service_mid_body_then_restart_finishes_the_run(
+    db_url: str, tmp_path: Path, services: Callable[..., Service], sig: int, via_dbos: bool
+) -> None:
+    """SIGINT / SIGTERM to the uvicorn process (or to ``dbos start``, which forwards it) while an
+    unsafe and a safe body run: the live SSE stream ends (cut, resumable) instead of hanging, and
+    the restart with the same executor id finishes the same run."""
     executor = f"svc-sig-{uuid.uuid4().hex[:6]}"
     effects = tmp_path / "effects.jsonl"
     slow = {"HELIX_DBOS_DEMO_EFFECTS": str(effects), "HELIX_DBOS_DEMO_SLOW": "30", "HELIX_DBOS_DEMO_EMAIL_SEC": "30"}
-    service = services(executor, extra_env=slow)
+    service = services(executor, extra_env=slow, via_dbos=via_dbos)
     with service.client() as http:
         run = http.post("/sessions", json={"agent": "errands", "message": "the usual"}).json()
     sid, run_id = run["session_id"], run["run_id"]
@@ -127,6 +132,7 @@ def test_signal_to_the_service_mid_body_then_restart_finishes_the_run(db_url: st
     signalled = time.monotonic()
     service.proc.send_signal(sig)
     service.proc.wait(30)
+    wait_for(lambda: not any(alive(pid) for pid in service.tree), "the service's processes to exit")  # dbos start exits first
     reader.join(30)
     assert not reader.is_alive(), "the SSE stream hung after the service stopped"
     assert time.monotonic() - signalled < 20
