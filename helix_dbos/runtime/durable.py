@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
@@ -22,6 +23,7 @@ from .state import env
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 _run_workflow: Callable[..., Any] | None = None
+log = logging.getLogger("helix_dbos")
 
 
 class ProcessStopping(BaseException):
@@ -44,7 +46,13 @@ def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Cal
         try:
             return await fn(*args, **kwargs)
         except asyncio.CancelledError as exc:  # only a stopping event loop cancels a workflow's task
-            raise ProcessStopping(f"workflow {DBOS.workflow_id} was interrupted by the process stopping") from exc
+            # Nothing here may raise an Exception: DBOS would record it as the workflow's ERROR.
+            try:
+                what = f"workflow {DBOS.workflow_id} (executor {env().settings.executor_id})"
+            except Exception:
+                what = "a workflow"
+            log.warning("%s interrupted by the process stopping; the next launch with that executor id recovers it", what)
+            raise ProcessStopping(f"{what} was interrupted by the process stopping") from exc
 
     return workflow
 
