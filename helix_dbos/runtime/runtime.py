@@ -88,7 +88,8 @@ class RunHandle:
         if self._workflow_handle is not None and timeout is None:
             try:
                 self._workflow_handle.get_result()
-            except (Exception, durable.ProcessStopping):  # the ledger has the run's real outcome; read it below
+            except Exception:  # the ledger has the run's real outcome; read it below (a ProcessStopping passes:
+                # the runtime shut down under this wait, and the run is the next launch's to finish)
                 log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
         return self.runtime.wait_run(self.run_id, timeout)
 

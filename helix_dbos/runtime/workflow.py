@@ -41,7 +41,6 @@ class MaxStepsReached(Exception):
     """The run used its ``max_steps`` model requests; it fails typed and ``retry()`` gets a fresh budget."""
 
 
-
 def register() -> None:
     """Register the run workflow with the DBOS instance about to launch (once per DBOS instance)."""
     from dbos._dbos import _get_or_create_dbos_registry
