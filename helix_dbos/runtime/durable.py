@@ -8,7 +8,9 @@ without importing ``workflow.py`` (which imports the child phase): ``workflow.re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -22,6 +24,38 @@ from .state import env
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 _run_workflow: Callable[..., Any] | None = None
+log = logging.getLogger("helix_dbos")
+
+
+class ProcessStopping(BaseException):
+    """The process stopped executing this workflow mid-way (Ctrl-C, SIGTERM, ``runtime.shutdown()``).
+
+    ``DBOS.destroy`` cancels every task on its event loop; a cancelled workflow task surfaces in
+    DBOS's workflow thread as ``concurrent.futures.CancelledError``, an ``Exception``, which DBOS
+    records as the workflow's ``ERROR`` outcome, and DBOS never recovers an ``ERROR`` workflow: the
+    ledger run would stay ``running`` for ever. Raised instead, this ``BaseException`` gets past
+    DBOS's ``except Exception``, so no outcome is recorded, the workflow stays ``PENDING`` and this
+    executor id's next launch recovers it by the recovery rules, like after a crash.
+    """
+
+
+def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """Wrap a workflow function so a stopping event loop leaves it ``PENDING`` (see ``ProcessStopping``)."""
+
+    @functools.wraps(fn)
+    async def workflow(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except asyncio.CancelledError as exc:  # only a stopping event loop cancels a workflow's task
+            # Nothing here may raise an Exception: DBOS would record it as the workflow's ERROR.
+            try:
+                what = f"workflow {DBOS.workflow_id} (executor {env().settings.executor_id})"
+            except Exception:
+                what = "a workflow"
+            log.warning("%s interrupted by the process stopping; the next launch with that executor id recovers it", what)
+            raise ProcessStopping(f"{what} was interrupted by the process stopping") from exc
+
+    return workflow
 
 
 def bind_run_workflow(fn: Callable[..., Any]) -> None:

@@ -96,7 +96,8 @@ class RunHandle:
         if self._workflow_handle is not None and timeout is None:
             try:
                 self._workflow_handle.get_result()
-            except Exception:  # the ledger has the run's real outcome; read it below
+            except Exception:  # the ledger has the run's real outcome; read it below (a ProcessStopping passes:
+                # the runtime shut down under this wait, and the run is the next launch's to finish)
                 log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
         return self.runtime.wait_run(self.run_id, timeout)
 
@@ -231,7 +232,9 @@ class Runtime:
 
         A run whose ledger is at rest finishes its workflow a moment later; waiting briefly keeps a
         short-lived process (a script, a CLI command) from leaving it pending for the next launch.
-        Anything still running is recovered by this executor id's next launch.
+        Anything still running is recovered by this executor id's next launch: DBOS cancels it, and
+        the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
+        rather than ``ERROR`` (see ``durable.ProcessStopping``).
         """
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)

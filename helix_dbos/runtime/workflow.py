@@ -30,7 +30,7 @@ from . import commits, durable, fence
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
-from .durable import plain_tx, recorded, step, tx
+from .durable import keep_pending_on_shutdown, plain_tx, recorded, step, tx
 from .faults import InjectedFault, crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
@@ -50,7 +50,7 @@ def register() -> None:
     if RUN_WORKFLOW in _get_or_create_dbos_registry().workflow_info_map:
         return
     # binds it for children and companions, and registers the companion workflow
-    register_children(DBOS.workflow(name=RUN_WORKFLOW)(_run))
+    register_children(DBOS.workflow(name=RUN_WORKFLOW)(keep_pending_on_shutdown(_run)))
 
 
 async def _run(run_id: str) -> dict[str, Any]:

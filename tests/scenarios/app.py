@@ -61,6 +61,7 @@ SCENARIOS: dict[str, list[str]] = {
     "slow": ["slow_safe"],
     "cancel": ["slow_seq", "seq_b"],
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
+    "slow_pair": ["slow_safe", "slow_unsafe"],
 }
 
 #: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
@@ -80,6 +81,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(sequential=True, name="seq_unsafe")(_body("seq_unsafe")),
         hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
         hx.tool(replay="safe", sequential=True, name="slow_seq")(_body("slow_seq", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
         tools = [t for t in tools if t.name != "safe_set"]
