@@ -16,6 +16,7 @@ from dbos import DBOS
 
 from ..ledger.engine import is_sqlite
 from .state import env
+from .store_retry import retrying
 
 #: DBOS statuses after which a workflow will never write again: its ledger outcome is final or lost.
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
@@ -56,8 +57,14 @@ def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
 
 async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
     """A short ledger transaction in a worker thread, outside the datasource's once-only bookkeeping
-    (inside a step it belongs to the step: the attempt gate, a result write, a read)."""
-    return await asyncio.to_thread(_short_tx, fn, *args)
+    (inside a step it belongs to the step: the attempt gate, a result write, a read).
+
+    Transient store errors re-run the whole transaction for up to ``store_retry_window`` seconds,
+    then raise ``StoreUnavailableError``. A commit whose acknowledgement was lost may have committed,
+    so ``fn`` must be idempotent across such a retry: the writers passed here are (the attempt gate
+    by its token in ``bodies.py``, the result write by its attempt fence).
+    """
+    return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: asyncio.to_thread(_short_tx, fn, *args))
 
 
 async def step(name: str, fn: Callable[..., Any], *args: Any, **options: Any) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 from dbos import DBOS
 
 from ..definitions import Agent
+from ..errors import HelixError, helix_code
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
 from . import commits
@@ -55,10 +56,26 @@ async def _run(run_id: str) -> dict[str, Any]:
     try:
         return await _drive(run_id)
     except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
-        code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
-        message = str(exc) or type(exc).__name__
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
+        code, error = failure(exc)
+        # DBOS retries this transaction until the store answers: after an outage past the window the
+        # failure is written once the database is back, pairing every call the run left unanswered.
+        return dict(await tx("helix.fail", commits.fail_run, run_id, code, error))
+
+
+def failure(exc: BaseException) -> tuple[str, str]:
+    """The run's ``error_code`` and ``error`` for an exception that ended it.
+
+    Only helix_dbos's own codes are codes (also a HelixError DBOS replayed from a recorded step
+    error); anything else is ``run_error`` with the exception's text. A driver's ``code`` attribute
+    (SQLAlchemy's ``e3q8``) is a documentation key, not an answer.
+    """
+    if isinstance(exc, MaxStepsReached):
+        return "max_steps", str(exc)
+    code = helix_code(exc)
+    if code is not None:
+        detail = exc.detail if isinstance(exc, HelixError) else None
+        return code, str(exc) + (f" (last error: {detail})" if isinstance(detail, str) and detail else "")
+    return "run_error", "".join(traceback.format_exception_only(type(exc), exc)).strip() or type(exc).__name__
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
