@@ -15,6 +15,7 @@ the same outcome as a short outage inside the window. This module bounds the wai
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ import sqlalchemy as sa
 from ..errors import StoreUnavailableError
 
 T = TypeVar("T")
+log = logging.getLogger("helix_dbos")
 
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 2.0
@@ -89,7 +91,9 @@ class Backoff:
         now = time.monotonic()
         if self.deadline is None:
             self.deadline = now + self.window
+            log.warning("database unavailable while %s (%s); retrying for up to %gs", self.what, first_line(exc), self.window)
         if now >= self.deadline:
+            log.error("database still unavailable after %gs while %s: giving up (store_unavailable)", self.window, self.what)
             raise unavailable(self.what, self.window, exc) from exc
         delay = min(self.delay, self.deadline - now)
         self.delay = min(self.delay * 2, _MAX_DELAY)
@@ -101,12 +105,16 @@ async def retrying(what: str, attempt: Callable[[], Awaitable[T]]) -> T:
     backoff: Backoff | None = None
     while True:
         try:
-            return await attempt()
+            value = await attempt()
         except Exception as exc:
             if not is_transient(exc):
                 raise
             backoff = backoff or Backoff(what)
             await asyncio.sleep(backoff.next_delay(exc))
+            continue
+        if backoff is not None:
+            log.warning("database reachable again while %s", what)
+        return value
 
 
 def retrying_sync(what: str, attempt: Callable[[], T], window: float) -> T:

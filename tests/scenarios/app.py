@@ -58,6 +58,7 @@ SCENARIOS: dict[str, list[str]] = {
     "group": ["group_unsafe", "group_b"],
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
+    "outage": ["slow_safe", "slow_unsafe"],  # two bodies in flight while a test cuts the database
 }
 
 
@@ -73,6 +74,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(replay="safe", sequential=True, name="seq_b")(_body("seq_b")),
         hx.tool(sequential=True, name="seq_unsafe")(_body("seq_unsafe")),
         hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
         tools = [t for t in tools if t.name != "safe_set"]
