@@ -239,3 +239,19 @@ def test_sqlite_busy_past_the_window_fails_store_unavailable(tmp_path: Path) -> 
         assert all(a["ended_at"] is not None and a["outcome"] == "lost" for a in call.attempts)
     finally:
         rt.shutdown()
+
+
+def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from helix_dbos.errors import ConfigurationError
+    from helix_dbos.runtime.config import resolve_store_retry_window
+
+    monkeypatch.delenv("HELIX_DBOS_STORE_RETRY_WINDOW", raising=False)
+    assert resolve_store_retry_window() == 60.0
+    monkeypatch.setenv("HELIX_DBOS_STORE_RETRY_WINDOW", "7.5")
+    assert resolve_store_retry_window() == 7.5 and resolve_store_retry_window(2) == 2.0  # the argument wins
+    for bad in ("soon", "-1", "inf", "nan"):
+        monkeypatch.setenv("HELIX_DBOS_STORE_RETRY_WINDOW", bad)
+        with pytest.raises(ConfigurationError):
+            resolve_store_retry_window()
+    with pytest.raises(ConfigurationError):
+        hx.Runtime([], store_retry_window=-3)

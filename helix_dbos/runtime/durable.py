@@ -41,6 +41,10 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     It runs the blocking datasource in a worker thread (the DBOS context travels with it), so a
     transaction is one tight, blocking unit of work: on SQLite the write lock is never held across
     event-loop turns, where anything else blocking the loop would wait on that lock until it timed out.
+
+    In an outage DBOS re-runs it (connection and serialization errors, SQLite busy) until the store
+    answers, with no deadline; its commit carries DBOS's record, so a retry after a lost
+    acknowledgement returns the recorded output instead of writing twice.
     """
     ds = env().datasource
 
