@@ -255,3 +255,27 @@ def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: 
             resolve_store_retry_window()
     with pytest.raises(ConfigurationError):
         hx.Runtime([], store_retry_window=-3)
+
+
+def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
+    """The outage ended the session holding the executor id's advisory lock, and the server dropped
+    the lock with it; the live process takes it again, so a second process on its id is still refused."""
+    from helix_dbos.runtime.executor_lock import KEEP_INTERVAL
+
+    k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "12", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
+    deadline = time.monotonic() + 40
+    while not k.lines("bodies") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, _stderr(k)
+    with proxy.outage(2):
+        pass
+    assert proxy.dropped > 0
+    time.sleep(2 * KEEP_INTERVAL + 1)  # the keeper notices, then re-takes the lock on its next tick
+    twin = Kit(pg_url, tmp_path / "twin", scenario="slow", executor=k.executor)
+    out = twin.run("start", timeout=60)
+    assert out.code != 0 and "ExecutorIdInUseError" in out.stderr, (out.code, out.stderr[-2000:])
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, _stderr(k)
+    result = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")][-1]
+    assert result["status"] == "completed" and k.bodies() == {"slow_safe": 1}, result

@@ -182,6 +182,7 @@ class Runtime:
         if existing is not None:
             wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
         executor_id = self._lock.acquire(wanted)
+        self._lock.keep()
         self.settings = Settings(
             url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
         )
