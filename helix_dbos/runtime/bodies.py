@@ -7,18 +7,26 @@ if recovery says so (safe on both sides, under 3 bodies); otherwise it answers t
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..definitions import Agent, ToolContext
-from . import commits, transcript
+from . import commits, executor_lock, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
 from .state import env
 
 
+async def _hold_executor_lock() -> None:
+    """Wait while the watchdog re-acquires a lost executor lock (it exits the process if it cannot)."""
+    if not executor_lock.held():
+        await asyncio.to_thread(executor_lock.wait_held)
+
+
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     e = env()
+    await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
     gate = await plain_tx(commits.gate, run_id, dispatch_id)
     if gate["action"] == "done":
         return {"status": gate["status"]}
@@ -35,6 +43,7 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     )
     crash_point("before_body", name)
     fail_point("before_body", name)
+    await _hold_executor_lock()  # nor does it start the body
     try:
         sub = agent.sub_agent(name)
         if sub is not None:

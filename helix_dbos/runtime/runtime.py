@@ -24,6 +24,7 @@ from ..ledger.migrate import upgrade
 from ..recovery import Profile
 from . import durable, entries, results, state, workflow
 from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url
+from . import executor_lock
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
 
@@ -171,6 +172,8 @@ class Runtime:
         if existing is not None:
             wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
         executor_id = self._lock.acquire(wanted)
+        self._lock.watch()  # a lost lock is re-acquired before any more bodies run, or the process exits
+        executor_lock.install(self._lock)
         self.settings = Settings(url, executor_id, resolve_app_version(self._app_version), self._app_name)
         if existing is None:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
@@ -220,6 +223,7 @@ class Runtime:
             self._engine.dispose()
             self._engine = None
         if self._lock is not None:
+            executor_lock.install(None)
             self._lock.release()
             self._lock = None
 
@@ -366,10 +370,11 @@ class Runtime:
         """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
         probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self.database_url))
         try:
-            probe.acquire(executor_id)
+            probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
+            # Held while the runs are handed over, so that executor cannot relaunch and recover them too.
+            handles = DBOS._recover_pending_workflows([executor_id])
         finally:
             probe.release()
-        handles = DBOS._recover_pending_workflows([executor_id])
         return [h.get_workflow_id() for h in handles]
 
     start_async = _async_twin(start)
