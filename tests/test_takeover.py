@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
+from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime.executor_lock import LOCK_LOST_EXIT_CODE
-from tests.crashkit import Kit, transcript_problems
+from tests.crashkit import Kit, helix_table, query, transcript_problems
 
 LEASE = 3.0
 ENV = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), "SCENARIO_DELAY": "3"}
@@ -28,17 +27,7 @@ ENV = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), "SCENARIO_DELAY": "3"}
 BOUND = 20.0
 
 
-def q(db_url: str, sql: str, **params: Any) -> list[dict[str, Any]]:
-    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
-    finally:
-        engine.dispose()
-
-
-def tbl(db_url: str, name: str) -> str:
-    return name if is_sqlite(db_url) else f"helix.{name}"
+q, tbl = query, helix_table
 
 
 def serve(kit: Kit, executor: str) -> subprocess.Popen[str]:
