@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..definitions import Agent, ToolContext
-from . import commits, fence, transcript
+from . import commits, fence, scopes, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
@@ -33,6 +33,8 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
         agent_name=agent.name,
         tool_name=name,
     )
+    if agent.uses_scope():  # a fresh process lists the pydantic-ai agent's toolsets before its body
+        await agent.refresh(await scopes.scope_of(agent, run_id, gate["session_id"]))
     crash_point("before_body", name)
     fail_point("before_body", name)
     try:

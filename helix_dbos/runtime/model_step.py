@@ -26,7 +26,7 @@ from pydantic_ai.models import ModelRequestParameters
 
 from ..definitions import Agent
 from ..ledger import store
-from . import fence, transcript
+from . import fence, scopes, transcript
 from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
@@ -87,7 +87,9 @@ async def model_request_step(run_id: str, session_id: str, agent_name: str, step
     stop, bodies = await plain_tx(_read, run_id, session_id)
     if stop is not None:
         return {"stopped": stop}
-    messages = _with_instructions(transcript.load(bodies), agent.instructions)
+    scope = await scopes.scope_of(agent, run_id, session_id, step)
+    await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
+    messages = _with_instructions(transcript.load(bodies), await agent.instructions_for(scope))
     response = await model_request(
         agent.resolved_model(),
         messages,
@@ -101,5 +103,5 @@ async def model_request_step(run_id: str, session_id: str, agent_name: str, step
         "usage": _usage(response),
         "model_name": response.model_name,
         "step": step,
-        "planned": plan_calls(agent, response),
+        "planned": await agent.review_plan(plan_calls(agent, response), scope),
     }

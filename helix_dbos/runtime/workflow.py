@@ -26,7 +26,7 @@ from ..definitions import Agent
 from ..errors import HelixError, RunFencedError
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import commits, durable, fence
+from . import commits, durable, fence, scopes
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
@@ -97,6 +97,7 @@ async def _settle_cancel(run_id: str) -> None:
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
+    await _refresh(run_id)
     plan = await tx("helix.prepare", commits.prepare_entry, run_id)
     sid: str = plan["session_id"]
     agent = env().agent(plan["agent_name"])
@@ -142,6 +143,30 @@ async def _drive(run_id: str) -> dict[str, Any]:
         if outcome["status"] != "committed":
             return dict(outcome)
         step_no += 1
+
+
+async def _refresh(run_id: str) -> None:
+    """A pydantic-ai agent's tools are listed before the entry's recovery judges saved calls by them.
+
+    Not a step: the listing decides nothing by itself; the recorded transactions that read it do."""
+    if not any(a.uses_scope() for a in env().agents.values()):
+        return
+    run = await asyncio.to_thread(_run_row, run_id)
+    if run is None:
+        return
+    agent = env().agent(run["agent_name"])
+    if agent.uses_scope():
+        await agent.refresh(await scopes.scope_of(agent, run_id, run["session_id"]))
+
+
+def _run_row(run_id: str) -> dict[str, Any] | None:
+    import sqlalchemy as sa
+
+    from ..ledger import tables as t
+
+    with env().engine.connect() as conn:
+        row = conn.execute(sa.select(t.runs.c.agent_name, t.runs.c.session_id).where(t.runs.c.run_id == run_id)).mappings().first()
+    return dict(row) if row else None
 
 
 async def _saved_step(
