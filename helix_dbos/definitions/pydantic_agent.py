@@ -317,7 +317,12 @@ class PydanticAgent(Agent):
             return await asyncio.wait_for(tool.toolset.call_tool(tool.name, args, ctx, tool.listed), self.tool_timeout)
         except (TimeoutError, asyncio.TimeoutError):
             raise ToolTimeoutError(f"tool {tool.name!r} gave no answer within {self.tool_timeout:g} s") from None
-        except (ModelRetry, ToolTimeoutError):
+        except ModelRetry as exc:
+            # pydantic-ai's MCP client reports a dropped connection as a retry; it is the server, not the call
+            if tool.origin == "mcp" and "connection closed" in str(exc.message).lower():
+                raise ToolServerError(f"tool {tool.name!r}: its MCP server is unavailable (connection closed mid-call)") from exc
+            raise
+        except ToolTimeoutError:
             raise
         except Exception as exc:
             if tool.origin == "mcp" and _looks_like_transport(exc):
