@@ -64,27 +64,22 @@ def _http_server(effects: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise AssertionError("the MCP HTTP server did not come up")
 
 
-def _app(db_url: str, effects: Path, executor: str, where: str, cmd: str, session: str) -> list[str]:
-    return [sys.executable, "-m", "tests.scenarios.mcp_app", "--db", db_url, "--effects", str(effects),
-            "--executor", executor, "--mcp", where, cmd, "--session", session]
+def _app(db_url: str, effects: Path, executor: str | None, where: str, cmd: str, session: str, module: str = "mcp_app") -> list[str]:
+    return [sys.executable, "-m", f"tests.scenarios.{module}", "--db", db_url, "--effects", str(effects),
+            *(["--executor", executor] if executor else []), "--mcp", where, cmd, "--session", session]
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
-
-
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_sigkill_mid_mcp_calls(db_url: str, tmp_path: Path, transport: str) -> None:
-    """Both MCP calls in flight when the app dies: the read-only one re-runs, the destructive one is
-    answered outcome_unknown, counted by the server's own side-effect file; the model is not asked again."""
+def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> dict[str, Any]:
+    """Start the app, SIGKILL it while both MCP calls are in flight, relaunch it; its final JSON line."""
     effects = tmp_path / "effects"
     effects.mkdir()
     (effects / "hold").touch()  # the server holds every call in flight while this file exists
     server, where = _http_server(effects) if transport == "http" else (None, "stdio")
-    executor, session = f"mcp-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    executor = f"mcp-{uuid.uuid4().hex[:8]}" if module == "mcp_app" else None
+    session = uuid.uuid4().hex
     try:
         log = open(effects / "app.stderr", "w")
-        app = subprocess.Popen(_app(db_url, effects, executor, where, "start", session), cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=log)
+        app = subprocess.Popen(_app(db_url, effects, executor, where, "start", session, module), cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=log)
         deadline = time.monotonic() + 45
         while not (_bodies(effects)["read_stock"] and _bodies(effects)["delete_item"]):
             assert time.monotonic() < deadline and app.poll() is None, (effects / "app.stderr").read_text()[-3000:]
@@ -98,13 +93,26 @@ def test_sigkill_mid_mcp_calls(db_url: str, tmp_path: Path, transport: str) -> N
                 except ProcessLookupError:
                     pass
         (effects / "hold").unlink()
-        woke = subprocess.run(_app(db_url, effects, executor, where, "wake", session), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=90)
+        woke = subprocess.run(_app(db_url, effects, executor, where, "wake", session, module), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=90)
         assert woke.returncode == 0, woke.stderr[-3000:]
         out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
     finally:
         if server is not None:
             server.kill()
             server.wait(10)
+    return {**out, "session": session, "effects": effects}
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sigkill_mid_mcp_calls(db_url: str, tmp_path: Path, transport: str) -> None:
+    """Both MCP calls in flight when the app dies: the read-only one re-runs, the destructive one is
+    answered outcome_unknown, counted by the server's own side-effect file; the model is not asked again."""
+    out = kill_mid_calls(db_url, tmp_path, transport, "mcp_app")
+    effects, session = out["effects"], out["session"]
 
     assert out["status"] == "completed" and out["output"] == "done"
     assert _bodies(effects) == Counter({"read_stock": 2, "delete_item": 1})  # the server's own count
@@ -117,6 +125,20 @@ def test_sigkill_mid_mcp_calls(db_url: str, tmp_path: Path, transport: str) -> N
     told = model[1]["seen"]
     assert told["read_stock"] == "k0: 7 in stock" and "outcome_unknown" in told["delete_item"]
     assert transcript_problems(db_url, session) == []
+
+
+def test_same_agent_under_dbos_durability_runs_both_again(db_url: str, tmp_path: Path) -> None:
+    """The contrast in docs/pydantic-ai.md: the same agent and server under Pydantic AI's own
+    DBOSDurability, killed the same way, runs the destructive tool twice and tells the model it
+    succeeded once (DBOS steps are at-least-once; nothing records that a body started)."""
+    pytest.importorskip("pydantic_ai.durable_exec.dbos")
+    out = kill_mid_calls(db_url, tmp_path, "stdio", "dbos_durability_app")
+    effects = out["effects"]
+    assert out["output"] == "done"
+    assert _bodies(effects) == Counter({"read_stock": 2, "delete_item": 2})
+    model = _lines(effects, "model")
+    assert [m["step"] for m in model] == [0, 1]  # its model requests are DBOS steps too
+    assert model[-1]["seen"] == {"read_stock": "k0: 7 in stock", "delete_item": "k1 deleted"}
 
 
 def test_mcp_server_that_hangs_or_dies_gives_typed_errors(make_runtime: Any, tmp_path: Path) -> None:
