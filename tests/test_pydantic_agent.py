@@ -9,6 +9,8 @@ from typing import Any
 import pydantic
 import pytest
 from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.exceptions import CallDeferred
+from pydantic_ai.messages import ToolReturn
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
@@ -225,3 +227,76 @@ def test_deps_must_be_json(make_runtime: Any) -> None:
         from helix_dbos.ledger import tables as t
 
         assert conn.execute(sa.select(sa.func.count()).select_from(t.runs)).scalar() == 0
+
+
+def test_tool_extras_args_validator_tool_return_and_deferral(make_runtime: Any) -> None:
+    """A tool's ``args_validator=`` retries like pydantic-ai's; a ``ToolReturn`` answers with its value;
+    raising ``CallDeferred`` in a body is refused with a typed error the model reads."""
+    effects: list[str] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = _calls(messages)
+        if n == 0:
+            return ModelResponse(parts=[ToolCallPart("pick", {"n": -1}, "p1"), ToolCallPart("rich", {}, "r1"), ToolCallPart("later", {}, "l1")])
+        if n == 1:
+            return ModelResponse(parts=[ToolCallPart("pick", {"n": 3}, "p2")])
+        return ModelResponse(parts=[TextPart("ok")])
+
+    def positive(ctx: RunContext[None], n: int) -> None:
+        if n < 0:
+            raise ModelRetry("n must be positive")
+
+    agent = Agent(FunctionModel(reply), name="extras")
+
+    @agent.tool_plain(args_validator=positive)
+    def pick(n: int) -> int:
+        effects.append(f"pick:{n}")
+        return n * 2
+
+    @agent.tool_plain
+    def rich() -> ToolReturn:
+        return ToolReturn(return_value={"v": 1}, content="for the model's eyes")
+
+    @agent.tool_plain
+    def later() -> str:
+        raise CallDeferred()
+
+    rt = make_runtime([agent])
+    result = rt.start("extras", "go").result(timeout=60)
+    assert result.status == "completed"
+    calls = [(c.tool_name, c.status, c.result, (c.error or {}).get("type")) for c in rt.session(result.session_id).calls]
+    assert calls[0] == ("pick", "error", None, "ModelRetry")
+    assert calls[1] == ("rich", "ok", {"v": 1}, None)
+    assert calls[2][:2] == ("later", "error") and calls[2][3] == "UnsupportedFeatureError"
+    assert calls[3] == ("pick", "ok", 6, None)
+    assert effects == ["pick:3"]  # the rejected arguments never reached the body
+
+
+def test_pydantic_agent_as_remote_sub_agent(make_runtime: Any) -> None:
+    def child_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _calls(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("shout", {"text": "hi"}, "s1")])
+        return ModelResponse(parts=[TextPart("child says HI")])
+
+    child = Agent(FunctionModel(child_reply), name="child")
+
+    @child.tool_plain(metadata={"replay": "safe"})
+    def shout(text: str) -> str:
+        return text.upper()
+
+    def parent_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _calls(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("subagent__child", {"message": "greet"}, "k1")])
+        return ModelResponse(parts=[TextPart("parent done")])
+
+    adapted_child = hx.from_pydantic_ai(child)
+    with pytest.raises(UnsupportedFeatureError):
+        hx.local_agent(adapted_child)
+    parent = hx.from_pydantic_ai(Agent(FunctionModel(parent_reply), name="parent"), sub_agents=[hx.remote_agent(adapted_child)])
+    rt = make_runtime([parent])
+    result = rt.start("parent", "go").result(timeout=60)
+    assert result.status == "completed" and result.output == "parent done"
+    call = rt.session(result.session_id).calls[0]
+    assert call.status == "ok" and call.result == "child says HI"
+    child_calls = rt.session(call.child_session_id).calls
+    assert [(c.tool_name, c.replay, c.result) for c in child_calls] == [("shout", "safe", "HI")]

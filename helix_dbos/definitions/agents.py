@@ -42,6 +42,14 @@ class SubAgent:
     mode: SubAgentMode
     description: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.mode == "local" and self.agent.uses_scope():
+            from ..errors import UnsupportedFeatureError
+
+            raise UnsupportedFeatureError(
+                f"sub-agent {self.agent.name!r}: a pydantic-ai agent runs as a remote or companion sub-agent, not local"
+            )
+
     @property
     def tool_name(self) -> str:
         return f"{SUBAGENT_PREFIX}{self.agent.name}"

@@ -22,7 +22,8 @@ from typing import Any
 import pydantic
 from pydantic_ai import Agent as PydanticAIAgent
 from pydantic_ai import RunContext
-from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
+from pydantic_ai.messages import ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -34,7 +35,7 @@ from ..errors import (
     ToolTimeoutError,
     UnsupportedFeatureError,
 )
-from .agents import Agent
+from .agents import Agent, SubAgent
 from .context import RunScope, ToolContext
 from .tools import Tool
 
@@ -314,7 +315,18 @@ class PydanticAgent(Agent):
         ctx = await self.run_context(scope, call)
         args = tool.listed.args_validator.validate_python(raw)
         try:
-            return await asyncio.wait_for(tool.toolset.call_tool(tool.name, args, ctx, tool.listed), self.tool_timeout)
+            if tool.listed.args_validator_func is not None:  # a tool's args_validator=: ModelRetry goes to the model
+                checked = tool.listed.args_validator_func(ctx, **args)
+                if inspect.isawaitable(checked):
+                    await checked
+            value = await asyncio.wait_for(tool.toolset.call_tool(tool.name, args, ctx, tool.listed), self.tool_timeout)
+            # a ToolReturn's extra content for the model has no place in a call's answer: its value does
+            return value.return_value if isinstance(value, ToolReturn) else value
+        except (CallDeferred, ApprovalRequired) as exc:
+            raise UnsupportedFeatureError(
+                f"tool {tool.name!r} raised {type(exc).__name__} inside its body; declare the policy instead "
+                "(requires_approval=True, or an external toolset for a client tool)"
+            ) from exc
         except (TimeoutError, asyncio.TimeoutError):
             raise ToolTimeoutError(f"tool {tool.name!r} gave no answer within {self.tool_timeout:g} s") from None
         except ModelRetry as exc:
@@ -388,6 +400,7 @@ def from_pydantic_ai(
     usage_limits: UsageLimits | None = None,
     max_steps: int | None = None,
     tool_timeout: float | None = None,
+    sub_agents: list[SubAgent] | None = None,
 ) -> PydanticAgent:
     """Read a pydantic-ai agent into an ``hx.Agent``; refuses what the runtime cannot honour.
 
@@ -395,7 +408,8 @@ def from_pydantic_ai(
     ``sequential``, ``requires_approval``) and wins over everything the tool says itself.
     ``deps_factory(deps_input)`` rebuilds ``RunContext.deps`` from the JSON a run was started with
     (``runtime.start(..., deps=...)``), in whichever process runs the step; without one, ``deps``
-    is that JSON as stored.
+    is that JSON as stored. ``sub_agents``: ``hx.remote_agent``/``hx.companion_agent`` children,
+    offered beside the agent's own tools.
     """
     if not isinstance(agent, PydanticAIAgent):
         raise ConfigurationError(f"from_pydantic_ai needs a pydantic_ai.Agent, not {type(agent).__name__}")
@@ -430,4 +444,5 @@ def from_pydantic_ai(
         deps_factory=deps_factory,
         tool_timeout=float(timeout),
         system_prompts=tuple(getattr(agent, "_system_prompts", ()) or ()),
+        sub_agents=list(sub_agents or []),
     )
