@@ -214,6 +214,15 @@ def test_refused_features_are_typed() -> None:
         hx.from_pydantic_ai(texty)
     with pytest.raises(ConfigurationError):
         hx.Runtime([object()])  # type: ignore[list-item]
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+    with pytest.raises(UnsupportedFeatureError, match="the runtime is the durability"):
+        hx.from_pydantic_ai(Agent(model, name="durable", capabilities=[DBOSDurability()]))
+    from pydantic_ai.capabilities import NativeTool
+    from pydantic_ai.native_tools import WebSearchTool
+
+    with pytest.raises(UnsupportedFeatureError, match="NativeTool"):  # provider-executed tools
+        hx.from_pydantic_ai(Agent(model, name="web", capabilities=[NativeTool(WebSearchTool())]))
 
 
 def test_deps_must_be_json(make_runtime: Any) -> None:

@@ -391,6 +391,24 @@ def _max_steps(usage_limits: UsageLimits | None, max_steps: int | None, name: st
     return usage_limits.request_limit or max_steps or 50
 
 
+#: Capabilities every pydantic-ai agent carries by default; they add nothing the runtime must honour.
+DEFAULT_CAPABILITIES = frozenset({"ToolSearch", "PendingMessageDrainCapability"})
+
+
+def _refuse_capabilities(agent: PydanticAIAgent[Any, Any], name: str) -> None:
+    """Capabilities hook into pydantic-ai's own run loop, which does not run here: refuse, never drop silently."""
+    root = getattr(agent, "_root_capability", None)
+    extra = sorted({type(c).__name__ for c in getattr(root, "capabilities", []) or []} - DEFAULT_CAPABILITIES)
+    if extra:
+        hint = " (the runtime is the durability: hand the agent over without it)" if "DBOSDurability" in extra else ""
+        raise UnsupportedFeatureError(f"agent {name!r}: capabilities {extra} are not supported{hint}")
+    native = [t for t in getattr(agent, "_cap_native_tools", []) or [] if not getattr(t, "optional", False)]
+    if native:
+        raise UnsupportedFeatureError(
+            f"agent {name!r}: native (provider-executed) tools {[type(t).__name__ for t in native]} are not supported"
+        )
+
+
 def from_pydantic_ai(
     agent: PydanticAIAgent[Any, Any],
     *,
@@ -423,6 +441,7 @@ def from_pydantic_ai(
             f"agent {agent_name!r}: @agent.system_prompt functions are not supported; use @agent.instructions "
             "(rendered for every model request)"
         )
+    _refuse_capabilities(agent, agent_name)
     settings = agent.model_settings
     if settings is not None and not isinstance(settings, dict):
         raise UnsupportedFeatureError(f"agent {agent_name!r}: model_settings must be a dict, not a {type(settings).__name__}")
