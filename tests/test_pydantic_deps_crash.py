@@ -15,8 +15,9 @@ from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 from tests.crashkit import ROOT, transcript_problems
 
 
-def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+    env["DEPS_APP_TOOL"] = tool
     if crash_at:
         env["HELIX_DBOS_CRASH_AT"] = crash_at
     args = [sys.executable, "-m", "tests.scenarios.deps_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
@@ -49,4 +50,25 @@ def test_recovered_run_rebuilds_its_deps_in_a_fresh_process(db_url: str, tmp_pat
     model = _lines(effects, "model")
     assert [m["step"] for m in model] == [0, 1]  # the saved reply was not asked again
     assert {m["instructions"] for m in model} == {"ann has 3 notes left."}  # dynamic instructions, from deps
+    assert transcript_problems(db_url, session) == []
+
+
+def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url: str, tmp_path: Path) -> None:
+    """A plain ``@agent.tool`` (no policy anywhere: unsafe) killed after its body ran: never run
+    again, the model is told outcome_unknown, and the recovered process still has its deps."""
+    effects = tmp_path / "effects"
+    executor, session = f"deps-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    crashed = _run(db_url, effects, executor, "start", session, crash_at="after_body:charge", tool="charge")
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
+    woke = _run(db_url, effects, executor, "wake", session, tool="charge")
+    assert woke.returncode == 0, woke.stderr[-3000:]
+    out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
+    assert out["status"] == "completed"
+    assert [b["tool"] for b in _lines(effects, "bodies")] == ["charge"]  # one body, ever
+    call = out["calls"][0]
+    assert (call["tool"], call["status"], call["attempts"]) == ("charge", "outcome_unknown", 1)
+    model = _lines(effects, "model")
+    assert [m["step"] for m in model] == [0, 1]
+    assert "outcome_unknown" in str(model[1]["seen"]["charge"])
+    assert model[1]["instructions"] == "ann has 3 notes left."  # deps rebuilt in the new process
     assert transcript_problems(db_url, session) == []

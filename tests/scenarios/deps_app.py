@@ -48,7 +48,8 @@ def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     seen = {p.tool_name: p.content for p in getattr(messages[-1], "parts", []) if isinstance(p, ToolReturnPart)}
     effect("model", step=n, seen=seen, instructions=info.instructions)
     if n == 0:
-        return ModelResponse(parts=[ToolCallPart("remember", {"note": "x"}, "c0")])
+        tool = os.environ.get("DEPS_APP_TOOL", "remember")
+        return ModelResponse(parts=[ToolCallPart(tool, {"note": "x"}, "c0")])
     return ModelResponse(parts=[TextPart("done")])
 
 
@@ -64,6 +65,12 @@ def build_agent() -> Agent[Deps, str]:
         """Keep a note, keyed on the dispatch id (so a re-run is the same note)."""
         effect("bodies", tool="remember", user=ctx.deps.user, dispatch_id=hx.dispatch_id(ctx), pid=os.getpid())
         return {"user": ctx.deps.user, "dispatch_id": hx.dispatch_id(ctx)}
+
+    @agent.tool
+    def charge(ctx: RunContext[Deps], note: str) -> str:
+        """Charge the user (unsafe: never run twice)."""
+        effect("bodies", tool="charge", user=ctx.deps.user, dispatch_id=hx.dispatch_id(ctx), pid=os.getpid())
+        return "charged"
 
     return agent
 
