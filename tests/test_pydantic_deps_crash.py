@@ -18,6 +18,7 @@ from tests.crashkit import ROOT, transcript_problems
 def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
     env["DEPS_APP_TOOL"] = tool
+    env["SPANS_FILE"] = str(effects.parent / "spans.jsonl")
     if crash_at:
         env["HELIX_DBOS_CRASH_AT"] = crash_at
     args = [sys.executable, "-m", "tests.scenarios.deps_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
@@ -72,3 +73,10 @@ def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url
     assert "outcome_unknown" in str(model[1]["seen"]["charge"])
     assert model[1]["instructions"] == "ann has 3 notes left."  # deps rebuilt in the new process
     assert transcript_problems(db_url, session) == []
+    # one trace across both processes; the recovering process's body span carries the decision
+    spans = _lines(tmp_path, "spans")
+    assert len({s["trace_id"] for s in spans}) == 1 and len({s["pid"] for s in spans}) == 2
+    decided = [s["attributes"] for s in spans if s["name"] == "helix.body_attempt"]
+    # the first process died inside its body span, which never ended: only the recovery's is exported
+    assert [(d["helix.policy"], d["helix.decision"], d["helix.status"]) for d in decided] == [("unsafe", "done", "outcome_unknown")]
+    assert {s["name"] for s in spans if s["pid"] == spans[0]["pid"]} >= {"helix.prepare", "helix.model_request", "helix.append"}

@@ -9,17 +9,35 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
+
 from ..definitions import Agent, ToolContext
-from . import commits, fence, scopes, transcript
+from ..ledger import store
+from . import commits, fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
 from .state import env
 
 
+def _gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
+    """The attempt gate, plus the call's saved policy (for the span; read in the gate's transaction)."""
+    out = commits.gate(conn, run_id, dispatch_id)
+    call = store.get_call(conn, dispatch_id)
+    return {**out, "_replay": call["replay"] if call else None, "_tool": call["tool_name"] if call else None}
+
+
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
+    with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
+        gate = await plain_tx(_gate, run_id, dispatch_id)
+        tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
+        out = await _body(run_id, dispatch_id, gate)
+        tracing.annotate(s, status=out.get("status"))
+        return out
+
+
+async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str, Any]:
     e = env()
-    gate = await plain_tx(commits.gate, run_id, dispatch_id)
     if gate["action"] == "done":
         return {"status": gate["status"]}
     agent: Agent = e.agent(gate["agent_name"])

@@ -26,7 +26,7 @@ from pydantic_ai.models import ModelRequestParameters
 
 from ..definitions import Agent
 from ..ledger import store
-from . import fence, scopes, transcript
+from . import fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
@@ -82,6 +82,18 @@ def _read(conn: sa.Connection, run_id: str, session_id: str) -> tuple[str | None
 
 
 async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+    with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
+        reply = await _model_request(run_id, session_id, agent_name, step)
+        if "response" in reply:
+            usage = reply["usage"]
+            tracing.annotate(s, model=reply["model_name"], calls=len(reply["planned"]),
+                             input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"])
+        else:
+            tracing.annotate(s, stopped=str(reply.get("stopped")))
+        return reply
+
+
+async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     e = env()
     agent = e.agent(agent_name)
     stop, bodies = await plain_tx(_read, run_id, session_id)

@@ -75,8 +75,30 @@ def build_agent() -> Agent[Deps, str]:
     return agent
 
 
+def install_span_file(path: str) -> None:
+    """Spans of this process as JSON lines (the test reads both processes' spans of one run)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class FileExporter(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            with open(path, "a") as f:
+                for s in spans:
+                    f.write(json.dumps({"name": s.name, "trace_id": s.context.trace_id, "pid": os.getpid(), "attributes": dict(s.attributes or {})}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileExporter()))
+    trace.set_tracer_provider(provider)
+
+
 def main(argv: list[str]) -> int:
     global EFFECTS
+    if os.environ.get("SPANS_FILE"):
+        install_span_file(os.environ["SPANS_FILE"])
     p = argparse.ArgumentParser()
     p.add_argument("--db", required=True)
     p.add_argument("--effects", required=True)
