@@ -102,12 +102,17 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
     messages = _with_instructions(transcript.load(bodies), await agent.instructions_for(scope))
-    response = await model_request(
-        agent.resolved_model(),
-        messages,
-        model_settings=agent.model_settings,
-        model_request_parameters=request_parameters(agent),
-    )
+    if e.extra.get("live_output"):  # deltas to the run's DBOS stream as they come (runtime/live.py)
+        from .live import streamed_request
+
+        response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, request_parameters(agent), step)
+    else:
+        response = await model_request(
+            agent.resolved_model(),
+            messages,
+            model_settings=agent.model_settings,
+            model_request_parameters=request_parameters(agent),
+        )
     # Planned here, inside the step, so the plan is recorded with the reply: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
     return {

@@ -141,6 +141,7 @@ class Runtime:
         *,
         tool_policies: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
         deps_factories: Mapping[str, Callable[[Any], Any]] | None = None,
+        live_output: bool | None = None,
         recovery: Profile = "full",
         database_url: str | None = None,
         executor_id: str | None = None,
@@ -154,6 +155,10 @@ class Runtime:
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
         # tool_policies / deps_factories: by agent name, for the pydantic-ai agents handed in as they are
         self.agents = _collect_agents(_adapt(agents, tool_policies, deps_factories))
+        # best-effort model output deltas on the run's DBOS stream (runtime/live.py)
+        import os
+
+        self.live_output = live_output if live_output is not None else os.environ.get("HELIX_DBOS_LIVE_OUTPUT", "") in ("1", "true", "yes")
         self.recovery: Profile = recovery
         self.database_url = database_url  # public: an operator tool (--db) may repoint it before launch
         self._executor_id = executor_id
@@ -213,6 +218,7 @@ class Runtime:
                 engine=self._engine,
                 queue_name=self.queue_name,
                 isolation="SERIALIZABLE" if is_sqlite(url) else "READ COMMITTED",
+                extra={"live_output": self.live_output},
             )
         )
         if not getattr(dbos_module._dbos_global_instance, "_launched", False):
