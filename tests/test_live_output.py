@@ -136,3 +136,24 @@ def test_service_streams_live_output_over_sse(db_url: str) -> None:
         values = [v for k, v in events if k == "live"]
         assert _texts(values, 1) == "All looked up." and all(v["best_effort"] for v in values)
         assert client.get("/sessions/nope/live").status_code == 404
+
+
+def test_cli_start_live_prints_deltas(monkeypatch: Any, db_url: str) -> None:
+    import logging
+
+    from typer.testing import CliRunner
+
+    from helix_dbos.cli.main import app as cli
+
+    monkeypatch.setenv("HELIX_DBOS_APP", "tests.scenarios.live_app:build_runtime")
+    monkeypatch.setenv("HELIX_DBOS_LIVE_OUTPUT", "0")  # restored after the test; --live sets it to 1
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("HELIX_DBOS_DATABASE_URL", raising=False)
+    for handler in logging.getLogger("dbos").handlers:
+        if handler.name == "__dbos_console_log_handler__" and isinstance(handler, logging.StreamHandler):
+            handler.stream = sys.__stderr__
+    result = CliRunner().invoke(cli, ["start", "live", "go", "--live", "--db", db_url])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Looking " in out and "→ look" in out and "found it" in out
+    assert out.index("Looking") < out.index("found it") < out.index("completed")

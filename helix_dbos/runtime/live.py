@@ -71,7 +71,15 @@ async def streamed_request(
     parameters: ModelRequestParameters,
     step: int,
 ) -> ModelResponse:
-    """The model request, streamed; the reply is the same ``ModelResponse`` a plain request returns."""
+    """The model request, streamed; the reply is the same ``ModelResponse`` a plain request returns.
+
+    A model that cannot stream (a ``FunctionModel`` without ``stream_function``) makes a plain request.
+    """
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.models.function import FunctionModel
+
+    if isinstance(model, FunctionModel) and model.stream_function is None:
+        return await model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
     request = uuid.uuid4().hex[:12]
     base = {"best_effort": True, "step": step, "request": request}
     buffer: list[dict[str, Any]] = []

@@ -43,6 +43,16 @@ async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator
         yield chunk
 
 
+def build_runtime() -> hx.Runtime:
+    """For the CLI (``HELIX_DBOS_APP=tests.scenarios.live_app:build_runtime``)."""
+
+    @hx.tool(replay="safe")
+    def look(key: str) -> str:
+        return key
+
+    return hx.Runtime([hx.Agent("live", FunctionModel(stream_function=stream), tools=[look])])
+
+
 def main(argv: list[str]) -> int:
     global EFFECTS
     p = argparse.ArgumentParser()
