@@ -12,6 +12,7 @@ On when ``Runtime(live_output=True)`` or ``HELIX_DBOS_LIVE_OUTPUT=1``: each flus
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -52,7 +53,7 @@ def _delta(event: Any) -> dict[str, Any] | None:
         if isinstance(d, TextPartDelta):
             return {"kind": "text", "index": event.index, "text": d.content_delta}
         if isinstance(d, ToolCallPartDelta):
-            args = d.args_delta if isinstance(d.args_delta, str) or d.args_delta is None else str(d.args_delta)
+            args = d.args_delta if isinstance(d.args_delta, str) or d.args_delta is None else json.dumps(d.args_delta)
             return {"kind": "tool_call", "index": event.index, "tool_name": d.tool_name_delta or "", "args": args or ""}
     return None
 
