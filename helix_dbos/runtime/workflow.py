@@ -156,22 +156,15 @@ async def _refresh(run_id: str) -> None:
     Not a step: the listing decides nothing by itself; the recorded transactions that read it do."""
     if not any(a.uses_scope() for a in env().agents.values()):
         return
-    run = await asyncio.to_thread(_run_row, run_id)
-    if run is None:
-        return
+    run = await plain_tx(_run_row, run_id)
     agent = env().agent(run["agent_name"])
     if agent.uses_scope():
         await agent.refresh(await scopes.scope_of(agent, run_id, run["session_id"]))
 
 
-def _run_row(run_id: str) -> dict[str, Any] | None:
-    import sqlalchemy as sa
-
-    from ..ledger import tables as t
-
-    with env().engine.connect() as conn:
-        row = conn.execute(sa.select(t.runs.c.agent_name, t.runs.c.session_id).where(t.runs.c.run_id == run_id)).mappings().first()
-    return dict(row) if row else None
+def _run_row(conn: Any, run_id: str) -> dict[str, Any]:
+    """The run's row, read under the run fence like every ledger transaction of a run."""
+    return dict(fence.check(conn, run_id, "tool listing"))
 
 
 async def _saved_step(
