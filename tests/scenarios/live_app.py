@@ -20,10 +20,12 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 import helix_dbos as hx
 
-EFFECTS: Path = Path(".")
+EFFECTS: Path | None = None  # set by main(); the CLI's build_runtime() counts nothing
 
 
 def effect(kind: str, **data: object) -> None:
+    if EFFECTS is None:
+        return
     with open(EFFECTS / f"{kind}.jsonl", "a") as f:
         f.write(json.dumps(data) + "\n")
         f.flush()
