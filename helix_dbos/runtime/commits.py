@@ -104,6 +104,25 @@ def open_steps(conn: sa.Connection, run: Row) -> list[dict[str, Any]]:
 # --- entry ------------------------------------------------------------------------------------
 
 
+def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
+    """Answer every unanswered call of the branch a rewind just superseded, in the rewind's transaction.
+
+    No run will ever reach those calls again (entries and answers follow the active branch), so a
+    pending approval or client call there would stay ``pending`` for ever, listed as waiting and
+    refused when answered. They are paired as a redirect pairs them (``not_started`` if no body ever
+    started, else ``outcome_unknown``; a client call ``outcome_unknown``), by the pure recovery function.
+    """
+    superseded = sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.superseded_by == run_id)
+    steps = conn.execute(
+        sa.select(t.calls.c.run_id, t.calls.c.step)
+        .where(t.calls.c.checkpoint_id.in_(superseded), t.calls.c.status.not_in(CALL_SETTLED))
+        .distinct()
+    ).all()
+    for saver, step in sorted(steps, key=lambda ref: (ref[1], ref[0])):
+        calls = calls_of_step(conn, saver, step)
+        _apply_pairings(conn, run_id, calls, _decisions(conn, agent, calls, "redirect"), "rewind")
+
+
 def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
     """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
     run = fence.check(conn, run_id, "prepare")
@@ -121,6 +140,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
         target = store.get_checkpoint(conn, run["checkpoint_id"])
         assert target is not None
         store.rewind_to(conn, target, run_id)
+        _pair_left_behind(conn, run_id, agent)
     store.emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
     ref = step_ref(conn, target)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 import helix_dbos as hx
 
@@ -38,11 +39,12 @@ def effect(kind: str, **data: Any) -> None:
 
 def _body(name: str, delay: float = 0.0) -> Any:
     async def run(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
-        effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+        effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key, pid=os.getpid(), t=time.time())
         if delay:
             import asyncio
 
             await asyncio.sleep(delay)
+            effect("body_ends", tool=name, attempt=ctx.attempt, pid=os.getpid(), t=time.time())
         return {"tool": name, "key": key, "dispatch_id": ctx.dispatch_id, "attempt": ctx.attempt}
 
     run.__name__ = name
@@ -59,7 +61,13 @@ SCENARIOS: dict[str, list[str]] = {
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
     "cancel": ["slow_seq", "seq_b"],
+    "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
+    "slow_pair": ["slow_safe", "slow_unsafe"],
+    "outage": ["slow_safe", "slow_unsafe"],  # two bodies in flight while a test cuts the database
 }
+
+#: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
+ODD = "nul:\x00 high:\ud800 low:\udfff esc:\u241b0000 end"
 
 
 def build_tools(variant: str) -> list[hx.Tool]:
@@ -75,6 +83,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(sequential=True, name="seq_unsafe")(_body("seq_unsafe")),
         hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
         hx.tool(replay="safe", sequential=True, name="slow_seq")(_body("slow_seq", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
         tools = [t for t in tools if t.name != "safe_set"]
@@ -94,7 +103,15 @@ def model_function(scenario: str) -> Any:
         responses = sum(isinstance(m, ModelResponse) for m in messages)
         last = messages[-1]
         seen = [p.content for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart)]
-        effect("model", step=responses, seen=seen)
+        effect("model", step=responses, seen=seen, history=[p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, TextPart)])
+        if scenario == "odd":
+            # usage given: FunctionModel's token estimate JSON-encodes the messages, which pydantic cannot
+            # do for a lone surrogate; arguments as JSON text, as providers send them
+            usage = RequestUsage(input_tokens=1, output_tokens=1)
+            if responses == 0:
+                calls = [ToolCallPart(name, json.dumps({"key": f"{ODD}{i}"}), tool_call_id=f"call-{i}") for i, name in enumerate(SCENARIOS[scenario])]
+                return ModelResponse(parts=[TextPart("on it " + ODD), *calls], usage=usage)
+            return ModelResponse(parts=[TextPart("done " + ODD)], usage=usage)
         if responses == 0:
             return ModelResponse(
                 parts=[TextPart("on it")]
@@ -108,6 +125,16 @@ def model_function(scenario: str) -> Any:
 def build_runtime(args: argparse.Namespace) -> hx.Runtime:
     agent = hx.Agent("crashy", FunctionModel(model_function(args.scenario)), tools=build_tools(args.variant))
     return hx.Runtime([agent], database_url=args.db, executor_id=args.executor, recovery=args.recovery)
+
+
+def cli_runtime() -> hx.Runtime:
+    """``HELIX_DBOS_APP=tests.scenarios.app:cli_runtime``: the scenario's agent for ``helix-dbos`` commands
+    (``SCENARIO``, ``SCENARIO_EFFECTS``), so an operator command can take over this app's runs."""
+    global EFFECTS
+    EFFECTS = Path(os.environ["SCENARIO_EFFECTS"])
+    scenario = os.environ.get("SCENARIO", "mixed")
+    agent = hx.Agent("crashy", FunctionModel(model_function(scenario)), tools=build_tools("v1"))
+    return hx.Runtime([agent])
 
 
 def report(rt: hx.Runtime, result: hx.RunResult) -> dict[str, Any]:
