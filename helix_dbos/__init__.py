@@ -18,6 +18,7 @@ from .definitions import (
     remote_agent,
     tool,
 )
+from .definitions.pydantic_agent import PydanticAgent, dispatch_id, from_pydantic_ai
 from .errors import HelixError
 from .runtime import AnswerReceipt, CallView, PendingCall, RunHandle, RunResult, Runtime, SessionView, Usage
 
@@ -29,6 +30,7 @@ __all__ = [
     "CallView",
     "HelixError",
     "PendingCall",
+    "PydanticAgent",
     "RunHandle",
     "RunResult",
     "Runtime",
@@ -40,6 +42,8 @@ __all__ = [
     "client_tool",
     "companion_agent",
     "define_tool",
+    "dispatch_id",
+    "from_pydantic_ai",
     "local_agent",
     "remote_agent",
     "tool",

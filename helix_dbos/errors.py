@@ -200,3 +200,24 @@ __all__ = [
     "UnknownAgentError",
     "ValidationError",
 ]
+
+
+class UnsupportedFeatureError(ConfigurationError):
+    """A pydantic-ai agent uses a feature the runtime cannot honour under the recovery contract."""
+
+    code = "unsupported_feature"
+
+
+class ToolTimeoutError(HelixError):
+    """A tool (an MCP server's, typically) gave no answer within the agent's ``tool_timeout``."""
+
+    code = "tool_timeout"
+
+
+class ToolServerError(HelixError):
+    """A toolset's server could not be reached, or died while the call was in flight."""
+
+    code = "tool_server_unavailable"
+
+
+__all__ += ["ToolServerError", "ToolTimeoutError", "UnsupportedFeatureError"]

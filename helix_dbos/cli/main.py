@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 from enum import Enum
 from typing import Annotated, Any
 
@@ -100,6 +101,43 @@ def _print_run(result: RunResult, as_json: bool) -> None:
     for p in result.pending:
         verb = f"approve {result.session_id} {p.dispatch_id} [--deny]" if p.kind == "approval" else f"submit {result.session_id} {p.dispatch_id} --result JSON"
         console.print(f"  waiting: {p.tool_name}({json.dumps(p.args)}) → [bold]helix-dbos {verb}[/]")
+
+
+LiveOption = Annotated[bool, typer.Option("--live", help="Print the model's output as it streams (best-effort).")]
+
+
+def _live_env(live: bool) -> None:
+    """``--live`` turns on live output for the runtime this command launches (it runs the run)."""
+    if live:
+        os.environ["HELIX_DBOS_LIVE_OUTPUT"] = "1"
+
+
+def _wait_live(runtime: Runtime, handle: RunHandle, timeout: float, live: bool) -> RunResult:
+    """``_wait``, printing the run's text deltas and tool calls as they stream, then a newline."""
+    if not live:
+        return _wait(runtime, handle, timeout)
+    import threading
+
+    from ..runtime import live as live_output
+
+    def show() -> None:
+        try:
+            for value in live_output.read(handle.run_id, timeout=timeout):
+                for d in value.get("deltas", []):
+                    if d["kind"] == "text":
+                        console.print(d["text"], end="", soft_wrap=True, highlight=False, markup=False)
+                    elif d.get("tool_name"):
+                        console.print(f"\n→ {d['tool_name']}", end="", highlight=False, markup=False)
+                if value.get("type") == "end":
+                    console.print()
+        except Exception:  # best effort: the result below is what counts
+            pass
+
+    printer = threading.Thread(target=show, daemon=True)
+    printer.start()
+    result = _wait(runtime, handle, timeout)
+    printer.join(5)
+    return result
 
 
 def _wait(runtime: Runtime, handle: RunHandle, timeout: float) -> RunResult:
@@ -245,12 +283,15 @@ def start(
     timeout: TimeoutOption = 120.0,
     db: DbOption = None,
     as_json: JsonOption = False,
+    live: LiveOption = False,
 ) -> None:
     """Start a session of AGENT (or a new turn of --session) and wait until it is at rest."""
     if session is not None:
         check_session_id(session)  # before launching: a refusal costs no DBOS launch
+    _live_env(live)
     with launched(db) as rt:
-        _print_run(_wait(rt, rt.start(agent, message, session_id=session), timeout), as_json)
+        handle = rt.start(agent, message, session_id=session)
+        _print_run(_wait_live(rt, handle, timeout, live and not as_json), as_json)
 
 
 @app.command()
@@ -263,12 +304,14 @@ def resume(
     timeout: TimeoutOption = 120.0,
     db: DbOption = None,
     as_json: JsonOption = False,
+    live: LiveOption = False,
 ) -> None:
     """Resume a session: recover its saved step (continue), redirect it (with_message) or rewind (from_checkpoint)."""
     check_session_id(session_id)
+    _live_env(live)
     with launched(db) as rt:
         handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)  # type: ignore[arg-type]
-        _print_run(_wait(rt, handle, timeout), as_json)
+        _print_run(_wait_live(rt, handle, timeout, live and not as_json), as_json)
 
 
 @app.command()

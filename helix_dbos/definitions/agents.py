@@ -15,6 +15,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
 from ..errors import ConfigurationError
+from .context import RunScope
 from .tools import Tool
 
 SubAgentMode = Literal["remote", "local", "companion"]
@@ -40,6 +41,14 @@ class SubAgent:
     agent: Agent
     mode: SubAgentMode
     description: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode == "local" and self.agent.uses_scope():
+            from ..errors import UnsupportedFeatureError
+
+            raise UnsupportedFeatureError(
+                f"sub-agent {self.agent.name!r}: a pydantic-ai agent runs as a remote or companion sub-agent, not local"
+            )
 
     @property
     def tool_name(self) -> str:
@@ -99,6 +108,24 @@ class Agent:
             raise ConfigurationError(f"agent {self.name!r}: {FINISH_TOOL!r} is reserved for structured output")
         if self.output_type is not None:
             self._output_adapter = pydantic.TypeAdapter(self.output_type)
+
+    # --- per-run hooks: no-ops here; an adapted pydantic-ai agent (pydantic_agent.py) fills them ---
+
+    async def refresh(self, scope: RunScope) -> None:
+        """Bring ``tools`` up to date for this run before the runtime reads them (list toolsets)."""
+        return None
+
+    async def instructions_for(self, scope: RunScope) -> str | None:
+        """The instructions of this model request; dynamic ones are rendered for the run."""
+        return self.instructions
+
+    async def review_plan(self, planned: list[dict[str, Any]], scope: RunScope) -> list[dict[str, Any]]:
+        """A last look at the planned calls inside the model step (output validators run here)."""
+        return planned
+
+    def uses_scope(self) -> bool:
+        """Whether the hooks need a ``RunScope`` (a deps read): plain agents skip the read."""
+        return False
 
     def resolved_model(self) -> Model:
         if self._model is None:

@@ -33,3 +33,17 @@ class ToolContext:
                 "recovery profile ('dbos_compat') does not mint one; use recovery='full'"
             )
         return self.dispatch_id
+
+
+@dataclass(frozen=True, slots=True)
+class RunScope:
+    """What an agent's per-run hooks know: which run and step asks, and the deps input it stored.
+
+    ``deps_input`` is the JSON the run's session stored when it was started with ``deps=...``; an
+    agent with a deps factory turns it into ``RunContext.deps`` in whichever process runs the step.
+    """
+
+    session_id: str
+    run_id: str
+    step: int = 0
+    deps_input: object = None

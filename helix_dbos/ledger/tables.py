@@ -202,6 +202,17 @@ companions = sa.Table(
     sa.UniqueConstraint("parent_session_id", "agent_name", name="uq_companions_parent_agent"),
 )
 
+# The deps input of a session's runs (``runtime.start(..., deps=...)``): JSON, never a pickle, so a
+# recovered run in a fresh process rebuilds its deps with the agent's registered factory.
+session_deps = sa.Table(
+    "session_deps",
+    metadata,
+    sa.Column("session_id", sa.String(64), sa.ForeignKey(f"{SCHEMA}.sessions.session_id"), primary_key=True),
+    sa.Column("data", Json),
+    sa.Column("run_id", sa.String(64), nullable=False),  # the run whose start stored it
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
 sa.Index("ix_runs_session", runs.c.session_id)
 sa.Index("ix_checkpoints_session", checkpoints.c.session_id, checkpoints.c.step)
 sa.Index("ix_calls_session", calls.c.session_id)

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from ..definitions import Agent, ToolContext
 from ..ledger import store
-from . import commits, executor_lock, fence, transcript
+from . import commits, executor_lock, fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
@@ -32,10 +32,25 @@ async def _hold_executor_lock() -> None:
         await asyncio.to_thread(executor_lock.wait_held)
 
 
+def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str) -> dict[str, Any]:
+    """The attempt gate, plus the call's saved policy (for the span; read in the gate's transaction)."""
+    out = gate_once(conn, run_id, dispatch_id, token)
+    call = store.get_call(conn, dispatch_id)
+    return {**out, "_replay": call["replay"] if call else None, "_tool": call["tool_name"] if call else None}
+
+
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
+    with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
+        await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
+        gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex)
+        tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
+        out = await _body(run_id, dispatch_id, gate)
+        tracing.annotate(s, status=out.get("status"))
+        return out
+
+
+async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str, Any]:
     e = env()
-    await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
-    gate = await plain_tx(gate_once, run_id, dispatch_id, uuid.uuid4().hex)
     if gate["action"] == "done":
         return {"status": gate["status"]}
     agent: Agent = e.agent(gate["agent_name"])
@@ -49,6 +64,8 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
         agent_name=agent.name,
         tool_name=name,
     )
+    if agent.uses_scope():  # a fresh process lists the pydantic-ai agent's toolsets before its body
+        await agent.refresh(await scopes.scope_of(agent, run_id, gate["session_id"]))
     crash_point("before_body", name)
     fail_point("before_body", name)
     await _hold_executor_lock()  # nor does it start the body

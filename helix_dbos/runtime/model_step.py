@@ -26,7 +26,7 @@ from pydantic_ai.models import ModelRequestParameters
 
 from ..definitions import Agent
 from ..ledger import store
-from . import fence, transcript
+from . import fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
@@ -82,18 +82,37 @@ def _read(conn: sa.Connection, run_id: str, session_id: str) -> tuple[str | None
 
 
 async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+    with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
+        reply = await _model_request(run_id, session_id, agent_name, step)
+        if "response" in reply:
+            usage = reply["usage"]
+            tracing.annotate(s, model=reply["model_name"], calls=len(reply["planned"]),
+                             input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"])
+        else:
+            tracing.annotate(s, stopped=str(reply.get("stopped")))
+        return reply
+
+
+async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     e = env()
     agent = e.agent(agent_name)
     stop, bodies = await plain_tx(_read, run_id, session_id)
     if stop is not None:
         return {"stopped": stop}
-    messages = _with_instructions(transcript.load(bodies), agent.instructions)
-    response = await model_request(
-        agent.resolved_model(),
-        messages,
-        model_settings=agent.model_settings,
-        model_request_parameters=request_parameters(agent),
-    )
+    scope = await scopes.scope_of(agent, run_id, session_id, step)
+    await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
+    messages = _with_instructions(transcript.load(bodies), await agent.instructions_for(scope))
+    if e.extra.get("live_output"):  # deltas to the run's DBOS stream as they come (runtime/live.py)
+        from .live import streamed_request
+
+        response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, request_parameters(agent), step)
+    else:
+        response = await model_request(
+            agent.resolved_model(),
+            messages,
+            model_settings=agent.model_settings,
+            model_request_parameters=request_parameters(agent),
+        )
     # Planned here, inside the step, so the plan is recorded with the reply: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
     return {
@@ -101,5 +120,5 @@ async def model_request_step(run_id: str, session_id: str, agent_name: str, step
         "usage": _usage(response),
         "model_name": response.model_name,
         "step": step,
-        "planned": plan_calls(agent, response),
+        "planned": await agent.review_plan(plan_calls(agent, response), scope),
     }

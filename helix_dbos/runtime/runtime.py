@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 from datetime import timedelta
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
@@ -55,6 +55,25 @@ def _async_twin(fn: Callable[P, R]) -> Callable[P, Any]:
 
     twin.__doc__ = f"Async twin of ``{fn.__name__}`` (runs it in a worker thread)."
     return twin
+
+
+def _adapt(agents: Iterable[Any], tool_policies: Mapping[str, Any] | None, deps_factories: Mapping[str, Any] | None) -> list[Agent]:
+    """``pydantic_ai.Agent``s are read into definitions as they are (see ``definitions/pydantic_agent.py``)."""
+    from pydantic_ai import Agent as PydanticAIAgent
+
+    from ..definitions.pydantic_agent import from_pydantic_ai
+
+    out: list[Agent] = []
+    for agent in agents:
+        if isinstance(agent, PydanticAIAgent):
+            name = agent.name or ""
+            agent = from_pydantic_ai(
+                agent, tool_policies=(tool_policies or {}).get(name), deps_factory=(deps_factories or {}).get(name)
+            )
+        elif not isinstance(agent, Agent):
+            raise ConfigurationError(f"agents must be hx.Agent or pydantic_ai.Agent, not {type(agent).__name__}")
+        out.append(agent)
+    return out
 
 
 def _collect_agents(agents: Iterable[Agent]) -> dict[str, Agent]:
@@ -134,8 +153,11 @@ class Runtime:
 
     def __init__(
         self,
-        agents: Iterable[Agent],
+        agents: Iterable[Agent | Any],
         *,
+        tool_policies: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+        deps_factories: Mapping[str, Callable[[Any], Any]] | None = None,
+        live_output: bool | None = None,
         recovery: Profile = "full",
         database_url: str | None = None,
         executor_id: str | None = None,
@@ -150,7 +172,12 @@ class Runtime:
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
-        self.agents = _collect_agents(agents)
+        # tool_policies / deps_factories: by agent name, for the pydantic-ai agents handed in as they are
+        self.agents = _collect_agents(_adapt(agents, tool_policies, deps_factories))
+        # best-effort model output deltas on the run's DBOS stream (runtime/live.py)
+        import os
+
+        self.live_output = live_output if live_output is not None else os.environ.get("HELIX_DBOS_LIVE_OUTPUT", "") in ("1", "true", "yes")
         self.recovery: Profile = recovery
         self.database_url = database_url  # public: an operator tool (--db) may repoint it before launch
         self._executor_id = executor_id
@@ -226,6 +253,7 @@ class Runtime:
                 engine=self._engine,
                 queue_name=self.queue_name,
                 isolation="SERIALIZABLE" if is_sqlite(url) else "READ COMMITTED",
+                extra={"live_output": self.live_output},
             )
         )
         if not getattr(dbos_module._dbos_global_instance, "_launched", False):
@@ -340,7 +368,13 @@ class Runtime:
 
     # --- entries -------------------------------------------------------------------------------
 
-    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None) -> RunHandle:
+        if deps is not None:
+            from .transcript import jsonable
+
+            ok, why = jsonable(deps)
+            if not ok:
+                raise ValidationError(f"deps must be JSON (a deps factory rebuilds the object in any process): {why}")
         with self.engine.begin() as conn:
             opened = entries.open_run(
                 conn,
@@ -354,6 +388,10 @@ class Runtime:
                 executor_id=self.executor_id,
                 is_dead=self._run_is_dead,
             )
+            if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
+                from .scopes import store_deps
+
+                store_deps(conn, opened["session_id"], opened["run_id"], deps)
         try:
             with SetWorkflowID(opened["run_id"]):
                 handle = DBOS.start_workflow(durable.run_workflow(), opened["run_id"])
@@ -386,12 +424,16 @@ class Runtime:
         DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
         return "lost"
 
-    def start(self, agent_name: str, message: str, session_id: str | None = None) -> RunHandle:
-        """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step)."""
+    def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None) -> RunHandle:
+        """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
+
+        ``deps``: JSON stored for the session's runs; a pydantic-ai agent's deps factory rebuilds
+        ``RunContext.deps`` from it in whichever process runs a step (kept until a start replaces it).
+        """
         if session_id is not None:
             check_session_id(session_id)
         _check_entry_input(message, None)
-        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message)
+        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps)
 
     def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
         check_session_id(session_id)

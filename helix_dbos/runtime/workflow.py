@@ -26,7 +26,7 @@ from ..definitions import Agent
 from ..errors import HelixError, RunFencedError, helix_code
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import commits, durable, fence
+from . import commits, durable, fence, scopes, tracing
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
@@ -114,7 +114,9 @@ async def _settle_cancel(run_id: str) -> None:
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
-    plan = await tx("helix.prepare", commits.prepare_entry, run_id)
+    await _refresh(run_id)
+    prepare = tracing.traced("helix.prepare", commits.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
+    plan = await tx("helix.prepare", prepare, run_id)
     sid: str = plan["session_id"]
     agent = env().agent(plan["agent_name"])
     budget: int = plan["max_steps"]
@@ -146,19 +148,40 @@ async def _drive(run_id: str) -> dict[str, Any]:
         crash_point("after_model")
         planned = reply["planned"]
         if starts_a_body(planned):
-            saved = await tx("helix.append", commits.append_checkpoint, run_id, sid, step_no, reply, planned)
+            append = tracing.traced("helix.append", commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
+            saved = await tx("helix.append", append, run_id, sid, step_no, reply, planned)
             crash_point("after_append")
             outcome = await _saved_step(run_id, sid, agent, saved, saved["calls"])
         else:
             crash_point("before_step_commit")
             fail_point("step_commit")
-            outcome = await tx(
-                "helix.commit", commits.commit_unsaved_step, run_id, sid, step_no, reply, planned, agent.output_type is not None
-            )
+            commit = tracing.traced("helix.step_commit", commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
+            outcome = await tx("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
             crash_point("after_step_commit")
         if outcome["status"] != "committed":
             return dict(outcome)
         step_no += 1
+
+
+def _commit_outcome(out: dict[str, Any]) -> dict[str, Any]:
+    return {"status": out.get("status")}
+
+
+async def _refresh(run_id: str) -> None:
+    """A pydantic-ai agent's tools are listed before the entry's recovery judges saved calls by them.
+
+    Not a step: the listing decides nothing by itself; the recorded transactions that read it do."""
+    if not any(a.uses_scope() for a in env().agents.values()):
+        return
+    run = await plain_tx(_run_row, run_id)
+    agent = env().agent(run["agent_name"])
+    if agent.uses_scope():
+        await agent.refresh(await scopes.scope_of(agent, run_id, run["session_id"]))
+
+
+def _run_row(conn: Any, run_id: str) -> dict[str, Any]:
+    """The run's row, read under the run fence like every ledger transaction of a run."""
+    return dict(fence.check(conn, run_id, "tool listing"))
 
 
 async def _saved_step(
@@ -189,6 +212,7 @@ async def _saved_step(
 
     crash_point("before_step_commit")
     fail_point("step_commit")
-    outcome = await tx("helix.commit", commits.commit_saved_step, run_id, sid, ref)
+    commit = tracing.traced("helix.step_commit", commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
+    outcome = await tx("helix.commit", commit, run_id, sid, ref)
     crash_point("after_step_commit")
     return dict(outcome)

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 import helix_dbos
 
 from ..runtime import Runtime
-from . import errors, routes
+from . import errors, live, routes
 from .loader import load_runtime
 
 DESCRIPTION = (
@@ -48,4 +48,5 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None) -
     app.state.runtime = target
     errors.install(app)
     app.include_router(routes.router)
+    app.include_router(live.router)
     return app

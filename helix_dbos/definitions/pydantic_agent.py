@@ -1,0 +1,467 @@
+"""A ``pydantic_ai.Agent`` as it is, turned into the definitions the run workflow needs.
+
+The workflow keeps its own loop (model request as a DBOS step, save-first append, bodies as steps),
+so a pydantic-ai agent is not *run* by pydantic-ai here: it is read. Its model, instructions,
+model settings and output type become an ``hx.Agent``; every tool its toolsets list (function
+toolsets, ``@agent.tool``/``@agent.tool_plain``, MCP servers) becomes a ``Tool`` whose body is the
+toolset's own ``call_tool`` with a ``RunContext``. What recovery needs that pydantic-ai does not
+say (the replay policy) comes from the tool's ``metadata``, pydantic-ai's own flags, an MCP
+server's annotations, or a mapping the app gives; see ``docs/pydantic-ai.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pydantic
+from pydantic_ai import Agent as PydanticAIAgent
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
+from pydantic_ai.messages import ToolReturn
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.usage import RunUsage, UsageLimits
+
+from ..errors import (
+    ConfigurationError,
+    DispatchIdUnavailableError,
+    ToolServerError,
+    ToolTimeoutError,
+    UnsupportedFeatureError,
+)
+from .agents import Agent, SubAgent
+from .context import RunScope, ToolContext
+from .tools import Tool
+
+log = logging.getLogger("helix_dbos")
+
+#: ``RunContext.metadata[HELIX_KEY]`` holds the call's dispatch id, attempt and session for a tool.
+HELIX_KEY = "helix"
+#: Without ``tool_timeout`` on the agent or the adapter, a tool call waits at most this long.
+DEFAULT_TOOL_TIMEOUT = 120.0
+POLICY_KEYS = frozenset({"replay", "concurrency_group", "sequential", "requires_approval"})
+
+DepsFactory = Callable[[Any], Any | Awaitable[Any]]
+ToolPolicies = Mapping[str, Mapping[str, Any]]
+
+
+def dispatch_id(ctx: RunContext[Any]) -> str:
+    """The dispatch id of the call a pydantic-ai tool is answering: the key to dedupe effects on.
+
+    Minted by the runtime and committed on the call's row before the body starts, the same on every
+    attempt in any process. Raises ``DispatchIdUnavailableError`` outside the runtime (a plain
+    ``agent.run``) or on the ``dbos_compat`` profile, which mints none.
+    """
+    found = ((ctx.metadata or {}).get(HELIX_KEY) or {}).get("dispatch_id")
+    if not found:
+        raise DispatchIdUnavailableError(
+            f"tool {ctx.tool_name!r} asked for its dispatch id, but it is not running under helix_dbos "
+            "with recovery='full' (no dispatch id was minted)"
+        )
+    return str(found)
+
+
+class _AnyArgs(pydantic.BaseModel):
+    """Placeholder input model: a toolset tool validates with its own validator, not this one."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class _Checked:
+    """Arguments the toolset's validator accepted, kept as the model sent them (what the ledger stores)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        return self.raw
+
+
+@dataclass(frozen=True)
+class ToolsetTool(Tool):
+    """A tool a pydantic-ai toolset listed; its body is the toolset's ``call_tool``."""
+
+    listed: Any = None  # pydantic_ai ToolsetTool
+    toolset: Any = None  # the agent-level toolset that listed it (calls go through its wrappers)
+    owner: Any = None  # the PydanticAgent
+    origin: str = "function"  # function | mcp
+    policy_source: str = "default"
+
+    def definition(self) -> ToolDefinition:
+        # approval and client execution are the runtime's business: the model sees a plain function
+        return replace(self.listed.tool_def, kind="function", metadata=None)
+
+    def validate(self, args: Any) -> Any:
+        if isinstance(args, str):
+            self.listed.args_validator.validate_json(args or "{}")
+            return _Checked(json.loads(args or "{}"))
+        raw = dict(args or {})
+        self.listed.args_validator.validate_python(raw)
+        return _Checked(raw)
+
+    async def invoke(self, args: Any, ctx: ToolContext) -> Any:
+        return await self.owner.call_tool(self, args.raw, ctx)
+
+
+def _flag(value: Any, key: str, tool: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"tool {tool!r}: policy {key!r} must be true or false, not {value!r}")
+    return value
+
+
+def resolve_policy(tool_def: ToolDefinition, origin: str, override: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The recovery policy of one listed tool, and where it came from.
+
+    Later sources win: the default (unsafe), pydantic-ai's flags (``sequential``, ``requires_approval``
+    as kind ``unapproved``, ``external`` tools become client tools), an MCP server's annotations
+    (``readOnlyHint`` or ``idempotentHint`` true -> safe), the tool's ``metadata`` keys, and last the
+    per-agent mapping by tool name given to the runtime.
+    """
+    name = tool_def.name
+    policy: dict[str, Any] = {
+        "replay": "unsafe",
+        "concurrency_group": None,
+        "sequential": bool(tool_def.sequential),
+        "requires_approval": tool_def.kind == "unapproved",
+        "client": tool_def.kind in ("external", "deferred"),
+    }
+    source = "default"
+    metadata = dict(tool_def.metadata or {})
+    if origin == "mcp":
+        notes = metadata.get("annotations") or {}
+        if notes.get("readOnlyHint") is True or notes.get("idempotentHint") is True:
+            policy["replay"] = "safe"
+        source = "mcp_annotations"
+    own = {k: v for k, v in metadata.items() if k in POLICY_KEYS}
+    for layer, label in ((own, "metadata"), (dict(override or {}), "mapping")):
+        unknown = set(layer) - POLICY_KEYS
+        if unknown:
+            raise ConfigurationError(f"tool {name!r}: unknown policy keys {sorted(unknown)} (use {sorted(POLICY_KEYS)})")
+        if not layer:
+            continue
+        source = label
+        if "replay" in layer:
+            if layer["replay"] not in ("safe", "unsafe"):
+                raise ConfigurationError(f"tool {name!r}: replay must be 'safe' or 'unsafe', not {layer['replay']!r}")
+            policy["replay"] = layer["replay"]
+        if "concurrency_group" in layer:
+            group = layer["concurrency_group"]
+            if group is not None and not isinstance(group, str):
+                raise ConfigurationError(f"tool {name!r}: concurrency_group must be a string")
+            policy["concurrency_group"] = group
+        for key in ("sequential", "requires_approval"):
+            if key in layer:
+                policy[key] = _flag(layer[key], key, name)
+    if policy["client"]:
+        policy["requires_approval"] = False
+    return policy, source
+
+
+def _is_mcp(toolset: AbstractToolset[Any]) -> bool:
+    found: list[bool] = []
+
+    def visit(leaf: AbstractToolset[Any]) -> None:
+        found.append(type(leaf).__module__.startswith("pydantic_ai.mcp"))
+
+    toolset.apply(visit)
+    return any(found)
+
+
+@dataclass
+class PydanticAgent(Agent):
+    """An ``hx.Agent`` read from a ``pydantic_ai.Agent``; build it with ``from_pydantic_ai``."""
+
+    source: Any = None
+    tool_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deps_factory: DepsFactory | None = None
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    system_prompts: tuple[str, ...] = ()
+    _listed: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
+    _deps: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
+
+    def uses_scope(self) -> bool:
+        return True
+
+    # --- deps and RunContext ---------------------------------------------------------------------
+
+    async def deps_for(self, scope: RunScope) -> Any:
+        """The run's deps: the factory fed the stored JSON, once per run in this process."""
+        if scope.run_id in self._deps:
+            return self._deps[scope.run_id]
+        if self.deps_factory is None:
+            deps = scope.deps_input
+        else:
+            deps = self.deps_factory(scope.deps_input)
+            if inspect.isawaitable(deps):
+                deps = await deps
+        if len(self._deps) > 256:
+            self._deps.pop(next(iter(self._deps)))
+        self._deps[scope.run_id] = deps
+        return deps
+
+    async def run_context(self, scope: RunScope, call: ToolContext | None = None) -> RunContext[Any]:
+        helix: dict[str, Any] = {"session_id": scope.session_id, "run_id": scope.run_id, "agent_name": self.name}
+        extra: dict[str, Any] = {}
+        if call is not None:
+            helix.update(dispatch_id=call.dispatch_id, attempt=call.attempt, tool_call_id=call.tool_call_id)
+            extra = {"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, "retry": max(0, call.attempt - 1)}
+        base = getattr(self.source, "_metadata", None)
+        metadata = {**(base if isinstance(base, dict) else {}), HELIX_KEY: helix}
+        return RunContext(
+            deps=await self.deps_for(scope),
+            model=self.resolved_model(),
+            usage=RunUsage(),
+            run_id=scope.run_id,
+            conversation_id=scope.session_id,
+            run_step=scope.step,
+            metadata=metadata,
+            model_settings=self.model_settings,
+            agent=self.source,
+            **extra,
+        )
+
+    # --- hooks the runtime calls -----------------------------------------------------------------
+
+    async def refresh(self, scope: RunScope) -> None:
+        """List every toolset for this run; a toolset that cannot list keeps what it listed before.
+
+        A toolset never listed in this process (an MCP server down since launch) offers no tools:
+        the model does not see them, and recovery treats their saved calls as calls of a removed
+        tool (unsafe: ``outcome_unknown``), never as safe.
+        """
+        self._remember(scope)
+        ctx = await self.run_context(scope)
+        for index, toolset in enumerate(self.source.toolsets):
+            try:
+                listed = await asyncio.wait_for(toolset.get_tools(ctx), self.tool_timeout)
+            except Exception as exc:  # keep the last good listing; say why in the log
+                log.warning("agent %r: toolset %s could not list its tools: %s", self.name, toolset.label, exc)
+                continue
+            origin = "mcp" if _is_mcp(toolset) else "function"
+            tools: dict[str, ToolsetTool] = {}
+            for name, listed_tool in listed.items():
+                policy, source = resolve_policy(listed_tool.tool_def, origin, self.tool_policies.get(name))
+                tools[name] = ToolsetTool(
+                    name=name,
+                    description=listed_tool.tool_def.description or "",
+                    input_model=_AnyArgs,
+                    execute=None if policy["client"] else _never,
+                    replay=policy["replay"],
+                    concurrency_group=policy["concurrency_group"],
+                    sequential=policy["sequential"],
+                    requires_approval=policy["requires_approval"],
+                    client=policy["client"],
+                    listed=listed_tool,
+                    toolset=toolset,
+                    owner=self,
+                    origin=origin,
+                    policy_source=source,
+                )
+            self._listed[index] = tools
+        merged: dict[str, ToolsetTool] = {}
+        for index in sorted(self._listed):
+            for name, tool in self._listed[index].items():
+                if name in merged:
+                    raise ConfigurationError(f"agent {self.name!r}: two toolsets list a tool named {name!r}; prefix one")
+                merged[name] = tool
+        self.tools = list(merged.values())
+
+    def _remember(self, scope: RunScope) -> None:
+        if len(self._scopes) > 256:
+            self._scopes.pop(next(iter(self._scopes)))
+        self._scopes[scope.run_id] = scope
+
+    async def instructions_for(self, scope: RunScope) -> str | None:
+        from pydantic_ai._instructions import resolve_sourced_instructions
+
+        ctx = await self.run_context(scope)
+        parts = await resolve_sourced_instructions(self.source._get_instructions(), ctx)
+        texts = [*self.system_prompts, *(p.content for p in parts if p.content)]
+        return "\n\n".join(texts) or None
+
+    async def review_plan(self, planned: list[dict[str, Any]], scope: RunScope) -> list[dict[str, Any]]:
+        """Output validators, on the validated structured output, inside the model step (recorded)."""
+        validators = list(getattr(self.source, "_output_validators", []) or [])
+        if not validators:
+            return planned
+        ctx = await self.run_context(scope)
+        out: list[dict[str, Any]] = []
+        for p in planned:
+            if p["kind"] == "finish" and p["status"] == "ok":
+                try:
+                    value = self.validate_output(p["args"])
+                    for v in validators:
+                        value = await v.validate(value, ctx)
+                    p = {**p, "result": self.dump_output(value)}
+                except ModelRetry as exc:
+                    p = {**p, "kind": "invalid", "status": "error", "paired_by": "validation", "result": None,
+                         "error": {"code": "output_rejected", "message": str(exc.message)}}
+            out.append(p)
+        return out
+
+    async def call_tool(self, tool: ToolsetTool, raw: dict[str, Any], call: ToolContext) -> Any:
+        """One body: the toolset's own ``call_tool``, bounded by ``tool_timeout`` so a server that
+        dies or never answers gives the model a typed error instead of hanging the run."""
+        scope = self._scopes.get(call.run_id) or RunScope(call.session_id, call.run_id)
+        ctx = await self.run_context(scope, call)
+        args = tool.listed.args_validator.validate_python(raw)
+        try:
+            if tool.listed.args_validator_func is not None:  # a tool's args_validator=: ModelRetry goes to the model
+                checked = tool.listed.args_validator_func(ctx, **args)
+                if inspect.isawaitable(checked):
+                    await checked
+            value = await asyncio.wait_for(tool.toolset.call_tool(tool.name, args, ctx, tool.listed), self.tool_timeout)
+            # a ToolReturn's extra content for the model has no place in a call's answer: its value does
+            return value.return_value if isinstance(value, ToolReturn) else value
+        except (CallDeferred, ApprovalRequired) as exc:
+            raise UnsupportedFeatureError(
+                f"tool {tool.name!r} raised {type(exc).__name__} inside its body; declare the policy instead "
+                "(requires_approval=True, or an external toolset for a client tool)"
+            ) from exc
+        except (TimeoutError, asyncio.TimeoutError):
+            raise ToolTimeoutError(f"tool {tool.name!r} gave no answer within {self.tool_timeout:g} s") from None
+        except ModelRetry as exc:
+            # pydantic-ai's MCP client reports a dropped connection as a retry; it is the server, not the call
+            if tool.origin == "mcp" and "connection closed" in str(exc.message).lower():
+                raise ToolServerError(f"tool {tool.name!r}: its MCP server is unavailable (connection closed mid-call)") from exc
+            raise
+        except ToolTimeoutError:
+            raise
+        except Exception as exc:
+            if tool.origin == "mcp" and _looks_like_transport(exc):
+                raise ToolServerError(f"tool {tool.name!r}: its MCP server is unavailable ({type(exc).__name__}: {exc})") from exc
+            raise
+
+
+def _looks_like_transport(exc: BaseException) -> bool:
+    names = {type(e).__name__ for e in _chain(exc)}
+    return bool(names & {"ClosedResourceError", "BrokenResourceError", "EndOfStream", "ConnectError", "ReadError",
+                         "RemoteProtocolError", "McpError", "MCPError", "ConnectionError", "ConnectionRefusedError",
+                         "RuntimeError", "ExceptionGroup", "BaseExceptionGroup", "ToolError", "ClientError"}) and not (
+        names & {"ModelRetry", "ToolFailed"}
+    )
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    stack = [exc]
+    while stack and len(seen) < 20:
+        e = stack.pop()
+        seen.append(e)
+        stack.extend(getattr(e, "exceptions", ()) or ())
+        if e.__cause__ is not None:
+            stack.append(e.__cause__)
+    return seen
+
+
+def _never(*_: Any, **__: Any) -> Any:  # pragma: no cover - ToolsetTool.invoke never calls execute
+    raise AssertionError("a toolset tool runs through its toolset")
+
+
+def _output_type(agent: PydanticAIAgent[Any, Any]) -> type[Any] | None:
+    output = getattr(agent, "_output_type", str)
+    if output is str or output is None:
+        return None
+    if inspect.isclass(output) or hasattr(output, "__origin__"):
+        return output  # a model, dataclass, TypedDict or generic alias: offered as the final_result tool
+    raise UnsupportedFeatureError(
+        f"agent {agent.name!r}: output_type {output!r} (ToolOutput, NativeOutput, PromptedOutput, TextOutput, "
+        "output functions, a list of types) is not supported; give one type, offered as the final_result tool"
+    )
+
+
+def _max_steps(usage_limits: UsageLimits | None, max_steps: int | None, name: str) -> int:
+    if usage_limits is None:
+        return max_steps or 50
+    others = {k: getattr(usage_limits, k, None) for k in ("input_tokens_limit", "output_tokens_limit", "total_tokens_limit", "tool_calls_limit")}
+    set_ = {k: v for k, v in others.items() if v is not None}
+    if set_:
+        raise UnsupportedFeatureError(
+            f"agent {name!r}: usage limits {sorted(set_)} are not supported (only request_limit, which is max_steps)"
+        )
+    return usage_limits.request_limit or max_steps or 50
+
+
+#: Capabilities every pydantic-ai agent carries by default; they add nothing the runtime must honour.
+DEFAULT_CAPABILITIES = frozenset({"ToolSearch", "PendingMessageDrainCapability"})
+
+
+def _refuse_capabilities(agent: PydanticAIAgent[Any, Any], name: str) -> None:
+    """Capabilities hook into pydantic-ai's own run loop, which does not run here: refuse, never drop silently."""
+    root = getattr(agent, "_root_capability", None)
+    extra = sorted({type(c).__name__ for c in getattr(root, "capabilities", []) or []} - DEFAULT_CAPABILITIES)
+    if extra:
+        hint = " (the runtime is the durability: hand the agent over without it)" if "DBOSDurability" in extra else ""
+        raise UnsupportedFeatureError(f"agent {name!r}: capabilities {extra} are not supported{hint}")
+    native = [t for t in getattr(agent, "_cap_native_tools", []) or [] if not getattr(t, "optional", False)]
+    if native:
+        raise UnsupportedFeatureError(
+            f"agent {name!r}: native (provider-executed) tools {[type(t).__name__ for t in native]} are not supported"
+        )
+
+
+def from_pydantic_ai(
+    agent: PydanticAIAgent[Any, Any],
+    *,
+    name: str | None = None,
+    tool_policies: ToolPolicies | None = None,
+    deps_factory: DepsFactory | None = None,
+    usage_limits: UsageLimits | None = None,
+    max_steps: int | None = None,
+    tool_timeout: float | None = None,
+    sub_agents: list[SubAgent] | None = None,
+) -> PydanticAgent:
+    """Read a pydantic-ai agent into an ``hx.Agent``; refuses what the runtime cannot honour.
+
+    ``tool_policies`` maps a tool name to policy keys (``replay``, ``concurrency_group``,
+    ``sequential``, ``requires_approval``) and wins over everything the tool says itself.
+    ``deps_factory(deps_input)`` rebuilds ``RunContext.deps`` from the JSON a run was started with
+    (``runtime.start(..., deps=...)``), in whichever process runs the step; without one, ``deps``
+    is that JSON as stored. ``sub_agents``: ``hx.remote_agent``/``hx.companion_agent`` children,
+    offered beside the agent's own tools.
+    """
+    if not isinstance(agent, PydanticAIAgent):
+        raise ConfigurationError(f"from_pydantic_ai needs a pydantic_ai.Agent, not {type(agent).__name__}")
+    agent_name = name or agent.name
+    if not agent_name:
+        raise ConfigurationError("a pydantic-ai agent needs a name (Agent(..., name='...')): runs resolve agents by name")
+    if agent.model is None:
+        raise ConfigurationError(f"agent {agent_name!r} has no model; give Agent(model=...) (a run cannot choose one)")
+    if getattr(agent, "_system_prompt_functions", None) or getattr(agent, "_system_prompt_dynamic_functions", None):
+        raise UnsupportedFeatureError(
+            f"agent {agent_name!r}: @agent.system_prompt functions are not supported; use @agent.instructions "
+            "(rendered for every model request)"
+        )
+    _refuse_capabilities(agent, agent_name)
+    settings = agent.model_settings
+    if settings is not None and not isinstance(settings, dict):
+        raise UnsupportedFeatureError(f"agent {agent_name!r}: model_settings must be a dict, not a {type(settings).__name__}")
+    output_type = _output_type(agent)
+    if getattr(agent, "_output_validators", None) and output_type is None:
+        raise UnsupportedFeatureError(
+            f"agent {agent_name!r}: output validators on text output are not supported; give a structured output_type"
+        )
+    timeout = tool_timeout or getattr(agent, "_tool_timeout", None) or DEFAULT_TOOL_TIMEOUT
+    return PydanticAgent(
+        name=agent_name,
+        model=agent.model,
+        instructions=None,
+        output_type=output_type,
+        max_steps=_max_steps(usage_limits, max_steps, agent_name),
+        model_settings=settings,
+        source=agent,
+        tool_policies={k: dict(v) for k, v in (tool_policies or {}).items()},
+        deps_factory=deps_factory,
+        tool_timeout=float(timeout),
+        system_prompts=tuple(getattr(agent, "_system_prompts", ()) or ()),
+        sub_agents=list(sub_agents or []),
+    )

@@ -1,0 +1,111 @@
+"""Live model output: the text and tool-call deltas of a model request while it streams.
+
+Best-effort by design, beside the durable ledger events (which stay exactly-once): deltas are
+written from inside the model step to the run workflow's DBOS stream ``helix.live``, so any process
+on the database can read them (the worker running the run need not be the one serving the client).
+A step is at-least-once, so a model request re-run after a crash streams again under a new
+``request`` id; a recovered step whose reply DBOS recorded is never re-run, so a saved reply is
+never streamed as if new. Every value carries ``"best_effort": true``.
+
+On when ``Runtime(live_output=True)`` or ``HELIX_DBOS_LIVE_OUTPUT=1``: each flush is one write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from dbos import DBOS
+from pydantic_ai.direct import model_request_stream
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ToolCallPart,
+    ToolCallPartDelta,
+)
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
+
+LIVE_KEY = "helix.live"
+FLUSH_SEC = 0.1
+log = logging.getLogger("helix_dbos")
+
+
+def _delta(event: Any) -> dict[str, Any] | None:
+    """One stream event as JSON; thinking and other parts are not streamed."""
+    if isinstance(event, PartStartEvent):
+        part = event.part
+        if isinstance(part, TextPart):
+            return {"kind": "text", "index": event.index, "text": part.content}
+        if isinstance(part, ToolCallPart):
+            args = part.args if isinstance(part.args, str) else (None if part.args is None else part.args_as_json_str())
+            return {"kind": "tool_call", "index": event.index, "tool_name": part.tool_name, "args": args or ""}
+    if isinstance(event, PartDeltaEvent):
+        d = event.delta
+        if isinstance(d, TextPartDelta):
+            return {"kind": "text", "index": event.index, "text": d.content_delta}
+        if isinstance(d, ToolCallPartDelta):
+            args = d.args_delta if isinstance(d.args_delta, str) or d.args_delta is None else json.dumps(d.args_delta)
+            return {"kind": "tool_call", "index": event.index, "tool_name": d.tool_name_delta or "", "args": args or ""}
+    return None
+
+
+async def _write(value: dict[str, Any]) -> None:
+    try:
+        await DBOS.write_stream_async(LIVE_KEY, value)
+    except Exception:  # best effort: a lost delta never fails the model step
+        log.debug("live output write failed", exc_info=True)
+
+
+async def streamed_request(
+    model: Model,
+    messages: list[ModelMessage],
+    settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+    step: int,
+) -> ModelResponse:
+    """The model request, streamed; the reply is the same ``ModelResponse`` a plain request returns.
+
+    A model that cannot stream (a ``FunctionModel`` without ``stream_function``) makes a plain request.
+    """
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.models.function import FunctionModel
+
+    if isinstance(model, FunctionModel) and model.stream_function is None:
+        return await model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
+    request = uuid.uuid4().hex[:12]
+    base = {"best_effort": True, "step": step, "request": request}
+    buffer: list[dict[str, Any]] = []
+    flushed = time.monotonic()
+    await _write({**base, "type": "start"})
+    async with model_request_stream(model, messages, model_settings=settings, model_request_parameters=parameters) as stream:
+        async for event in stream:
+            delta = _delta(event)
+            if delta is not None:
+                buffer.append(delta)
+            if buffer and time.monotonic() - flushed >= FLUSH_SEC:
+                await _write({**base, "type": "deltas", "deltas": buffer})
+                buffer, flushed = [], time.monotonic()
+        response = stream.get()
+    if buffer:
+        await _write({**base, "type": "deltas", "deltas": buffer})
+    await _write({**base, "type": "end"})
+    return response
+
+
+def read(run_id: str, timeout: float | None = None) -> Iterator[dict[str, Any]]:
+    """The run's live values in order, until its workflow ends (any process on the database)."""
+    yield from DBOS.read_stream(run_id, LIVE_KEY, timeout_seconds=timeout)
+
+
+async def read_async(run_id: str, timeout: float | None = None) -> AsyncIterator[dict[str, Any]]:
+    async for value in DBOS.read_stream_async(run_id, LIVE_KEY, timeout_seconds=timeout):
+        yield value

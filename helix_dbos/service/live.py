@@ -1,0 +1,61 @@
+"""``GET /sessions/{id}/live``: the model's text and tool-call deltas over SSE, best-effort.
+
+Beside ``/events`` (the durable ledger events, exactly once and resumable), never instead of it:
+these values come from the run workflow's DBOS stream (``runtime/live.py``), written by whichever
+worker runs the step and read here from the database, so the serving process need not be the
+worker. They carry no ``id``: a reconnect starts again from the first value of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import StreamingResponse
+
+from ..errors import SessionNotFoundError
+from ..ledger import store
+from ..runtime import live
+
+router = APIRouter()
+
+
+def _current_run(request: Request, session_id: str) -> str | None:
+    with request.app.state.runtime.engine.connect() as conn:
+        session = store.get_session(conn, session_id)
+    if session is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    return session["current_run_id"]
+
+
+async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
+    yield f"event: run\ndata: {json.dumps({'run_id': run_id, 'best_effort': True})}\n\n".encode()
+    try:
+        async for value in live.read_async(run_id, timeout=timeout):
+            yield f"event: live\ndata: {json.dumps(value)}\n\n".encode()
+    except (TimeoutError, asyncio.TimeoutError):
+        pass
+    yield b"event: end\ndata: {}\n\n"
+
+
+@router.get(
+    "/sessions/{session_id}/live",
+    tags=["sessions"],
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE: best-effort model output deltas, no ids."}},
+)
+async def session_live(
+    request: Request,
+    session_id: Annotated[str, Path(min_length=1, max_length=64)],
+    run_id: Annotated[str | None, Query(max_length=64, description="A run of the session (default: its current run).")] = None,
+    timeout: Annotated[float, Query(gt=0, le=3600, description="Stop after this many seconds.")] = 300,
+) -> StreamingResponse:
+    """The current run's model output as it streams (``Runtime(live_output=True)``); ends with the run's workflow."""
+    current = await asyncio.to_thread(_current_run, request, session_id)  # a 404 before the stream starts
+    target = run_id or current
+    if target is None:
+        raise SessionNotFoundError(f"session {session_id!r} has no run")
+    return StreamingResponse(_sse(target, timeout), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,125 @@
+"""A plain pydantic-ai agent with deps, run in real processes (crashed with ``HELIX_DBOS_CRASH_AT``).
+
+    python -m tests.scenarios.deps_app --db URL --effects DIR --executor ID start|wake --session SID
+
+``start`` stores ``deps={"user": "ann", "quota": 3}``; the registered factory rebuilds ``Deps`` from
+it in whichever process runs the step, and records each build in ``deps.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import helix_dbos as hx
+
+EFFECTS: Path = Path(".")
+
+
+def effect(kind: str, **data: Any) -> None:
+    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
+        f.write(json.dumps(data) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@dataclass
+class Deps:
+    user: str
+    quota: int
+
+
+def make_deps(data: Any) -> Deps:
+    effect("deps", data=data, pid=os.getpid())
+    return Deps(**data)
+
+
+def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    n = sum(isinstance(m, ModelResponse) for m in messages)
+    seen = {p.tool_name: p.content for p in getattr(messages[-1], "parts", []) if isinstance(p, ToolReturnPart)}
+    effect("model", step=n, seen=seen, instructions=info.instructions)
+    if n == 0:
+        tool = os.environ.get("DEPS_APP_TOOL", "remember")
+        return ModelResponse(parts=[ToolCallPart(tool, {"note": "x"}, "c0")])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+def build_agent() -> Agent[Deps, str]:
+    agent = Agent(FunctionModel(reply), name="keeper", deps_type=Deps)
+
+    @agent.instructions
+    def quota(ctx: RunContext[Deps]) -> str:
+        return f"{ctx.deps.user} has {ctx.deps.quota} notes left."
+
+    @agent.tool(metadata={"replay": "safe"})
+    def remember(ctx: RunContext[Deps], note: str) -> dict[str, Any]:
+        """Keep a note, keyed on the dispatch id (so a re-run is the same note)."""
+        effect("bodies", tool="remember", user=ctx.deps.user, dispatch_id=hx.dispatch_id(ctx), pid=os.getpid())
+        return {"user": ctx.deps.user, "dispatch_id": hx.dispatch_id(ctx)}
+
+    @agent.tool
+    def charge(ctx: RunContext[Deps], note: str) -> str:
+        """Charge the user (unsafe: never run twice)."""
+        effect("bodies", tool="charge", user=ctx.deps.user, dispatch_id=hx.dispatch_id(ctx), pid=os.getpid())
+        return "charged"
+
+    return agent
+
+
+def install_span_file(path: str) -> None:
+    """Spans of this process as JSON lines (the test reads both processes' spans of one run)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class FileExporter(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            with open(path, "a") as f:
+                for s in spans:
+                    f.write(json.dumps({"name": s.name, "trace_id": s.context.trace_id, "pid": os.getpid(), "attributes": dict(s.attributes or {})}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileExporter()))
+    trace.set_tracer_provider(provider)
+
+
+def main(argv: list[str]) -> int:
+    global EFFECTS
+    if os.environ.get("SPANS_FILE"):
+        install_span_file(os.environ["SPANS_FILE"])
+    p = argparse.ArgumentParser()
+    p.add_argument("--db", required=True)
+    p.add_argument("--effects", required=True)
+    p.add_argument("--executor", required=True)
+    p.add_argument("cmd", choices=["start", "wake"])
+    p.add_argument("--session", required=True)
+    args = p.parse_args(argv)
+    EFFECTS = Path(args.effects)
+    EFFECTS.mkdir(parents=True, exist_ok=True)
+    rt = hx.Runtime([build_agent()], database_url=args.db, executor_id=args.executor, deps_factories={"keeper": make_deps}).launch()
+    try:
+        if args.cmd == "start":
+            rt.start("keeper", "note this", session_id=args.session, deps={"user": "ann", "quota": 3})
+        result = rt.wait(args.session, timeout=60)
+        calls = [{"tool": c.tool_name, "status": c.status, "attempts": len(c.attempts), "dispatch_id": c.dispatch_id, "result": c.result}
+                 for c in rt.session(result.session_id).calls]
+        print(json.dumps({"status": result.status, "output": result.output, "calls": calls}), flush=True)
+    finally:
+        rt.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

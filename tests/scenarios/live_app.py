@@ -1,0 +1,86 @@
+"""A real application process whose model streams (for the live-output tests).
+
+    python -m tests.scenarios.live_app --db URL --effects DIR --executor ID start|wake --session SID
+
+Runs with ``HELIX_DBOS_LIVE_OUTPUT=1``; ``model.jsonl`` counts the model requests really made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+import helix_dbos as hx
+
+EFFECTS: Path | None = None  # set by main(); the CLI's build_runtime() counts nothing
+
+
+def effect(kind: str, **data: object) -> None:
+    if EFFECTS is None:
+        return
+    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
+        f.write(json.dumps(data) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    n = sum(isinstance(m, ModelResponse) for m in messages)
+    effect("model", step=n, pid=os.getpid())
+    if n == 0:
+        yield "Looking "
+        await asyncio.sleep(0.3)
+        yield {1: DeltaToolCall(name="look", json_args='{"key": "a"}', tool_call_id="c1")}
+        return
+    for chunk in ["found ", "it"]:
+        await asyncio.sleep(0.3)
+        yield chunk
+
+
+def build_runtime() -> hx.Runtime:
+    """For the CLI (``HELIX_DBOS_APP=tests.scenarios.live_app:build_runtime``)."""
+
+    @hx.tool(replay="safe")
+    def look(key: str) -> str:
+        return key
+
+    return hx.Runtime([hx.Agent("live", FunctionModel(stream_function=stream), tools=[look])])
+
+
+def main(argv: list[str]) -> int:
+    global EFFECTS
+    p = argparse.ArgumentParser()
+    p.add_argument("--db", required=True)
+    p.add_argument("--effects", required=True)
+    p.add_argument("--executor", required=True)
+    p.add_argument("cmd", choices=["start", "wake"])
+    p.add_argument("--session", required=True)
+    args = p.parse_args(argv)
+    EFFECTS = Path(args.effects)
+    EFFECTS.mkdir(parents=True, exist_ok=True)
+
+    @hx.tool(replay="safe")
+    def look(key: str) -> str:
+        return key
+
+    rt = hx.Runtime([hx.Agent("live", FunctionModel(stream_function=stream), tools=[look])], database_url=args.db, executor_id=args.executor).launch()
+    try:
+        if args.cmd == "start":
+            print(json.dumps({"run_id": rt.start("live", "go", session_id=args.session).run_id}), flush=True)
+        result = rt.wait(args.session, timeout=60)
+        print(json.dumps({"status": result.status, "output": result.output, "run_id": result.run_id}), flush=True)
+    finally:
+        rt.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,159 @@
+"""Live model output: text and tool-call deltas on the run's DBOS stream while the step runs,
+best-effort and marked so, readable from another process; a recovered step never re-streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+import helix_dbos as hx
+from helix_dbos.runtime import live
+from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from tests.crashkit import ROOT
+
+
+def streaming_model() -> FunctionModel:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        if sum(isinstance(m, ModelResponse) for m in messages) == 0:
+            yield {0: DeltaToolCall(name="look", json_args='{"key": ')}
+            yield {0: DeltaToolCall(json_args='"a"}', tool_call_id="c1")}
+            return
+        for chunk in ["All ", "looked ", "up."]:
+            time.sleep(0.05)
+            yield chunk
+
+    return FunctionModel(stream_function=stream)
+
+
+def _texts(values: list[dict[str, Any]], step: int) -> str:
+    return "".join(d["text"] for v in values if v["step"] == step and v["type"] == "deltas" for d in v["deltas"] if d["kind"] == "text")
+
+
+def test_deltas_stream_while_the_step_runs(make_runtime: Any) -> None:
+    @hx.tool(replay="safe")
+    def look(key: str) -> str:
+        return key
+
+    rt = make_runtime([hx.Agent("live", streaming_model(), tools=[look])], live_output=True)
+    handle = rt.start("live", "go")
+    seen: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: seen.extend(live.read(handle.run_id, timeout=30)))
+    reader.start()
+    result = handle.result(timeout=60)
+    reader.join(40)
+    assert result.status == "completed" and result.output == "All looked up."
+    assert all(v["best_effort"] is True for v in seen)
+    assert [v["type"] for v in seen if v["step"] == 0][0] == "start" and [v["type"] for v in seen if v["step"] == 0][-1] == "end"
+    calls = [d for v in seen if v["type"] == "deltas" and v["step"] == 0 for d in v["deltas"]]
+    assert calls[0]["kind"] == "tool_call" and calls[0]["tool_name"] == "look"
+    assert "".join(d["args"] for d in calls) == '{"key": "a"}'
+    assert _texts(seen, 1) == "All looked up."
+    # the durable transcript is the same reply a plain request would have saved
+    assert rt.session(result.session_id).calls[0].args == {"key": "a"}
+
+
+def test_off_by_default_writes_nothing(make_runtime: Any) -> None:
+    from pydantic_ai.messages import TextPart
+
+    rt = make_runtime([hx.Agent("quiet", FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("hi")])))])
+    result = rt.start("quiet", "go").result(timeout=60)
+    assert result.status == "completed"
+    assert list(live.read(result.run_id, timeout=2)) == []
+
+
+def _app(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+    env["HELIX_DBOS_LIVE_OUTPUT"] = "1"
+    if crash_at:
+        env["HELIX_DBOS_CRASH_AT"] = crash_at
+    args = [sys.executable, "-m", "tests.scenarios.live_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
+    effects.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(effects / f"{cmd}.stderr", "w"), text=True)
+
+
+def test_live_output_across_processes_and_no_restream_on_recovery(db_url: str, tmp_path: Path) -> None:
+    """The test process (not the worker) reads the deltas while the worker streams; the worker dies
+    right after step 0's reply was recorded; the relaunch recovers that reply without streaming it
+    again and streams only step 1."""
+    from dbos import DBOSClient
+
+    effects = tmp_path / "effects"
+    executor, session = f"live-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    first = _app(db_url, effects, executor, "start", session, crash_at="after_model")
+    run_id = json.loads(first.stdout.readline())["run_id"]
+    client = DBOSClient(system_database_url=db_url)
+    seen: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: seen.extend(client.read_stream(run_id, live.LIVE_KEY, timeout_seconds=60)))
+    reader.start()
+    assert first.wait(60) == CRASH_EXIT_CODE
+    wake = _app(db_url, effects, executor, "wake", session)
+    out = json.loads([ln for ln in wake.communicate(timeout=90)[0].splitlines() if ln.startswith("{")][-1])
+    reader.join(70)
+    client.destroy()
+    assert out["status"] == "completed" and out["output"] == "found it"
+    model = [json.loads(line) for line in (effects / "model.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in model] == [0, 1] and model[0]["pid"] != model[1]["pid"]
+    requests = {(v["step"], v["request"]) for v in seen}
+    assert sorted(step for step, _ in requests) == [0, 1]  # one streamed request per step: step 0 never again
+    assert _texts(seen, 0) == "Looking " and _texts(seen, 1) == "found it"
+    assert all(v["best_effort"] for v in seen)
+
+
+def test_service_streams_live_output_over_sse(db_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from helix_dbos.service.app import create_app
+
+    @hx.tool(replay="safe")
+    def look(key: str) -> str:
+        return key
+
+    rt = hx.Runtime([hx.Agent("live", streaming_model(), tools=[look])], database_url=db_url,
+                    executor_id=f"svc-{uuid.uuid4().hex[:8]}", live_output=True)
+    with TestClient(create_app(rt)) as client:
+        handle = rt.start("live", "go")
+        events: list[tuple[str, Any]] = []
+        with client.stream("GET", f"/sessions/{handle.session_id}/live", params={"timeout": 30}) as response:
+            assert response.status_code == 200
+            kind = ""
+            for line in response.iter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    events.append((kind, json.loads(line[6:])))
+        assert events[0] == ("run", {"run_id": handle.run_id, "best_effort": True}) and events[-1][0] == "end"
+        values = [v for k, v in events if k == "live"]
+        assert _texts(values, 1) == "All looked up." and all(v["best_effort"] for v in values)
+        assert client.get("/sessions/nope/live").status_code == 404
+
+
+def test_cli_start_live_prints_deltas(monkeypatch: Any, db_url: str) -> None:
+    import logging
+
+    from typer.testing import CliRunner
+
+    from helix_dbos.cli.main import app as cli
+
+    monkeypatch.setenv("HELIX_DBOS_APP", "tests.scenarios.live_app:build_runtime")
+    monkeypatch.setenv("HELIX_DBOS_LIVE_OUTPUT", "0")  # restored after the test; --live sets it to 1
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("HELIX_DBOS_DATABASE_URL", raising=False)
+    for handler in logging.getLogger("dbos").handlers:
+        if handler.name == "__dbos_console_log_handler__" and isinstance(handler, logging.StreamHandler):
+            handler.stream = sys.__stderr__
+    result = CliRunner().invoke(cli, ["start", "live", "go", "--live", "--db", db_url])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Looking " in out and "→ look" in out and "found it" in out
+    assert out.index("Looking") < out.index("found it") < out.index("completed")

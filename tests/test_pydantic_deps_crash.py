@@ -1,0 +1,82 @@
+"""Deps across processes: a run killed mid-body is recovered in a fresh process, which rebuilds the
+run's deps with the registered factory from the JSON its start stored (both databases)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from tests.crashkit import ROOT, transcript_problems
+
+
+def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+    env["DEPS_APP_TOOL"] = tool
+    env["SPANS_FILE"] = str(effects.parent / "spans.jsonl")
+    if crash_at:
+        env["HELIX_DBOS_CRASH_AT"] = crash_at
+    args = [sys.executable, "-m", "tests.scenarios.deps_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+
+
+def _lines(effects: Path, kind: str) -> list[dict[str, Any]]:
+    path = effects / f"{kind}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def test_recovered_run_rebuilds_its_deps_in_a_fresh_process(db_url: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects"
+    executor, session = f"deps-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    crashed = _run(db_url, effects, executor, "start", session, crash_at="after_body:remember")
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
+    woke = _run(db_url, effects, executor, "wake", session)
+    assert woke.returncode == 0, woke.stderr[-3000:]
+    out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
+
+    assert out["status"] == "completed" and out["output"] == "done"
+    deps = _lines(effects, "deps")
+    assert [d["data"] for d in deps] == [{"user": "ann", "quota": 3}] * 2  # built once in each process
+    assert deps[0]["pid"] != deps[1]["pid"]
+    bodies = _lines(effects, "bodies")
+    call = out["calls"][0]
+    assert len(bodies) == 2 and bodies[0]["pid"] != bodies[1]["pid"]  # safe: it re-ran in the new process
+    assert {b["user"] for b in bodies} == {"ann"} and {b["dispatch_id"] for b in bodies} == {call["dispatch_id"]}
+    assert call["status"] == "ok" and call["attempts"] == 2 and call["result"]["user"] == "ann"
+    model = _lines(effects, "model")
+    assert [m["step"] for m in model] == [0, 1]  # the saved reply was not asked again
+    assert {m["instructions"] for m in model} == {"ann has 3 notes left."}  # dynamic instructions, from deps
+    assert transcript_problems(db_url, session) == []
+
+
+def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url: str, tmp_path: Path) -> None:
+    """A plain ``@agent.tool`` (no policy anywhere: unsafe) killed after its body ran: never run
+    again, the model is told outcome_unknown, and the recovered process still has its deps."""
+    effects = tmp_path / "effects"
+    executor, session = f"deps-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    crashed = _run(db_url, effects, executor, "start", session, crash_at="after_body:charge", tool="charge")
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
+    woke = _run(db_url, effects, executor, "wake", session, tool="charge")
+    assert woke.returncode == 0, woke.stderr[-3000:]
+    out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
+    assert out["status"] == "completed"
+    assert [b["tool"] for b in _lines(effects, "bodies")] == ["charge"]  # one body, ever
+    call = out["calls"][0]
+    assert (call["tool"], call["status"], call["attempts"]) == ("charge", "outcome_unknown", 1)
+    model = _lines(effects, "model")
+    assert [m["step"] for m in model] == [0, 1]
+    assert "outcome_unknown" in str(model[1]["seen"]["charge"])
+    assert model[1]["instructions"] == "ann has 3 notes left."  # deps rebuilt in the new process
+    assert transcript_problems(db_url, session) == []
+    # one trace across both processes; the recovering process's body span carries the decision
+    spans = _lines(tmp_path, "spans")
+    assert len({s["trace_id"] for s in spans}) == 1 and len({s["pid"] for s in spans}) == 2
+    decided = [s["attributes"] for s in spans if s["name"] == "helix.body_attempt"]
+    # the first process died inside its body span, which never ended: only the recovery's is exported
+    assert [(d["helix.policy"], d["helix.decision"], d["helix.status"]) for d in decided] == [("unsafe", "done", "outcome_unknown")]
+    assert {s["name"] for s in spans if s["pid"] == spans[0]["pid"]} >= {"helix.prepare", "helix.model_request", "helix.append"}

@@ -1,0 +1,67 @@
+"""OpenTelemetry: one trace per run, a span per model request, append, body attempt and step commit,
+with the dispatch id, attempt, policy and recovery decision as attributes (in-memory exporter)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+
+import helix_dbos as hx  # noqa: E402
+from helix_dbos.runtime.tracing import trace_id_of  # noqa: E402
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, sdk_trace.TracerProvider):
+        provider = sdk_trace.TracerProvider()
+        trace.set_tracer_provider(provider)
+        provider = trace.get_tracer_provider()
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    provider.add_span_processor(processor)  # type: ignore[attr-defined]
+    yield exporter
+    processor.shutdown()
+
+
+def test_one_trace_per_run_with_span_per_boundary(make_runtime: Any, spans: InMemorySpanExporter) -> None:
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if sum(isinstance(m, ModelResponse) for m in messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("look", {"key": "a"}, "c1"), ToolCallPart("send", {"key": "b"}, "c2")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    @hx.tool(replay="safe")
+    def look(key: str) -> str:
+        return key
+
+    @hx.tool
+    def send(key: str) -> str:
+        return key
+
+    rt = make_runtime([hx.Agent("traced", FunctionModel(reply), tools=[look, send])])
+    result = rt.start("traced", "go").result(timeout=60)
+    assert result.status == "completed"
+    mine = [s for s in spans.get_finished_spans() if (s.attributes or {}).get("helix.run_id") == result.run_id]
+    names = sorted(s.name for s in mine)
+    assert names == sorted(["helix.prepare", "helix.model_request", "helix.model_request", "helix.append",
+                            "helix.body_attempt", "helix.body_attempt", "helix.step_commit", "helix.step_commit"])
+    assert {s.context.trace_id for s in mine} == {trace_id_of(result.run_id)}  # one trace, the same in any process
+    calls = {c.tool_name: c for c in rt.session(result.session_id).calls}
+    bodies = {s.attributes["helix.tool"]: s.attributes for s in mine if s.name == "helix.body_attempt"}
+    assert bodies["look"]["helix.policy"] == "safe" and bodies["send"]["helix.policy"] == "unsafe"
+    assert bodies["look"]["helix.dispatch_id"] == calls["look"].dispatch_id
+    assert bodies["send"]["helix.attempt"] == 1 and bodies["send"]["helix.decision"] == "run"
+    assert bodies["send"]["helix.status"] == "ok"
+    models = [s.attributes for s in mine if s.name == "helix.model_request"]
+    assert sorted(m["helix.step"] for m in models) == [0, 1] and {m["helix.calls"] for m in models} == {2, 0}
+    commits = [s.attributes for s in mine if s.name == "helix.step_commit"]
+    assert sorted(c["helix.saved"] for c in commits) == [False, True]
