@@ -35,6 +35,10 @@ sessions = sa.Table(
     sa.Column("parent_dispatch_id", sa.String(64)),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
+    # The authenticated principal that started the session (a child inherits its parent's); NULL
+    # when no authentication was on. The service shows a session only to its owner and to the
+    # operator and approver roles.
+    sa.Column("owner", sa.String(200)),
 )
 
 runs = sa.Table(
@@ -196,6 +200,7 @@ companions = sa.Table(
     sa.UniqueConstraint("parent_session_id", "agent_name", name="uq_companions_parent_agent"),
 )
 
+sa.Index("ix_sessions_owner", sessions.c.owner)
 sa.Index("ix_runs_session", runs.c.session_id)
 sa.Index("ix_checkpoints_session", checkpoints.c.session_id, checkpoints.c.step)
 sa.Index("ix_calls_session", calls.c.session_id)

@@ -236,7 +236,7 @@ class Runtime:
 
     # --- entries -------------------------------------------------------------------------------
 
-    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, owner: str | None = None) -> RunHandle:
         with self.engine.begin() as conn:
             opened = entries.open_run(
                 conn,
@@ -249,6 +249,7 @@ class Runtime:
                 profile=self.recovery,
                 executor_id=self.executor_id,
                 is_dead=self._run_is_dead,
+                owner=owner,
             )
         try:
             with SetWorkflowID(opened["run_id"]):
@@ -280,9 +281,13 @@ class Runtime:
         DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
         return True
 
-    def start(self, agent_name: str, message: str, session_id: str | None = None) -> RunHandle:
-        """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step)."""
-        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message)
+    def start(self, agent_name: str, message: str, session_id: str | None = None, *, owner: str | None = None) -> RunHandle:
+        """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
+
+        ``owner`` (the service's authenticated principal) is stamped on a new session; an existing
+        ``session_id`` owned by someone else is then ``session_not_found``.
+        """
+        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, owner=owner)
 
     def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
         if mode == "continue":

@@ -7,7 +7,7 @@ starting a turn without its message.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,31 +26,69 @@ class NewTurn(Request):
     message: str = Field(min_length=1, description="The next user message; it redirects any unanswered step.")
 
 
-class Resume(Request):
-    mode: Literal["continue", "with_message", "from_checkpoint"] = "continue"
-    message: str | None = None
-    checkpoint_id: str | None = None
+class ResumeContinue(Request):
+    """Recover the saved step as it stands."""
+
+    mode: Literal["continue"] = "continue"
 
 
-class Retry(Request):
-    message: str | None = None
-    checkpoint_id: str | None = None
+class ResumeWithMessage(Request):
+    """Redirect the saved step with a user message."""
+
+    mode: Literal["with_message"]
+    message: str = Field(min_length=1)
+
+
+class ResumeFromCheckpoint(Request):
+    """Rewind to a saved append (a checkpoint of kind ``append``) and run from there."""
+
+    mode: Literal["from_checkpoint"]
+    checkpoint_id: str = Field(min_length=1)
+
+
+#: Exactly the bodies the service accepts: each mode with exactly the fields it uses.
+Resume = Annotated[ResumeContinue | ResumeWithMessage | ResumeFromCheckpoint, Field(union_mode="left_to_right")]
+
+
+class RetryRecover(Request):
+    """Recover the failed or interrupted run; with ``message``, redirect it instead."""
+
+    message: str | None = Field(default=None, min_length=1)
+
+
+class RetryFromCheckpoint(Request):
+    """Redirect the run at a saved checkpoint: a checkpoint needs the message that redirects it."""
+
+    checkpoint_id: str = Field(min_length=1)
+    message: str = Field(min_length=1)
+
+
+Retry = Annotated[RetryRecover | RetryFromCheckpoint, Field(union_mode="left_to_right")]
 
 
 class Stop(Request):
+    """Who asked is the authenticated principal, recorded on the stop; it is not a request field."""
+
     kind: Literal["interrupt", "abort"] = "interrupt"
-    requested_by: str | None = Field(default=None, max_length=200)
 
 
 class Approval(Request):
+    """The actor recorded on the call is the authenticated principal, never a request field."""
+
     approved: bool
-    reason: str | None = None
-    actor: str | None = Field(default=None, max_length=200, description="Who decided; kept on the call for audit.")
+    reason: str | None = Field(default=None, max_length=2000, description="Free text kept on the call for audit.")
 
 
-class ClientResult(Request):
-    result: Any = Field(default=None, description="The client tool's JSON result.")
-    error: str | None = Field(default=None, description="Set instead of result when the client tool failed.")
+class ClientOk(Request):
+    result: Any = Field(description="The client tool's JSON result (null is a result).")
+
+
+class ClientFailed(Request):
+    error: str = Field(min_length=1, description="The client tool failed with this message.")
+
+
+#: A client-tool answer is exactly one of ``result`` or ``error``.
+ClientResult = Annotated[ClientOk | ClientFailed, Field(union_mode="left_to_right")]
 
 
 class ErrorBody(BaseModel):
@@ -145,6 +183,7 @@ class CheckpointOut(BaseModel):
 class SessionOut(BaseModel):
     session_id: str
     agent_name: str
+    owner: str | None = Field(default=None, description="The principal that started the session (none without authentication).")
     status: str
     current_run_id: str | None
     messages: list[dict[str, Any]] = Field(description="The active transcript as pydantic-ai messages (JSON).")
@@ -156,6 +195,7 @@ class SessionOut(BaseModel):
 class SessionSummary(BaseModel):
     session_id: str
     agent_name: str
+    owner: str | None = None
     status: str
     current_run_id: str | None
     run_count: int
