@@ -177,9 +177,11 @@ class Stream:
         return [e["type"] for e in self.events]
 
 
-def read_sse(base: str, session_id: str, last_id: int | None = None, *, on_event: Callable[[dict[str, Any]], None] | None = None, timeout: float = 60, query: str = "") -> Stream:
+def read_sse(
+    base: str, session_id: str, last_id: int | None = None, *, on_event: Callable[[dict[str, Any]], None] | None = None, timeout: float = 60, query: str = "", headers: dict[str, str] | None = None
+) -> Stream:
     """Read a session's SSE stream to its end frame (or until the connection breaks)."""
-    headers = {"Last-Event-ID": str(last_id)} if last_id is not None else {}
+    headers = {**(headers or {}), **({"Last-Event-ID": str(last_id)} if last_id is not None else {})}
     out = Stream()
     frame: dict[str, str] = {}
     try:
