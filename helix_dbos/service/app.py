@@ -65,10 +65,13 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return spec
 
 
-def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
-    """The service over ``runtime``, or over the app ``HELIX_DBOS_APP`` (``app_spec``) names."""
+def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, settings: ServiceSettings | None = None, database_url: str | None = None) -> FastAPI:
+    """The service over ``runtime``, or over the app ``HELIX_DBOS_APP`` (``app_spec``) names.
+
+    ``database_url`` overrides the app's own choice (``helix-dbos serve --db``).
+    """
     settings = settings or ServiceSettings.from_env()
-    target = runtime if runtime is not None else load_runtime(app_spec)
+    target = runtime if runtime is not None else load_runtime(app_spec, database_url=database_url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
