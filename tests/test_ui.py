@@ -159,6 +159,17 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     browser.get(f"{restarted.base}/ui?status=completed&agent=errands")
     assert sid in browser.find_element(By.ID, "sessions").text
 
+    # Stop and Retry through the page, as the owner
+    other = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner in Rome"}).json()["session_id"]
+    browser.get(f"{restarted.base}/ui/sessions/{other}")
+    wait_for(lambda: browser.find_element(By.ID, "stop"), what="the Stop button").click()
+    wait_for(lambda: "interrupted" in browser.find_element(By.ID, "status").text, what="the stopped run")
+    wait_for(lambda: browser.find_element(By.ID, "retry"), what="the Retry button").click()
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")) == 2, what="the retried run")
+    assert "retry" in browser.find_element(By.ID, "runs").text
+    runs = httpx.get(f"{restarted.base}/sessions/{other}", headers=alice).json()["runs"]
+    assert [r["entry"] for r in runs] == ["start", "retry"] and runs[0]["status"] == "interrupted"
+
     # an approval, decided through the page by the approver, with live updates from SSE
     waiting = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner for two in Porto"}).json()
     csid, approval = waiting["session_id"], waiting["pending"][0]["dispatch_id"]
