@@ -86,8 +86,11 @@ def test_openapi_options_and_the_schema_accept_what_the_service_accepts(db_url: 
     assert (after["runs"], after["stops"]) == (state["counts"]["runs"], 0)
     assert not [c for c in snapshot(db_url)["calls"] if c[3] is not None], "an answer was recorded"
     # the two bodies a new user tripped on, by name
-    expect_error(http.post(f"/sessions/{sid}/calls/nope/result", json={}), 400, "validation_error")
-    expect_error(http.post(f"/sessions/{sid}/calls/nope/result", json={"result": 1, "error": "x"}), 400, "validation_error")
+    for body in ({}, {"result": 1, "error": "x"}):
+        refused = expect_error(http.post(f"/sessions/{sid}/calls/nope/result", json=body), 400, "validation_error")
+        assert "exactly one of result or error" in refused["error"]
+    refused = expect_error(http.post(f"/sessions/{sid}/resume", json={"mode": "continue", "checkpoint_id": ""}), 400, "validation_error")
+    assert refused["error"] == "The request is not valid: checkpoint_id: Extra inputs are not permitted."
 
     # stop?wait= is honoured (and a misspelt parameter refused rather than ignored)
     expect_error(http.post(f"/sessions/{sid}/stop", params={"wiat": 10}, json={}), 400, "validation_error")

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import HelixError, ValidationError
 from .middleware import allowed_methods
+from .schemas import UNION_TAGS
 
 log = logging.getLogger("helix_dbos.service")
 
@@ -54,6 +55,9 @@ def body(error: str, code: str, detail: Any = None) -> dict[str, Any]:
 
 
 def _where(loc: tuple[Any, ...] | list[Any]) -> str:
+    loc = list(loc)
+    if len(loc) >= 3 and loc[0] == "body" and loc[1] in UNION_TAGS:  # ("body", "with_message", "message")
+        del loc[1]
     parts = [str(p) for p in loc if p not in ("body",)]
     return ".".join(parts) or "body"
 

@@ -7,9 +7,10 @@ starting a turn without its message.
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 
 class Request(BaseModel):
@@ -46,8 +47,22 @@ class ResumeFromCheckpoint(Request):
     checkpoint_id: str = Field(min_length=1)
 
 
+def _tag(key: str, default: str) -> Callable[[Any], str | None]:
+    """Pick a union member by one field, so a refusal names that member's missing or extra field."""
+
+    def pick(value: Any) -> str | None:
+        if isinstance(value, dict):
+            return str(value.get(key, default)) if key != "*" else default
+        return getattr(value, key, default) if isinstance(value, BaseModel) else None
+
+    return pick
+
+
 #: Exactly the bodies the service accepts: each mode with exactly the fields it uses.
-Resume = Annotated[ResumeContinue | ResumeWithMessage | ResumeFromCheckpoint, Field(union_mode="left_to_right")]
+Resume = Annotated[
+    Annotated[ResumeContinue, Tag("continue")] | Annotated[ResumeWithMessage, Tag("with_message")] | Annotated[ResumeFromCheckpoint, Tag("from_checkpoint")],
+    Discriminator(_tag("mode", "continue"), custom_error_type="invalid_mode", custom_error_message="mode must be 'continue', 'with_message' or 'from_checkpoint'"),
+]
 
 
 class RetryRecover(Request):
@@ -63,7 +78,16 @@ class RetryFromCheckpoint(Request):
     message: str = Field(min_length=1)
 
 
-Retry = Annotated[RetryRecover | RetryFromCheckpoint, Field(union_mode="left_to_right")]
+def _retry_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return "checkpoint" if "checkpoint_id" in value else "recover"
+    return "checkpoint" if isinstance(value, RetryFromCheckpoint) else "recover" if isinstance(value, RetryRecover) else None
+
+
+Retry = Annotated[
+    Annotated[RetryRecover, Tag("recover")] | Annotated[RetryFromCheckpoint, Tag("checkpoint")],
+    Discriminator(_retry_tag, custom_error_type="invalid_body", custom_error_message="a retry body is an object"),
+]
 
 
 class Stop(Request):
@@ -79,6 +103,10 @@ class Approval(Request):
     reason: str | None = Field(default=None, max_length=2000, description="Free text kept on the call for audit.")
 
 
+#: The tags of the body unions above: not field names, so error messages leave them out.
+UNION_TAGS = frozenset({"continue", "with_message", "from_checkpoint", "recover", "checkpoint", "result", "error"})
+
+
 class ClientOk(Request):
     result: Any = Field(description="The client tool's JSON result (null is a result).")
 
@@ -88,7 +116,18 @@ class ClientFailed(Request):
 
 
 #: A client-tool answer is exactly one of ``result`` or ``error``.
-ClientResult = Annotated[ClientOk | ClientFailed, Field(union_mode="left_to_right")]
+def _answer_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if ("error" in value) == ("result" in value):
+            return None  # neither or both: refused with the sentence below
+        return "error" if "error" in value else "result"
+    return "error" if isinstance(value, ClientFailed) else "result" if isinstance(value, ClientOk) else None
+
+
+ClientResult = Annotated[
+    Annotated[ClientOk, Tag("result")] | Annotated[ClientFailed, Tag("error")],
+    Discriminator(_answer_tag, custom_error_type="invalid_body", custom_error_message="give exactly one of result or error"),
+]
 
 
 class ErrorBody(BaseModel):
