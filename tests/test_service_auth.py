@@ -9,7 +9,6 @@ the ledger and in the audit views is the authenticated principal, whatever the b
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import sqlalchemy as sa
 
 from helix_dbos import apikeys
-from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.test_service import ROOT, Service, expect_error, free_port, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
 

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import jsonschema
-import pytest
 
 from tests.test_service import Service, expect_error, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
 

@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import ConfigurationError, HelixError, NotFoundError, ValidationError
+from ..errors import ConfigurationError, HelixError, ValidationError
 from ..ledger import tables as t
 from ..ledger.engine import check_url, create_sync_engine, sqlite_path
 from ..runtime import Runtime

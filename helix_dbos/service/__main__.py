@@ -27,6 +27,12 @@ def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str |
     except ConfigurationError as exc:
         print(f"error [configuration_error]: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None
+    if host in ("0.0.0.0", "::") and not os.environ.get("HELIX_DBOS_ALLOWED_HOSTS"):
+        print(
+            f"helix_dbos: listening on {host}, but only Host headers naming {', '.join(settings.allowed_hosts)} are answered; "
+            "set HELIX_DBOS_ALLOWED_HOSTS to the names clients use (400 host_not_allowed otherwise)",
+            file=sys.stderr,
+        )
     uvicorn.run(app, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
 
 
