@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -122,3 +124,15 @@ def test_api_key_mints_a_key_whose_entry_the_service_accepts() -> None:
     assert apikeys.match([entry], minted["key"] + "x") is None
     body, _ = _refused(["api-key", "two words", "--json"])
     assert body["code"] == "validation_error"
+
+
+def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> None:
+    """`helix-dbos serve --host 0.0.0.0` with no keys and no hook: a typed refusal before it listens."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "helix_dbos.cli", "serve", "--host", "0.0.0.0", "--port", "1", "--db", f"sqlite:///{tmp_path}/x.sqlite"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "configuration_error" in proc.stderr and "--insecure" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x.sqlite").exists()  # refused before the runtime touched the database

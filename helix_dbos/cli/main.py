@@ -173,12 +173,14 @@ def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> N
     with ledger(db) as conn:
         session_id = resolve_session(conn, session_id)
         view = results.read_session(conn, session_id)
+        row = store.get_session(conn, session_id)
         events = store.events_after(conn, session_id, 0, limit=1_000_000)
         calls = store.list_calls(conn, session_id=session_id, limit=100_000)
     if as_json:
-        print_json({"session": session_out(view).model_dump(mode="json"), "events": events})
+        print_json({"session": session_out(view, owner=row["owner"] if row else None).model_dump(mode="json"), "events": events})
         return
-    console.print(f"session [cyan]{esc(view.session_id)}[/]  agent [cyan]{esc(view.agent_name)}[/]  status ", styled(view.status))
+    owner = f"  owner [cyan]{esc(row['owner'])}[/]" if row and row["owner"] else ""
+    console.print(f"session [cyan]{esc(view.session_id)}[/]  agent [cyan]{esc(view.agent_name)}[/]{owner}  status ", styled(view.status))
     console.print(runs_table(view.runs))
     console.print(timeline(events, tool_names(events, calls), title="timeline"))
     if calls:

@@ -146,10 +146,10 @@ def calls_table(calls: Sequence[Mapping[str, Any]], title: str | None = None, wi
 
 def sessions_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="sessions (newest first)", title_justify="left")
-    for name in ("session", "agent", "status", "runs", "updated"):
+    for name in ("session", "agent", "owner", "status", "runs", "updated"):
         table.add_column(name)
     for r in rows:
-        _add(table, r["session_id"], r["agent_name"], styled(r["status"]), str(r["run_count"]), _time(r["updated_at"]))
+        _add(table, r["session_id"], r["agent_name"], r.get("owner") or "-", styled(r["status"]), str(r["run_count"]), _time(r["updated_at"]))
     return table
 
 
