@@ -159,14 +159,39 @@ def _read(request: Request, session_id: str) -> dict[str, Any]:
         }
 
 
-def _event_text(ev: dict[str, Any]) -> str:
+def _event_text(ev: dict[str, Any], tools: dict[str, str]) -> str:
+    """One line saying what an event means (the same vocabulary as ``helix-dbos show``)."""
     d = ev.get("data") or {}
     kind = ev["type"]
+    dispatch = d.get("dispatch_id")
+    ref = f"{d.get('tool_name') or tools.get(str(dispatch), '?')} [{str(dispatch)[:8]}]" if dispatch else ""
+    if kind == "run_status":
+        entry = f" (entry {d['entry']})" if d.get("entry") else ""
+        error = f": {d.get('error_code')} {compact(d.get('error') or '', 120)}" if d.get("error_code") else ""
+        return f"run {str(ev.get('run_id') or '')[:8]} {d.get('status')}{entry}{error}"
     if kind == "model_text":
         return f"model (step {d.get('step')}): {compact(d.get('text', ''), 300)}"
+    if kind == "call_saved":
+        return f"saved {ref} {compact(d.get('args'), 120)}: dispatch id {dispatch}"
+    if kind == "checkpoint":
+        return f"{d.get('kind')} checkpoint, step {d.get('step')}"
+    if kind == "tool_start":
+        return f"{ref} body started, attempt {d.get('attempt')}"
+    if kind == "tool_end":
+        return f"{ref} attempt {d.get('attempt', '-')} → {d.get('status')}"
+    if kind == "call_paired":
+        return f"{ref} answered {d.get('status')} (by {d.get('paired_by')})" + (f": {d['note']}" if d.get("note") else "")
+    if kind == "recovery":
+        return f"{ref} recovery: {d.get('action')} ({d.get('reason')})"
+    if kind == "approval_requested":
+        return f"{ref} awaits approval: {compact(d.get('args'), 120)}"
+    if kind == "client_call":
+        return f"{ref} awaits the client: {compact(d.get('args'), 120)}"
     if kind == "approval_decided":
-        return f"{d.get('dispatch_id')} {'approved' if d.get('approved') else 'denied'}" + (f" by {d['actor']}" if d.get("actor") else "") + (f": {d['reason']}" if d.get("reason") else "")
-    return compact({k: v for k, v in d.items()}, 300)
+        return f"{ref} {'approved' if d.get('approved') else 'denied'}" + (f" by {d['actor']}" if d.get("actor") else "") + (f": {d['reason']}" if d.get("reason") else "")
+    if kind == "stop_requested":
+        return f"stop requested ({d.get('kind')})" + (f" by {d['requested_by']}" if d.get("requested_by") else "")
+    return compact(dict(d), 300)
 
 
 def _call_rows(calls: list[dict[str, Any]], decisions: dict[str, list[str]], attempts: dict[str, list[dict[str, Any]]], session_id: str) -> str:
@@ -250,7 +275,8 @@ async def session_page(request: Request, session_id: str) -> HTMLResponse:
     body.append(_call_rows(calls, decisions, attempts, session_id))
     body.append("</tbody></table>")
     body.append('<h2>Timeline</h2><table id="events"><thead><tr><th>#</th><th>time</th><th>event</th><th>what happened</th></tr></thead><tbody>')
+    tools = {str(c["dispatch_id"]): str(c["tool_name"]) for c in calls}
     for ev in events:
-        body.append(f'<tr class="event" data-seq="{e(ev["seq"])}" data-type="{e(ev["type"])}"><td>{e(ev["seq"])}</td><td>{e(str(ev["created_at"])[11:23])}</td><td>{e(ev["type"])}</td><td>{e(_event_text(ev))}</td></tr>')
+        body.append(f'<tr class="event" data-seq="{e(ev["seq"])}" data-type="{e(ev["type"])}"><td>{e(ev["seq"])}</td><td>{e(str(ev["created_at"])[11:23])}</td><td>{e(ev["type"])}</td><td>{e(_event_text(ev, tools))}</td></tr>')
     body.append("</tbody></table>")
     return page(f"session {session_id}", "".join(body), principal, {"session": session_id, "after": last_seq, "reload_on": list(RELOAD_ON)})
