@@ -186,3 +186,24 @@ def test_trusted_hosts_and_cors(db_url: str, services: Callable[..., Service]) -
         assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "https://ops.example.com"
         other = http.options("/sessions", headers={**preflight, **host, "Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in other.headers
+
+
+def test_the_ui_cookie_is_httponly_strict_and_only_for_a_valid_key(services: Callable[..., Service]) -> None:
+    service = services(extra_env=KEYS_ENV)
+    with service.client() as http:
+        page = http.get("/ui")
+        assert page.status_code == 401 and 'id="key"' in page.text and "alice" not in page.text
+        expect_error(http.post("/ui/login", json={"key": "hxk_not-a-key"}), 401, "unauthenticated")
+        assert "helix_key" not in http.cookies
+        signed = http.post("/ui/login", json={"key": KEYS["alice"]})
+        assert signed.status_code == 200 and signed.json()["principal"] == "alice"
+        cookie = signed.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
+        assert http.get("/sessions").status_code == 200  # the cookie authenticates the API too
+        assert "alice" in http.get("/ui").text
+        # a page on another site cannot post a form as JSON: a text/plain body is refused
+        forged = http.post("/sessions", content=b'{"agent": "concierge", "message": "hi"}', headers={"content-type": "text/plain"})
+        assert forged.status_code == 400
+        http.post("/ui/logout")
+        http.cookies.clear()
+        expect_error(http.get("/sessions"), 401, "unauthenticated")
