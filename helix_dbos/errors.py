@@ -134,6 +134,19 @@ class ExecutorIdInUseError(ConfigurationError):
     code = "executor_id_in_use"
 
 
+class RunFencedError(ConflictError):
+    """A ledger transaction was asked for by a workflow that does not own the run now.
+
+    Only the run's own workflow (workflow id = run id), while the run is its session's current,
+    running run, may write for it. A DBOS fork (a new workflow id over the same input), a DBOS
+    resume of a run a newer entry took over, or a late workflow of a run that already ended is
+    refused here: it writes nothing but a ``run_refused`` event, never asks the model and never
+    starts a body. DBOS records this error as the workflow's outcome (``dbos workflow get``).
+    """
+
+    code = "run_fenced"
+
+
 class DispatchIdUnavailableError(HelixError):
     """A tool needed ``ctx.dispatch_id`` on a profile that does not mint one (``dbos_compat``)."""
 
@@ -163,6 +176,7 @@ __all__ = [
     "NotFoundError",
     "NothingToResumeError",
     "RunFailedError",
+    "RunFencedError",
     "RunNotFoundError",
     "SessionNotFoundError",
     "StaleAnswerError",

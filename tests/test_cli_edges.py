@@ -60,7 +60,7 @@ def test_a_missing_postgres_database_says_to_create_it(pg_url: str) -> None:
 
 
 def test_user_data_is_never_read_as_rich_markup(helix: Any, db_url: str) -> None:
-    """A session id like ``x[/bold]`` (written by any door, or by an older version) must print as is."""
+    """A session id like ``x[/bold]`` (written by an older version, before the session id rule) must print as is."""
     engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
     code, out, _ = helix("migrate")
     assert code == 0, out
@@ -70,10 +70,8 @@ def test_user_data_is_never_read_as_rich_markup(helix: Any, db_url: str) -> None
     code, out, _ = helix("sessions")
     assert code == 0, out
     assert "x[/bold]" in out and "[red]agent" in out
-    code, out, _ = helix("show", "x[/bold]")
-    assert code == 0 and "x[/bold]" in out and "[red]agent" in out, out
-    code, out, _ = helix("show", "y[/]nope")
-    assert code == 1 and "y[/]nope" in out and "session_not_found" in out
+    code, out, _ = helix("show", "x[/bold]")  # outside the session id rule: refused, and the refusal prints it as is
+    assert code == 1 and "x[/bold]" in out and "validation_error" in out, out
 
 
 def test_answers_prefixes_and_messages_that_name_flags(helix: Any, db_url: str) -> None:

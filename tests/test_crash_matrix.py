@@ -2,7 +2,7 @@
 
 Invariants after the relaunch: unsafe bodies <= 1, safe bodies <= 3, every call answered exactly
 once, a transcript a provider accepts, and the saved step never sent to the model again. The soak
-(``pytest -m soak``) does the same with random points and random SIGKILLs.
+(``pytest -m soak``) does the same with random points and random SIGKILLs, SIGINTs and SIGTERMs.
 """
 
 from __future__ import annotations
@@ -66,10 +66,11 @@ def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
             while not k.lines("model") and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.01)  # the run is under way once the model has been asked
             delay = rng.uniform(0.0, 0.4)
+            sig = rng.choice([signal.SIGKILL, signal.SIGINT, signal.SIGTERM])  # Ctrl-C and SIGTERM: the shutdown path
             time.sleep(delay)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            how = f"SIGKILL {delay:.2f}s after the first model request"
+            proc.send_signal(sig)
+            proc.wait(30)
+            how = f"{signal.Signals(sig).name} {delay:.2f}s after the first model request"
         result = k.wake().result
         assert result is not None, how
         check_invariants(k, result)

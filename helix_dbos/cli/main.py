@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from .. import apikeys
+from ..definitions.inputs import check_session_id
 from ..errors import NotFoundError, ValidationError
 from ..ledger import store
 from ..ledger.statuses import CallStatus
@@ -35,10 +36,12 @@ from .common import (
     ledger,
     esc,
     executor_ever_ran,
+    model_json,
     print_json,
     resolve_ids,
     resolve_session,
     short,
+    tolerant_streams,
     typed_errors,
     workflow_done,
 )
@@ -60,6 +63,11 @@ app = typer.Typer(
 )
 
 CALL_STATUSES = CallStatus.__args__  # type: ignore[attr-defined]
+
+
+@app.callback()
+def _before_every_command() -> None:
+    tolerant_streams()
 
 
 class ResumeMode(str, Enum):
@@ -84,7 +92,7 @@ class WorkerMode(str, Enum):
 def _run_json(result: RunResult) -> dict[str, Any]:
     from ..service.views import run_out
 
-    return run_out(result).model_dump(mode="json")
+    return model_json(run_out(result))
 
 
 def _print_run(result: RunResult, as_json: bool) -> None:
@@ -170,6 +178,8 @@ def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> N
     """A session as a readable timeline: every ledger event, its runs and its calls."""
     from ..service.views import session_out
 
+    check_session_id(session_id)
+
     with ledger(db) as conn:
         session_id = resolve_session(conn, session_id)
         view = results.read_session(conn, session_id)
@@ -177,7 +187,7 @@ def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> N
         events = store.events_after(conn, session_id, 0, limit=1_000_000)
         calls = store.list_calls(conn, session_id=session_id, limit=100_000)
     if as_json:
-        print_json({"session": session_out(view, owner=row["owner"] if row else None).model_dump(mode="json"), "events": events})
+        print_json({"session": model_json(session_out(view, owner=row["owner"] if row else None)), "events": events})
         return
     owner = f"  owner [cyan]{esc(row['owner'])}[/]" if row and row["owner"] else ""
     console.print(f"session [cyan]{esc(view.session_id)}[/]  agent [cyan]{esc(view.agent_name)}[/]{owner}  status ", styled(view.status))
@@ -201,6 +211,8 @@ def calls(
     as_json: JsonOption = False,
 ) -> None:
     """Calls across sessions, filtered by status and tool (oldest first)."""
+    if session is not None:
+        check_session_id(session)
     if status is not None and status not in CALL_STATUSES:
         raise ValidationError(f"unknown call status {status!r}; one of: {', '.join(CALL_STATUSES)}")
     with ledger(db) as conn:
@@ -225,6 +237,8 @@ def start(
     as_json: JsonOption = False,
 ) -> None:
     """Start a session of AGENT (or a new turn of --session) and wait until it is at rest."""
+    if session is not None:
+        check_session_id(session)  # before launching: a refusal costs no DBOS launch
     with launched(db) as rt:
         _print_run(_wait(rt, rt.start(agent, message, session_id=session), timeout), as_json)
 
@@ -247,6 +261,7 @@ def resume(
         raise ValidationError("--mode with_message needs --message (and takes no --checkpoint; that is --mode from_checkpoint)")
     if mode is ResumeMode.from_checkpoint and (not checkpoint or message is not None):
         raise ValidationError("--mode from_checkpoint needs --checkpoint (a saved append, see `helix-dbos show`) and takes no --message")
+    check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
         handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)  # type: ignore[arg-type]
@@ -268,6 +283,7 @@ def retry(
         raise ValidationError("--checkpoint needs --message: the message redirects the saved step")
     if message is not None and not message:
         raise ValidationError("--message must not be empty")
+    check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
         _print_run(_wait(rt, rt.retry(session_id, message=message, checkpoint_id=checkpoint), timeout), as_json)
@@ -284,6 +300,7 @@ def stop(
     as_json: JsonOption = False,
 ) -> None:
     """Stop the session's run: finished calls keep their results, the rest are answered run_stopped."""
+    check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
         out = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())  # type: ignore[arg-type]
@@ -326,6 +343,7 @@ def approve(
 
     SESSION_ID and DISPATCH_ID may be any unique prefix (tables print the first 8 characters).
     """
+    check_session_id(session_id)
     session_id, dispatch = resolve_ids(db, session_id, dispatch_id)
     dispatch_id = dispatch or dispatch_id
     with launched(db) as rt:
@@ -352,6 +370,7 @@ def submit(
         raise ValidationError("give exactly one of --result JSON or --error MESSAGE" + (" (not both)" if result is not None else ""))
     if error is not None and not error:
         raise ValidationError("--error must not be empty")
+    check_session_id(session_id)
     try:
         value = json.loads(result) if result is not None else None
     except ValueError as exc:

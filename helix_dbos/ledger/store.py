@@ -64,13 +64,29 @@ def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
     return conn.execute(stmt).scalar()
 
 
-def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> None:
-    """A new session row. A child session inherits its parent's owner, so delegation never widens who sees it."""
+def _insert_if_absent(conn: sa.Connection, table: sa.Table) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING`` in the connection's dialect (Postgres and SQLite both have it)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table).on_conflict_do_nothing()
+
+
+def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> bool:
+    """Create the session row; False if it exists already (a concurrent entry created it first).
+
+    Without ``ON CONFLICT``, two entries that both found no session raced to insert it and the loser
+    met a raw primary-key violation: now the loser learns it lost, and the gate refuses it typed.
+    A child session inherits its parent's owner, so delegation never widens who sees it.
+    """
     ts = now()
     if owner is None and parent_dispatch_id is not None:
         owner = _parent_owner(conn, parent_dispatch_id)
-    conn.execute(
-        t.sessions.insert().values(
+    result = conn.execute(
+        _insert_if_absent(conn, t.sessions).values(
             session_id=session_id,
             agent_name=agent_name,
             status="new",
@@ -82,7 +98,9 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
             created_at=ts,
             updated_at=ts,
         )
+        .returning(t.sessions.c.session_id)  # rowcount is -1 for this statement on psycopg
     )
+    return result.first() is not None
 
 
 def claim_session(conn: sa.Connection, session: Row, run_id: str) -> bool:
@@ -381,6 +399,16 @@ def record_result(
             },
         )
     return written
+
+
+def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:
+    """Close an attempt whose result write was refused (its run lost the session, or a newer attempt
+    exists): its external effect may have happened, its ledger write does not."""
+    conn.execute(
+        t.attempts.update()
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt, t.attempts.c.outcome.is_(None))
+        .values(ended_at=now(), outcome="refused")
+    )
 
 
 def settle_call(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..definitions import Agent, ToolContext
-from . import commits, transcript
+from . import commits, fence, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
@@ -53,5 +53,6 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
     out: dict[str, Any] = await plain_tx(commits.record, run_id, dispatch_id, gate["attempt"], status, result, error)
+    fence.raise_if_refused(out)
     crash_point("after_result", name)
     return out

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from ..ledger import store
 from ..ledger.statuses import RUN_AT_REST
-from . import commits
+from . import commits, fence
 from .durable import plain_tx
 from .durable import DBOS_TERMINAL, dbos_status, poll_interval, step
 
@@ -68,6 +68,7 @@ def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_
     child writes its outcome before its workflow ends, so "terminal in DBOS, not at rest in the
     ledger" really means no outcome will ever come.
     """
+    fence.check(conn, parent_run_id, "wait for sub-agent")
     own = dbos_status(conn, dispatch_id)
     host = dbos_status(conn, host_workflow_id) if host_workflow_id else None
     child = store.get_run(conn, dispatch_id)
@@ -154,7 +155,7 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
         # Only the parent attempt that answered the call closes the child: a fenced-off late one must not.
         if child["status"] == "suspended_client_tool":
             store.request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
-            commits.stop_run(conn, dispatch_id, "abort")
+            commits.settle_stop(conn, child, "abort")
         elif child["status"] == "running" and state["state"] == "lost":
             store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
     return out

@@ -27,7 +27,7 @@ from dbos import DBOS, SetWorkflowID
 from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import RUN_AT_REST
-from . import commits, companions, durable
+from . import commits, companions, durable, fence
 from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 from .durable import dbos_status, tx
 from .faults import crash_point, fail_point
@@ -98,7 +98,7 @@ async def _settle_remote(run_id: str, gate: Gate) -> None:
     else:
         state = await wait_for_child(run_id, dispatch_id)
     fail_point("child_result")
-    await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], state)
+    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], state))
 
 
 async def dispatch_children(run_id: str, calls: Sequence[dict[str, Any]]) -> list[Gate]:

@@ -18,7 +18,7 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import BODY_KINDS, CALL_SETTLED, REDIRECTING_ENTRIES
 from ..recovery import Decision, SavedCall, ToolNow, decide
-from . import transcript
+from . import fence, transcript
 from .planning import Planned, reply_text
 from .state import env
 
@@ -104,10 +104,28 @@ def open_steps(conn: sa.Connection, run: Row) -> list[dict[str, Any]]:
 # --- entry ------------------------------------------------------------------------------------
 
 
+def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
+    """Answer every unanswered call of the branch a rewind just superseded, in the rewind's transaction.
+
+    No run will ever reach those calls again (entries and answers follow the active branch), so a
+    pending approval or client call there would stay ``pending`` for ever, listed as waiting and
+    refused when answered. They are paired as a redirect pairs them (``not_started`` if no body ever
+    started, else ``outcome_unknown``; a client call ``outcome_unknown``), by the pure recovery function.
+    """
+    superseded = sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.superseded_by == run_id)
+    steps = conn.execute(
+        sa.select(t.calls.c.run_id, t.calls.c.step)
+        .where(t.calls.c.checkpoint_id.in_(superseded), t.calls.c.status.not_in(CALL_SETTLED))
+        .distinct()
+    ).all()
+    for saver, step in sorted(steps, key=lambda ref: (ref[1], ref[0])):
+        calls = calls_of_step(conn, saver, step)
+        _apply_pairings(conn, run_id, calls, _decisions(conn, agent, calls, "redirect"), "rewind")
+
+
 def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
     """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
-    run = store.get_run(conn, run_id)
-    assert run is not None, f"run {run_id} has no ledger row"
+    run = fence.check(conn, run_id, "prepare")
     sid, entry, agent = run["session_id"], run["entry"], env().agent(run["agent_name"])
     plan: dict[str, Any] = {
         "session_id": sid,
@@ -122,6 +140,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
         target = store.get_checkpoint(conn, run["checkpoint_id"])
         assert target is not None
         store.rewind_to(conn, target, run_id)
+        _pair_left_behind(conn, run_id, agent)
     store.emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
     ref = step_ref(conn, target)
 
@@ -200,6 +219,7 @@ def _save_reply(conn: sa.Connection, run_id: str, sid: str, step: int, reply: di
 
 def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> dict[str, Any]:
     """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
+    fence.check(conn, run_id, "append")
     checkpoint_id = store.new_checkpoint_id()
     _save_reply(conn, run_id, sid, step, reply)
     rows = _insert_planned(conn, run_id, sid, step, checkpoint_id, planned)
@@ -211,8 +231,9 @@ def _brief(row: Row) -> dict[str, Any]:
     return {k: row[k] for k in ("dispatch_id", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")}
 
 
-def step_bodies(conn: sa.Connection, ref: dict[str, Any]) -> list[dict[str, Any]]:
+def step_bodies(conn: sa.Connection, run_id: str, ref: dict[str, Any]) -> list[dict[str, Any]]:
     """The calls of a saved step that still need a gate (a body, a child, or a recovery decision)."""
+    fence.check(conn, run_id, "read saved calls")
     return [_brief(c) for c in calls_of_step(conn, ref["run_id"], ref["step"]) if c["kind"] in BODY_KINDS and c["status"] not in CALL_SETTLED]
 
 
@@ -229,12 +250,13 @@ def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Row]) -> dict[str,
 
 def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str, Any]) -> dict[str, Any]:
     """The step commit after the bodies: one request answering every call, or a suspension."""
+    run = fence.check(conn, run_id, "step commit")
     calls = calls_of_step(conn, ref["run_id"], ref["step"])
     if any(c["status"] not in CALL_SETTLED for c in calls):
         store.insert_checkpoint(conn, sid, run_id, ref["step"], "suspension")
         stop = store.stop_of(conn, run_id)
         if stop is not None and ref["run_id"] == run_id:  # stopped while the step ran: stop, never suspend
-            return stop_run(conn, run_id, stop)
+            return settle_stop(conn, run, stop)
         store.end_run(conn, run_id, "suspended_client_tool")
         return {"status": "suspended_client_tool"}
     store.insert_message(conn, sid, run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
@@ -244,6 +266,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str,
 
 def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> dict[str, Any]:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
+    run = fence.check(conn, run_id, "step commit")
     _save_reply(conn, run_id, sid, step, reply)
     if not planned:
         if not output_required:
@@ -264,7 +287,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
     if pending:
         stop = store.stop_of(conn, run_id)
         if stop is not None:  # a stop came during the model request: its calls are paired, the run stops
-            return stop_run(conn, run_id, stop)
+            return settle_stop(conn, run, stop)
         store.end_run(conn, run_id, "suspended_client_tool")
         return {"status": "suspended_client_tool"}
     return _finish(conn, run_id, rows) or {"status": "committed"}
@@ -275,10 +298,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
 
 def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[str, Any]:
     """A failed run never leaves a call unanswered: each saved, unanswered call is paired first."""
-    run = store.get_run(conn, run_id)
-    assert run is not None
-    if run["status"] != "running":
-        return {"status": run["status"], "error_code": run["error_code"]}
+    run = fence.check(conn, run_id, "fail")
     agent = env().agent(run["agent_name"])
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
@@ -288,9 +308,26 @@ def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[
 
 
 def stop_run(conn: sa.Connection, run_id: str, kind: str) -> dict[str, Any]:
+    """The run's own workflow honours a stop record (fenced like every transaction of a run)."""
+    return settle_stop(conn, fence.check(conn, run_id, "stop"), kind)
+
+
+def settle_cancel(conn: sa.Connection, run_id: str) -> dict[str, Any] | None:
+    """A DBOS cancel of a live run settles like ``stop(kind="abort")``, with a stop record naming it.
+
+    None when the run is not the session's current, running run any more (nothing to settle).
+    """
+    reason, run = fence.why_refused(conn, run_id, None)
+    if reason is not None or run is None:
+        return None
+    store.request_stop(conn, run["session_id"], run_id, "abort", "dbos workflow cancel")
+    store.emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})
+    return settle_stop(conn, run, "abort")
+
+
+def settle_stop(conn: sa.Connection, run: Row, kind: str) -> dict[str, Any]:
     """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends."""
-    run = store.get_run(conn, run_id)
-    assert run is not None
+    run_id = run["run_id"]
     agent = env().agent(run["agent_name"])
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
@@ -310,12 +347,11 @@ def stop_run(conn: sa.Connection, run_id: str, kind: str) -> dict[str, Any]:
 
 def gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
     """A body's first act: decide, and if it runs, commit the attempt before the body starts."""
+    run = fence.check(conn, run_id, "attempt gate")
     call = store.get_call(conn, dispatch_id, for_update=True)
     assert call is not None
     if call["status"] in CALL_SETTLED:
         return {"action": "done", "status": call["status"]}
-    run = store.get_run(conn, run_id)
-    assert run is not None
     stop = store.stop_of(conn, run_id)
     if stop is not None:
         calls = calls_of_step(conn, call["run_id"], call["step"])
@@ -352,6 +388,14 @@ def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) ->
 
 
 def record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any) -> dict[str, Any]:
+    """A body's result, fenced twice: by its attempt number and by its run still owning the session.
+
+    A refused write still closes its attempt (``refused``): attempts never stay open.
+    """
+    reason, _ = fence.why_refused(conn, run_id, fence.current_workflow_id())
+    if reason is not None:
+        store.refuse_attempt(conn, dispatch_id, attempt)
+        return {"status": "refused", "written": False, "refused": f"result write refused: {reason}"}
     written = store.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
     if written:
         return {"status": status, "written": True}

@@ -42,7 +42,7 @@ from dbos import DBOS, SetWorkflowID
 from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import CALL_SETTLED, RUN_AT_REST
-from . import commits, durable
+from . import commits, durable, fence
 from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
 from .durable import DBOS_TERMINAL, dbos_status, tx
 from .faults import crash_point, fail_point
@@ -71,7 +71,7 @@ def register() -> None:
     registry = _get_or_create_dbos_registry()
     if COMPANION_WORKFLOW in registry.workflow_info_map and _companion_workflow is not None:
         return
-    _companion_workflow = DBOS.workflow(name=COMPANION_WORKFLOW)(_companion)
+    _companion_workflow = DBOS.workflow(name=COMPANION_WORKFLOW)(durable.keep_pending_on_shutdown(_companion))
 
 
 def companion_workflow() -> Callable[..., Any]:
@@ -205,6 +205,8 @@ async def dispatch(run_id: str, dispatch_id: str, tool_name: str) -> dict[str, A
 
 def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome, workflow_id: str) -> dict[str, Any]:
     out = record_outcome(conn, run_id, dispatch_id, attempt, state)
+    if out.get("refused"):
+        return out
     if state["state"] == "lost" and state["cause"] == "companion_gone":
         conn.execute(
             t.companions.update()
@@ -219,7 +221,7 @@ async def settle(run_id: str, gate: dict[str, Any]) -> None:
     dispatch_id = gate["dispatch_id"]
     state = await wait_for_child(run_id, dispatch_id, gate["workflow_id"])
     fail_point("child_result")
-    await tx("helix.companion.result", _record, run_id, dispatch_id, gate["attempt"], state, gate["workflow_id"])
+    fence.raise_if_refused(await tx("helix.companion.result", _record, run_id, dispatch_id, gate["attempt"], state, gate["workflow_id"]))
 
 
 # --- the companion's side --------------------------------------------------------------------------

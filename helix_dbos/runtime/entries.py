@@ -26,9 +26,13 @@ from ..errors import (
 )
 from ..ledger import store
 from ..ledger import tables as t
+from ..ledger.statuses import CALL_SETTLED
 from . import commits, transcript
 
-LivenessCheck = Callable[[dict[str, Any]], bool]
+#: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
+#: ``dbos workflow cancel`` whose process never settled it), "lost" (never started, or its executor
+#: is gone), or None while it lives.
+LivenessCheck = Callable[[dict[str, Any]], str | None]
 
 
 def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -50,7 +54,7 @@ def open_run(
     agents: dict[str, Any],
     profile: str,
     executor_id: str | None,
-    is_dead: LivenessCheck = lambda run: False,
+    is_dead: LivenessCheck = lambda run: None,
     owner: str | None = None,
 ) -> dict[str, Any]:
     """Validate the entry against the session's state, win the gate, and write the run's row.
@@ -73,7 +77,10 @@ def open_run(
         if agent_name not in agents:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
         session_id = session_id or store.new_id()
-        store.insert_session(conn, session_id, str(agent_name), owner=owner)
+        if not store.insert_session(conn, session_id, str(agent_name), owner=owner):
+            # Another start of this new session id created it between our read and our insert: it
+            # won the session's first run, as the gate's compare-and-set decides between turns.
+            raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
         session = store.get_session(conn, session_id, for_update=True)
         assert session is not None
     else:
@@ -86,11 +93,18 @@ def open_run(
     assert session_id is not None
     previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] == "running":
-        if previous is not None and not is_dead(previous):
+        dead = is_dead(previous) if previous is not None else None
+        if previous is not None and dead is None:
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
-        if previous is not None:
+        if previous is not None and dead == "cancelled":
+            # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
+            commits.settle_cancel(conn, previous["run_id"])
+            previous = store.get_run(conn, previous["run_id"])
+        elif previous is not None:
             store.end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
             previous = store.get_run(conn, previous["run_id"])
+        session = store.get_session(conn, session_id, for_update=True)
+        assert session is not None
     _check_entry(conn, entry, session, previous, message, checkpoint_id)
 
     run_id = store.new_id()
@@ -182,7 +196,7 @@ def answer(
         and (ref["run_id"], ref["step"]) == (call["run_id"], call["step"])
     )
     if not suspended_here:
-        raise StaleAnswerError(f"call {dispatch_id!r} is no longer waiting for an answer (status {call['status']}, session {session['status']})")
+        raise StaleAnswerError(_stale_reason(call, session))
     run_id = str(session["current_run_id"])
     ts = store.now()
     if kind == "approval":
@@ -211,6 +225,17 @@ def answer(
     return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
 
 
+def _stale_reason(call: dict[str, Any], session: dict[str, Any]) -> str:
+    """Why an answer can no longer land, in words that match the call's row."""
+    dispatch_id, status = call["dispatch_id"], call["status"]
+    if call["paired_by"] == "rewind":
+        return (f"call {dispatch_id!r} can no longer be answered: run {call['settled_run_id']!r} rewound the session "
+                f"past it and answered it {status}")
+    if status in CALL_SETTLED:
+        return f"call {dispatch_id!r} can no longer be answered: it was answered {status} (by {call['paired_by']})"
+    return f"call {dispatch_id!r} is not on the step the session waits at (call {status}, session {session['status']})"
+
+
 # --- stop ----------------------------------------------------------------------------------------
 
 
@@ -227,6 +252,8 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
     first = store.request_stop(conn, session_id, run_id, kind, requested_by)
     if session["status"] == "suspended_client_tool":
         # No workflow is live to notice the record: the stop completes in this transaction.
-        out = commits.stop_run(conn, run_id, kind)
+        run = store.get_run(conn, run_id)
+        assert run is not None
+        out = commits.settle_stop(conn, run, kind)
         return {"run_id": run_id, "stopped": True, "status": out["status"]}
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

@@ -26,7 +26,7 @@ from pydantic_ai.models import ModelRequestParameters
 
 from ..definitions import Agent
 from ..ledger import store
-from . import transcript
+from . import fence, transcript
 from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
@@ -74,6 +74,7 @@ def _usage(response: ModelResponse) -> dict[str, Any]:
 
 
 def _read(conn: sa.Connection, run_id: str, session_id: str) -> tuple[str | None, list[Any]]:
+    fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
     stop = store.stop_of(conn, run_id)
     if stop is not None:
         return stop, []

@@ -95,7 +95,12 @@ class SessionView:
 
 
 def pending_calls(conn: sa.Connection, run: dict[str, Any]) -> list[PendingCall]:
+    """What a suspended run waits for; nothing once a later run took its session over (a rewind,
+    a new turn, the continuation after the answers): that run's waits are its own."""
     if run["status"] != "suspended_client_tool":
+        return []
+    session = store.get_session(conn, run["session_id"])
+    if session is None or session["current_run_id"] != run["run_id"]:
         return []
     rows = store.fetch_all(
         conn,

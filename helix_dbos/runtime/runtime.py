@@ -17,12 +17,14 @@ import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ..definitions import Agent
+from ..definitions.inputs import check_json, check_session_id, check_text
 from ..errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ..ledger import store
+from ..ledger import tables as t
 from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sync_url
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
-from . import durable, entries, results, state, workflow
+from . import commits, durable, entries, results, state, workflow
 from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
@@ -75,6 +77,12 @@ def _fast_internal_queue() -> None:
         log.warning("could not shorten DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
 
 
+def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
+    """What an entry takes besides the session id: refused before the gate, so nothing is written."""
+    check_text("message", message)
+    check_text("checkpoint_id", checkpoint_id, 80)
+
+
 class RunHandle:
     """A run that was started; ``result()`` waits until it completes, fails, stops or suspends."""
 
@@ -88,7 +96,8 @@ class RunHandle:
         if self._workflow_handle is not None and timeout is None:
             try:
                 self._workflow_handle.get_result()
-            except Exception:  # the ledger has the run's real outcome; read it below
+            except Exception:  # the ledger has the run's real outcome; read it below (a ProcessStopping passes:
+                # the runtime shut down under this wait, and the run is the next launch's to finish)
                 log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
         return self.runtime.wait_run(self.run_id, timeout)
 
@@ -195,7 +204,20 @@ class Runtime:
         if not getattr(dbos_module._dbos_global_instance, "_launched", False):
             DBOS.launch()
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
+        self._settle_cancelled_runs()
         return self
+
+    def _settle_cancelled_runs(self) -> None:
+        """Runs of this executor that an operator cancelled with DBOS's tools while no process of
+        ours was alive to notice: DBOS will never run them again, so settle them as an abort now
+        (the wake's counterpart of the live run settling its own cancel)."""
+        with self.engine.begin() as conn:
+            running = conn.execute(
+                sa.select(t.runs.c.run_id).where(t.runs.c.status == "running", t.runs.c.executor_id == self.executor_id)
+            ).scalars().all()
+            for run_id in running:
+                if durable.dbos_status(conn, run_id) == "CANCELLED":
+                    commits.settle_cancel(conn, run_id)
 
     def _create_datasource(self, url: str) -> Any:
         """The DBOS datasource of the ledger's exactly-once transactions, on its own blocking pool
@@ -210,7 +232,9 @@ class Runtime:
 
         A run whose ledger is at rest finishes its workflow a moment later; waiting briefly keeps a
         short-lived process (a script, a CLI command) from leaving it pending for the next launch.
-        Anything still running is recovered by this executor id's next launch.
+        Anything still running is recovered by this executor id's next launch: DBOS cancels it, and
+        the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
+        rather than ``ERROR`` (see ``durable.ProcessStopping``).
         """
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
@@ -260,26 +284,28 @@ class Runtime:
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
 
-    def _run_is_dead(self, run: dict[str, Any]) -> bool:
-        """Whether a ``running`` run's workflow can no longer finish, so an entry may take over."""
+    def _run_is_dead(self, run: dict[str, Any]) -> str | None:
+        """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""
         status = DBOS.get_workflow_status(run["run_id"])
         if status is None:
             created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=store.now().tzinfo)
-            return store.now() - created > ORPHAN_AFTER
-        if status.status in ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
-            return True
+            return "lost" if store.now() - created > ORPHAN_AFTER else None
+        if status.status == "CANCELLED":
+            return "cancelled"
+        if status.status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
+            return "lost"
         owner = status.executor_id
         if status.status != "PENDING" or not owner or owner == self.executor_id:
-            return False
+            return None
         probe = ExecutorLock(self.settings.database_url if self.settings else "")
         try:
             probe.acquire(owner)
         except ExecutorIdInUseError:
-            return False  # its executor is alive and will finish it
+            return None  # its executor is alive and will finish it
         finally:
             probe.release()
         DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
-        return True
+        return "lost"
 
     def start(self, agent_name: str, message: str, session_id: str | None = None, *, owner: str | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
@@ -287,9 +313,14 @@ class Runtime:
         ``owner`` (the service's authenticated principal) is stamped on a new session; an existing
         ``session_id`` owned by someone else is then ``session_not_found``.
         """
+        if session_id is not None:
+            check_session_id(session_id)
+        _check_entry_input(message, None)
         return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, owner=owner)
 
     def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
         if mode == "continue":
             if message is not None or checkpoint_id is not None:
                 raise ValidationError("resume(mode='continue') takes neither a message nor a checkpoint")
@@ -303,6 +334,8 @@ class Runtime:
         raise ValidationError(f"unknown resume mode {mode!r}")
 
     def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
         if checkpoint_id is not None:
             if not message:
                 raise ValidationError("retry(checkpoint_id=...) needs a message: the message redirects the saved step")
@@ -314,6 +347,8 @@ class Runtime:
     # --- answers and stop ----------------------------------------------------------------------
 
     def _answer(self, session_id: str, dispatch_id: str, **kw: Any) -> AnswerReceipt:
+        check_session_id(session_id)
+        check_text("dispatch_id", dispatch_id, 64)
         with self.engine.begin() as conn:
             out = entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw)
         run = None
@@ -323,14 +358,20 @@ class Runtime:
 
     def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None) -> AnswerReceipt:
         """Decide a pending approval; the last answer continues the run (approved bodies then run)."""
+        check_text("reason", reason)
+        check_text("actor", actor, 200)
         return self._answer(session_id, dispatch_id, kind="approval", approved=approved, reason=reason, actor=actor)
 
     def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None) -> AnswerReceipt:
         """Settle a pending client-tool call with its result (or its error)."""
+        check_json("result", result)
+        check_text("error", error)
         return self._answer(session_id, dispatch_id, kind="client", result=result, error=error)
 
     def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> dict[str, Any]:
         """Record a durable stop for the session's current run and return at once."""
+        check_session_id(session_id)
+        check_text("requested_by", requested_by, 200)
         with self.engine.begin() as conn:
             return entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
 
@@ -345,6 +386,7 @@ class Runtime:
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
+        check_session_id(session_id)
 
         def check() -> RunResult | None:
             with self.engine.connect() as conn:
@@ -360,10 +402,12 @@ class Runtime:
         return results.poll(check, timeout, f"session {session_id}")
 
     def session(self, session_id: str) -> SessionView:
+        check_session_id(session_id)
         with self.engine.connect() as conn:
             return results.read_session(conn, session_id)
 
     def run(self, run_id: str) -> RunResult:
+        check_text("run_id", run_id)
         with self.engine.connect() as conn:
             return results.read_result(conn, run_id)
 

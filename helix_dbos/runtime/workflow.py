@@ -20,16 +20,18 @@ from types import SimpleNamespace
 from typing import Any
 
 from dbos import DBOS
+from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
 from ..definitions import Agent
+from ..errors import HelixError, RunFencedError
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import commits
+from . import commits, durable, fence
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
-from .durable import plain_tx, step, tx
-from .faults import crash_point, fail_point
+from .durable import keep_pending_on_shutdown, plain_tx, recorded, step, tx
+from .faults import InjectedFault, crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
 from .state import env
@@ -48,17 +50,51 @@ def register() -> None:
     if RUN_WORKFLOW in _get_or_create_dbos_registry().workflow_info_map:
         return
     # binds it for children and companions, and registers the companion workflow
-    register_children(DBOS.workflow(name=RUN_WORKFLOW)(_run))
+    register_children(DBOS.workflow(name=RUN_WORKFLOW)(keep_pending_on_shutdown(_run)))
 
 
 async def _run(run_id: str) -> dict[str, Any]:
+    """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back."""
+    workflow_id = DBOS.workflow_id
+    if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
+        raise await _refused(run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
     try:
-        return await _drive(run_id)
+        return dict(recorded(await _drive(run_id)))
+    except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+        # DBOS's cancel clears the workflow's owner, so the run meets either error at its next step.
+        await _settle_cancel(run_id)
+        raise
     except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
-        code = "max_steps" if isinstance(exc, MaxStepsReached) else getattr(exc, "code", "run_error")
+        if fence.is_fenced(exc):
+            raise await _refused(run_id, workflow_id, exc) from None
+        code = "max_steps" if isinstance(exc, MaxStepsReached) else (exc.code if isinstance(exc, (HelixError, InjectedFault)) else "run_error")
         message = str(exc) or type(exc).__name__
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
+        try:
+            return dict(recorded(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail)))
+        except Exception as again:
+            if fence.is_fenced(again):
+                raise await _refused(run_id, workflow_id, again) from None
+            raise
+
+
+async def _refused(run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:
+    """Record the refusal (one event, no other write) and give the typed error DBOS will record."""
+    message = str(exc) or "refused by the run fence"
+    await asyncio.to_thread(fence.refuse, env().engine, run_id, workflow_id, message)
+    return exc if isinstance(exc, RunFencedError) else RunFencedError(message)
+
+
+async def _settle_cancel(run_id: str) -> None:
+    """``dbos workflow cancel`` of a live run: settle it like ``stop(kind="abort")``, outside DBOS's
+    bookkeeping (a cancelled workflow may not start steps), fenced like any transaction of the run."""
+
+    def settle() -> None:
+        with env().engine.begin() as conn:
+            if durable.dbos_status(conn, run_id) == "CANCELLED":  # not another execution taking over
+                commits.settle_cancel(conn, run_id)
+
+    await asyncio.to_thread(settle)
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
@@ -114,7 +150,7 @@ async def _saved_step(
 ) -> dict[str, Any]:
     """Bodies for every unanswered call of a saved step, then its step commit."""
     if calls is None:
-        calls = await step("helix.saved_calls", plain_tx, commits.step_bodies, ref)
+        calls = await step("helix.saved_calls", plain_tx, commits.step_bodies, run_id, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
@@ -126,7 +162,12 @@ async def _saved_step(
         for m in members:
             await reserved[m.dispatch_id].run_async({"name": f"helix.body.{m.tool_name}"}, body_step, run_id, m.dispatch_id)
 
-    await asyncio.gather(*(lane(ln) for ln in lanes([SimpleNamespace(**c) for c in local])))
+    # Every lane runs to its end before a failure or a cancellation propagates: a body in flight
+    # finishes and records its result, so a cancel settles it as finished, not as stopped.
+    outcomes = await asyncio.gather(*(lane(ln) for ln in lanes([SimpleNamespace(**c) for c in local])), return_exceptions=True)
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        raise next((f for f in failures if isinstance(f, (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError))), failures[0])
 
     await settle_children(run_id, dispatched)
 

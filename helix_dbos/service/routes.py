@@ -18,12 +18,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
+from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
 from ..errors import RunNotFoundError, SessionNotFoundError, ValidationError
 from ..ledger import store
 from ..ledger.engine import is_sqlite
 from ..runtime import AnswerReceipt, RunHandle, Runtime
 from . import auth, events, views
 from . import schemas as s
+from .responses import LedgerJSONResponse, respond
 
 MAX_SEQ = events.MAX_SEQ
 
@@ -54,11 +56,13 @@ async def principal(request: Request) -> auth.Principal:
 
 Caller = Annotated[auth.Principal, Depends(principal)]
 
-router = APIRouter(dependencies=[Depends(known_query)])
-public = APIRouter(dependencies=[Depends(known_query)])
+# An explicit response class (not FastAPI's default) also takes FastAPI off its direct pydantic JSON
+# path, which cannot encode a lone surrogate a tool returned (see responses.py).
+router = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(known_query)])
+public = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(known_query)])
 
 Wait = Annotated[float, Query(ge=0, le=300, description="Seconds to wait for the run to come to rest before answering.")]
-SessionId = Annotated[str, Path(min_length=1, max_length=64)]
+SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN)]
 DispatchId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
@@ -138,47 +142,47 @@ async def list_sessions(
 
 
 @router.post("/sessions", status_code=202, response_model=s.RunOut, tags=["sessions"], responses=_errors(404, 409))
-async def start_session(request: Request, caller: Caller, req: s.StartSession, wait: Wait = 0) -> s.RunOut:
+async def start_session(request: Request, caller: Caller, req: s.StartSession, wait: Wait = 0) -> LedgerJSONResponse:
     """Start a session owned by the caller (or, with an existing ``session_id`` the caller owns, a new turn of it)."""
     runtime = rt(request)
     handle = await runtime.start_async(req.agent, req.message, session_id=req.session_id, owner=caller.owner)
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_errors(403, 404))
-async def read_session(request: Request, caller: Caller, session_id: SessionId) -> s.SessionOut:
+async def read_session(request: Request, caller: Caller, session_id: SessionId) -> LedgerJSONResponse:
     row = await _allowed(request, caller, session_id, "read")
-    return views.session_out(await rt(request).session_async(session_id), owner=row.get("owner"))
+    return respond(views.session_out(await rt(request).session_async(session_id), owner=row.get("owner")))
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
-async def new_turn(request: Request, caller: Caller, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> s.RunOut:
+async def new_turn(request: Request, caller: Caller, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> LedgerJSONResponse:
     """A new user message. Calls of an unanswered step are paired ``outcome_unknown`` before it."""
     runtime = rt(request)
     row = await _allowed(request, caller, session_id, "turn")
     handle = await runtime.start_async(str(row["agent_name"]), req.message, session_id=session_id, owner=row.get("owner"))
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.post("/sessions/{session_id}/resume", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
-async def resume(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Resume, Body()] = s.ResumeContinue(), wait: Wait = 0) -> s.RunOut:
+async def resume(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Resume, Body()] = s.ResumeContinue(), wait: Wait = 0) -> LedgerJSONResponse:
     """``continue`` recovers the saved step; ``with_message`` redirects it; ``from_checkpoint`` rewinds to a saved append."""
     runtime = rt(request)
     await _allowed(request, caller, session_id, "resume")
     message = req.message if isinstance(req, s.ResumeWithMessage) else None
     checkpoint = req.checkpoint_id if isinstance(req, s.ResumeFromCheckpoint) else None
     handle = await runtime.resume_async(session_id, mode=req.mode, message=message, checkpoint_id=checkpoint)
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.post("/sessions/{session_id}/retry", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
-async def retry(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Retry, Body()] = s.RetryRecover(), wait: Wait = 0) -> s.RunOut:
+async def retry(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Retry, Body()] = s.RetryRecover(), wait: Wait = 0) -> LedgerJSONResponse:
     """After a failed or interrupted run: recover it, or redirect it with a message (optionally at a checkpoint)."""
     runtime = rt(request)
     await _allowed(request, caller, session_id, "retry")
     checkpoint = req.checkpoint_id if isinstance(req, s.RetryFromCheckpoint) else None
     handle = await runtime.retry_async(session_id, message=req.message, checkpoint_id=checkpoint)
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.post("/sessions/{session_id}/stop", status_code=202, response_model=s.StopOut, tags=["entries"], responses=_errors(403, 404, 409))
@@ -200,16 +204,16 @@ async def stop(request: Request, caller: Caller, session_id: SessionId, req: s.S
 
 
 @router.post("/sessions/{session_id}/calls/{dispatch_id}/approval", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
-async def approve(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: s.Approval, wait: Wait = 0) -> s.AnswerOut:
+async def approve(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: s.Approval, wait: Wait = 0) -> LedgerJSONResponse:
     """Approve or deny a call waiting for approval; the recorded actor is the authenticated caller."""
     runtime = rt(request)
     await _allowed(request, caller, session_id, "approve")
     receipt = await runtime.approve_async(session_id, dispatch_id, approved=req.approved, reason=req.reason, actor=caller.actor)
-    return await _answered(runtime, receipt, wait)
+    return respond(await _answered(runtime, receipt, wait))
 
 
 @router.post("/sessions/{session_id}/calls/{dispatch_id}/result", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
-async def submit_result(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: Annotated[s.ClientResult, Body()], wait: Wait = 0) -> s.AnswerOut:
+async def submit_result(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: Annotated[s.ClientResult, Body()], wait: Wait = 0) -> LedgerJSONResponse:
     """Answer a client-tool call with exactly one of its ``result`` or its ``error``."""
     runtime = rt(request)
     await _allowed(request, caller, session_id, "submit")
@@ -217,17 +221,17 @@ async def submit_result(request: Request, caller: Caller, session_id: SessionId,
         receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, error=req.error)
     else:
         receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, result=req.result)
-    return await _answered(runtime, receipt, wait)
+    return respond(await _answered(runtime, receipt, wait))
 
 
 @router.get("/runs/{run_id}", response_model=s.RunOut, tags=["sessions"], responses=_errors(404))
-async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> s.RunOut:
+async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> LedgerJSONResponse:
     session = await asyncio.to_thread(_run_session, rt(request), run_id)
     try:
         auth.check(caller, session.get("owner"), "read", str(session["session_id"]))
     except SessionNotFoundError:
         raise RunNotFoundError(f"no run {run_id!r}") from None
-    return views.run_out(await rt(request).run_async(run_id))
+    return respond(views.run_out(await rt(request).run_async(run_id)))
 
 
 @router.get(

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 import helix_dbos as hx
 
@@ -58,7 +59,13 @@ SCENARIOS: dict[str, list[str]] = {
     "group": ["group_unsafe", "group_b"],
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
+    "cancel": ["slow_seq", "seq_b"],
+    "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
+    "slow_pair": ["slow_safe", "slow_unsafe"],
 }
+
+#: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
+ODD = "nul:\x00 high:\ud800 low:\udfff esc:\u241b0000 end"
 
 
 def build_tools(variant: str) -> list[hx.Tool]:
@@ -73,6 +80,8 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(replay="safe", sequential=True, name="seq_b")(_body("seq_b")),
         hx.tool(sequential=True, name="seq_unsafe")(_body("seq_unsafe")),
         hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(replay="safe", sequential=True, name="slow_seq")(_body("slow_seq", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
         tools = [t for t in tools if t.name != "safe_set"]
@@ -92,7 +101,15 @@ def model_function(scenario: str) -> Any:
         responses = sum(isinstance(m, ModelResponse) for m in messages)
         last = messages[-1]
         seen = [p.content for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart)]
-        effect("model", step=responses, seen=seen)
+        effect("model", step=responses, seen=seen, history=[p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, TextPart)])
+        if scenario == "odd":
+            # usage given: FunctionModel's token estimate JSON-encodes the messages, which pydantic cannot
+            # do for a lone surrogate; arguments as JSON text, as providers send them
+            usage = RequestUsage(input_tokens=1, output_tokens=1)
+            if responses == 0:
+                calls = [ToolCallPart(name, json.dumps({"key": f"{ODD}{i}"}), tool_call_id=f"call-{i}") for i, name in enumerate(SCENARIOS[scenario])]
+                return ModelResponse(parts=[TextPart("on it " + ODD), *calls], usage=usage)
+            return ModelResponse(parts=[TextPart("done " + ODD)], usage=usage)
         if responses == 0:
             return ModelResponse(
                 parts=[TextPart("on it")]
@@ -144,11 +161,21 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--kind", required=True)
     e.add_argument("--message")
     e.add_argument("--checkpoint")
+    v = sub.add_parser("serve", help="stay launched (serving DBOS's queues) until --until exists or --seconds pass")
+    v.add_argument("--session", required=True)
+    v.add_argument("--seconds", type=float, default=60)
+    v.add_argument("--until")
     args = p.parse_args(argv)
     EFFECTS = Path(args.effects)
     EFFECTS.mkdir(parents=True, exist_ok=True)
     rt = build_runtime(args).launch()
     try:
+        if args.cmd == "serve":
+            deadline = time.monotonic() + args.seconds
+            print(json.dumps({"serving": rt.executor_id}), flush=True)
+            while time.monotonic() < deadline and not (args.until and os.path.exists(args.until)):
+                time.sleep(0.1)
+            return 0
         if args.cmd == "start":
             result = rt.start("crashy", "go", session_id=args.session).result(timeout=60)
         elif args.cmd == "wake":

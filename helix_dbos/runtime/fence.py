@@ -1,0 +1,107 @@
+"""The fence every ledger transaction of a run passes: only the run's own, live workflow writes.
+
+DBOS lets an operator act on a workflow from outside (``dbos workflow fork``, ``resume``,
+``cancel``), and a process cut off from its store may wake long after a newer entry took its
+session over. DBOS replays what it recorded and re-executes the rest, which for a helix run would
+ask the model again, save a new step and start bodies a second time. So each transaction checks,
+inside the transaction and under the session row's lock (an entry's claim of the session waits for
+it, and it waits for the claim), that:
+
+- it runs in the workflow whose id is the run id (a fork gets a new id: it is never the run), and
+- the run is ``running`` and still its session's current run (a resumed superseded or ended run
+  is not).
+
+A refused workflow raises ``RunFencedError`` and writes nothing but one ``run_refused`` event
+(``refuse``), so the operator reads why in ``dbos workflow get`` and in the session's events.
+Replays of recorded transactions never reach the fence: DBOS returns their recorded output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from dbos import DBOS
+
+from ..errors import RunFencedError
+from ..ledger import store
+from ..ledger import tables as t
+
+Row = dict[str, Any]
+
+
+def current_workflow_id() -> str | None:
+    """The DBOS workflow this code runs in (None outside any: an API-side transaction)."""
+    return DBOS.workflow_id
+
+
+def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tuple[str | None, Row | None]:
+    """Why a workflow may not write for ``run_id`` now (None: it may), and the run's row."""
+    if workflow_id is not None and workflow_id != run_id:
+        return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
+    stmt = (
+        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"))
+        .join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id)
+        .where(t.runs.c.run_id == run_id)
+    )
+    if conn.dialect.name == "postgresql":
+        # Exclusive, not shared: nearly every transaction of a run then bumps the session's event
+        # sequence, and two share-holders upgrading to that update would deadlock each other.
+        stmt = stmt.with_for_update(of=t.sessions)
+    row = store.fetch_one(conn, stmt)
+    if row is None:
+        return f"run {run_id!r} has no ledger row", None
+    current = row.pop("session_current_run_id")
+    if current != run_id:
+        return f"run {run_id!r} was superseded by run {current!r} of session {row['session_id']!r}", row
+    if row["status"] != "running":
+        return f"run {run_id!r} is no longer running (status {row['status']})", row
+    return None, row
+
+
+def why_refused_fork(run_id: str, workflow_id: str | None) -> str:
+    return (
+        f"workflow {workflow_id!r} is not run {run_id!r}'s own workflow (a DBOS fork?); "
+        "a helix session is re-entered with resume or retry, never by forking its workflow"
+    )
+
+
+def check(conn: sa.Connection, run_id: str, operation: str) -> Row:
+    """Pass the fence or raise ``RunFencedError``; returns the run's row (read under the fence)."""
+    reason, run = why_refused(conn, run_id, current_workflow_id())
+    if reason is not None:
+        raise RunFencedError(f"{operation} refused: {reason}", detail={"run_id": run_id, "operation": operation})
+    assert run is not None
+    return run
+
+
+def raise_if_refused(out: Any) -> None:
+    """A result write that the fence refused (it closed its attempt and returned): stop the workflow."""
+    if isinstance(out, dict) and out.get("refused"):
+        raise RunFencedError(str(out["refused"]))
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) is a fence refusal, also when DBOS replays it from its
+    recorded form, which keeps the message and code but not always the class."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, RunFencedError) or getattr(cur, "code", None) == RunFencedError.code:
+            return True
+        if "RunFencedError" in type(cur).__name__ or str(cur).startswith("RunFencedError"):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def refuse(engine: sa.Engine, run_id: str, workflow_id: str | None, message: str) -> None:
+    """Record one ``run_refused`` event in the run's session (when the run exists): the only write
+    a refused workflow makes. Outside DBOS's bookkeeping on purpose: a refused workflow adds no
+    recorded operation that a later replay would have to match."""
+    with engine.begin() as conn:
+        run = store.get_run(conn, run_id)
+        if run is None:
+            return
+        store.emit(conn, run["session_id"], run_id, "run_refused", {"run_id": run_id, "workflow_id": workflow_id, "reason": message})
