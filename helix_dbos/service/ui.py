@@ -30,7 +30,7 @@ from .routes import known_query
 STATIC = "/ui/static"
 router = APIRouter(include_in_schema=False, dependencies=[Depends(known_query)])
 #: Events after which the rendered state is stale: the page reloads itself (after appending them).
-RELOAD_ON = ("run_status", "approval_requested", "approval_decided", "client_call", "call_paired", "tool_end", "checkpoint", "recovery")
+RELOAD_ON = ("run_status", "run_cancelled", "approval_requested", "approval_decided", "client_call", "call_paired", "tool_end", "checkpoint", "recovery")
 
 
 def static_dir() -> str:

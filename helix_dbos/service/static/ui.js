@@ -101,7 +101,7 @@
     }
   }
   ["run_status", "model_text", "call_saved", "checkpoint", "tool_start", "tool_end", "call_paired", "recovery", "approval_requested",
-   "approval_decided", "client_call", "stop_requested", "rewind", "call_reopened", "subagent_start", "companion_incarnation", "companion_closed"].forEach(function (t) {
+   "approval_decided", "client_call", "stop_requested", "rewind", "call_reopened", "subagent_start", "companion_incarnation", "companion_closed", "run_cancelled", "run_refused"].forEach(function (t) {
     source.addEventListener(t, onEvent);
   });
 })();
