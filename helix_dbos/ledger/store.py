@@ -355,6 +355,25 @@ def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str 
     return attempt
 
 
+def close_open_attempts(conn: sa.Connection, dispatch_id: str) -> None:
+    conn.execute(
+        t.attempts.update()
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.outcome.is_(None))
+        .values(ended_at=now(), outcome="lost")
+    )
+
+
+def attempt_by_token(conn: sa.Connection, dispatch_id: str, token: str) -> Row | None:
+    """The attempt a gate execution opened (see ``stamp_attempt``), if its commit went through."""
+    return fetch_one(conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.token == token))
+
+
+def stamp_attempt(conn: sa.Connection, dispatch_id: str, attempt: int, token: str) -> None:
+    conn.execute(
+        t.attempts.update().where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt).values(token=token)
+    )
+
+
 def record_result(
     conn: sa.Connection,
     dispatch_id: str,
@@ -378,7 +397,11 @@ def record_result(
     ).rowcount == 1
     conn.execute(
         t.attempts.update()
-        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt, t.attempts.c.outcome.is_(None))
+        .where(
+            t.attempts.c.dispatch_id == dispatch_id,
+            t.attempts.c.attempt == attempt,
+            sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"),
+        )
         .values(ended_at=ts, outcome=status if written else "refused")
     )
     if written:
@@ -423,7 +446,12 @@ def settle_call(
     error: Any = None,
     reason: str = "",
 ) -> None:
-    """Answer a call without (or instead of) a body: recovery, redirect, stop, failure or an answer."""
+    """Answer a call without (or instead of) a body: recovery, redirect, stop, failure or an answer.
+
+    Any attempt still open is closed ``lost``: its body's result will never be the answer (a late
+    write of it is refused and marks it ``refused``), and no attempt row stays open on a settled call.
+    """
+    close_open_attempts(conn, call["dispatch_id"])
     conn.execute(
         t.calls.update()
         .where(t.calls.c.dispatch_id == call["dispatch_id"])

@@ -140,8 +140,12 @@ attempts = sa.Table(
     sa.Column("executor_id", sa.String(128)),
     sa.Column("started_at", Timestamp, nullable=False),
     sa.Column("ended_at", Timestamp),
-    # ok | error | refused (a late body whose write was fenced off) | NULL while running or lost
+    # ok | error | refused (a late body whose write was fenced off) | lost (the call was answered
+    # without this body's result) | NULL while running, or lost by a crash not yet recovered
     sa.Column("outcome", sa.String(16)),
+    # The gate execution that opened it: a gate retried after a lost commit acknowledgement finds
+    # its own attempt by this token instead of taking it for a crashed one (migration 0004).
+    sa.Column("token", sa.String(32)),
 )
 
 usage = sa.Table(

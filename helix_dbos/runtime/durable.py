@@ -19,6 +19,7 @@ from dbos import DBOS
 from ..ledger.engine import is_sqlite
 from ..ledger.escape import escape_json, unescape_json
 from .state import env
+from .store_retry import retrying
 
 #: DBOS statuses after which a workflow will never write again: its ledger outcome is final or lost.
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
@@ -76,6 +77,10 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     transaction is one tight, blocking unit of work: on SQLite the write lock is never held across
     event-loop turns, where anything else blocking the loop would wait on that lock until it timed out.
     The output is recorded escaped (``recorded``).
+
+    In an outage DBOS re-runs it (connection and serialization errors, SQLite busy) until the store
+    answers, with no deadline; its commit carries DBOS's record, so a retry after a lost
+    acknowledgement returns the recorded output instead of writing twice.
     """
     ds = env().datasource
 
@@ -92,8 +97,14 @@ def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
 
 async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
     """A short ledger transaction in a worker thread, outside the datasource's once-only bookkeeping
-    (inside a step it belongs to the step: the attempt gate, a result write, a read)."""
-    return await asyncio.to_thread(_short_tx, fn, *args)
+    (inside a step it belongs to the step: the attempt gate, a result write, a read).
+
+    Transient store errors re-run the whole transaction for up to ``store_retry_window`` seconds,
+    then raise ``StoreUnavailableError``. A commit whose acknowledgement was lost may have committed,
+    so ``fn`` must be idempotent across such a retry: the writers passed here are (the attempt gate
+    by its token in ``bodies.py``, the result write by its attempt fence).
+    """
+    return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: asyncio.to_thread(_short_tx, fn, *args))
 
 
 def recorded(value: Any) -> Any:

@@ -25,7 +25,14 @@ from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sy
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
 from . import commits, durable, entries, results, state, workflow
-from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url
+from .config import (
+    DEFAULT_APP_NAME,
+    Settings,
+    requested_executor_id,
+    resolve_app_version,
+    resolve_database_url,
+    resolve_store_retry_window,
+)
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
 
@@ -136,6 +143,7 @@ class Runtime:
         queue_name: str = "helix_runs",
         auto_continue: bool = True,
         serve_queue: bool = True,
+        store_retry_window: float | None = None,
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
@@ -150,6 +158,9 @@ class Runtime:
         # False: this process starts and recovers its own runs but never dequeues children or
         # companions from ``queue_name``: those run on the worker processes that serve it.
         self.serve_queue = serve_queue
+        # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
+        # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
+        self.store_retry_window = resolve_store_retry_window(store_retry_window)
         self.settings: Settings | None = None
         self._engine: sa.Engine | None = None
         self._lock: ExecutorLock | None = None
@@ -180,7 +191,10 @@ class Runtime:
         if existing is not None:
             wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
         executor_id = self._lock.acquire(wanted)
-        self.settings = Settings(url, executor_id, resolve_app_version(self._app_version), self._app_name)
+        self._lock.keep()
+        self.settings = Settings(
+            url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
+        )
         if existing is None:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
             self._owns_dbos = True
@@ -382,7 +396,7 @@ class Runtime:
             with self.engine.connect() as conn:
                 return results.at_rest(conn, run_id)
 
-        return results.poll(check, timeout, f"run {run_id}")
+        return results.poll(check, timeout, f"run {run_id}", self.store_retry_window)
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
@@ -399,7 +413,7 @@ class Runtime:
                     return None
                 return results.at_rest(conn, session["current_run_id"])
 
-        return results.poll(check, timeout, f"session {session_id}")
+        return results.poll(check, timeout, f"session {session_id}", self.store_retry_window)
 
     def session(self, session_id: str) -> SessionView:
         check_session_id(session_id)

@@ -62,6 +62,7 @@ SCENARIOS: dict[str, list[str]] = {
     "cancel": ["slow_seq", "seq_b"],
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
     "slow_pair": ["slow_safe", "slow_unsafe"],
+    "outage": ["slow_safe", "slow_unsafe"],  # two bodies in flight while a test cuts the database
 }
 
 #: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
