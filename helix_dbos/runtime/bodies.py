@@ -11,6 +11,7 @@ stamps its attempt with a token minted per step execution, the result write reco
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -18,15 +19,22 @@ import sqlalchemy as sa
 
 from ..definitions import Agent, ToolContext
 from ..ledger import store
-from . import commits, fence, transcript
+from . import commits, executor_lock, fence, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
 from .state import env
 
 
+async def _hold_executor_lock() -> None:
+    """Wait while the watchdog re-acquires a lost executor lock (it exits the process if it cannot)."""
+    if not executor_lock.held():
+        await asyncio.to_thread(executor_lock.wait_held)
+
+
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     e = env()
+    await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
     gate = await plain_tx(gate_once, run_id, dispatch_id, uuid.uuid4().hex)
     if gate["action"] == "done":
         return {"status": gate["status"]}
@@ -43,6 +51,7 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     )
     crash_point("before_body", name)
     fail_point("before_body", name)
+    await _hold_executor_lock()  # nor does it start the body
     try:
         sub = agent.sub_agent(name)
         if sub is not None:

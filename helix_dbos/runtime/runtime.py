@@ -33,6 +33,7 @@ from .config import (
     resolve_database_url,
     resolve_store_retry_window,
 )
+from . import executor_lock
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
 
@@ -144,6 +145,7 @@ class Runtime:
         auto_continue: bool = True,
         serve_queue: bool = True,
         store_retry_window: float | None = None,
+        takeover_after: float | None = None,
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
@@ -161,6 +163,11 @@ class Runtime:
         # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
         # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
         self.store_retry_window = resolve_store_retry_window(store_retry_window)
+        # Seconds this process may go without confirming its executor lock before it exits (and
+        # another may act for its id); None: HELIX_DBOS_TAKEOVER_AFTER, default 30.
+        if takeover_after is not None and not (0.5 <= float(takeover_after) <= 86400):
+            raise ConfigurationError(f"takeover_after must be from 0.5 to 86400 seconds, not {takeover_after!r}")
+        self.takeover_after = takeover_after
         self.settings: Settings | None = None
         self._engine: sa.Engine | None = None
         self._lock: ExecutorLock | None = None
@@ -186,12 +193,13 @@ class Runtime:
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
-        self._lock = ExecutorLock(url)
+        self._lock = ExecutorLock(url, lease=self.takeover_after)
         wanted = requested_executor_id(self._executor_id)
         if existing is not None:
             wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
         executor_id = self._lock.acquire(wanted)
-        self._lock.keep()
+        self._lock.watch()  # a lost lock is re-acquired before any more bodies run, or the process exits
+        executor_lock.install(self._lock)
         self.settings = Settings(
             url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
         )
@@ -258,6 +266,7 @@ class Runtime:
             self._engine.dispose()
             self._engine = None
         if self._lock is not None:
+            executor_lock.install(None)
             self._lock.release()
             self._lock = None
 
@@ -313,9 +322,9 @@ class Runtime:
             return None
         probe = ExecutorLock(self.settings.database_url if self.settings else "")
         try:
-            probe.acquire(owner)
+            probe.acquire(owner, wait=False)
         except ExecutorIdInUseError:
-            return None  # its executor is alive and will finish it
+            return None  # its executor is alive (or may be, until its lease lapses) and will finish it
         finally:
             probe.release()
         DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
@@ -429,10 +438,11 @@ class Runtime:
         """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
         probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self.database_url))
         try:
-            probe.acquire(executor_id)
+            probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
+            # Held while the runs are handed over, so that executor cannot relaunch and recover them too.
+            handles = DBOS._recover_pending_workflows([executor_id])
         finally:
             probe.release()
-        handles = DBOS._recover_pending_workflows([executor_id])
         return [h.get_workflow_id() for h in handles]
 
     start_async = _async_twin(start)
