@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -51,4 +55,25 @@ def upgrade(url: str, revision: str = "head") -> None:
     cfg = alembic_config(url)
     if revision == "head" and _at_head(cfg, url):
         return
-    command.upgrade(cfg, revision)
+    with _sqlite_migration_lock(url):
+        command.upgrade(cfg, revision)
+
+
+@contextmanager
+def _sqlite_migration_lock(url: str) -> Iterator[None]:
+    """Serialize concurrent first launches on one SQLite file. Its single writer does not: Python's
+    sqlite3 opens no transaction for the version read or for DDL, so two launchers both found no
+    tables and the second failed with "table ... already exists". A file lock beside the database
+    does (Postgres migrations serialize on an advisory lock in migrations/env.py)."""
+    from .engine import is_sqlite, sqlite_path
+
+    path = sqlite_path(url) if is_sqlite(url) else None
+    if not path:
+        yield
+        return
+    fd = os.open(f"{path}.migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

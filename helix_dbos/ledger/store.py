@@ -335,6 +335,9 @@ def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str 
     """Commit a body start before the body runs: a re-executed step then knows a body may have run."""
     attempt = int(call["attempts"]) + 1
     ts = now()
+    # An earlier attempt still open lost its process (recovery is starting this one): close it, so
+    # no attempt stays open; a late write of it is refused all the same (the call moved on).
+    close_open_attempts(conn, call["dispatch_id"])
     conn.execute(
         t.attempts.insert().values(
             dispatch_id=call["dispatch_id"], attempt=attempt, run_id=run_id, executor_id=executor_id, started_at=ts

@@ -141,6 +141,9 @@ class ExecutorLock:
         #: The reaction to a lock lost for good (the watchdog calls it; default: say why and exit).
         self.on_lost: Callable[[str], None] = exit_loudly
         self.confirmations = 0  # watchdog confirmations so far (observable by tests and operators)
+        self.renewer: Callable[[], bool | None] | None = None
+        self._renew_every = 2.0
+        self._last_renew = time.monotonic()
         self.regains = 0  # locks lost and re-acquired so far
 
     # --- acquiring -------------------------------------------------------------------------------
@@ -266,15 +269,32 @@ class ExecutorLock:
         self._thread = threading.Thread(target=self._watch, name=f"helix-executor-lock-{self.executor_id}", daemon=True)
         self._thread.start()
 
+    def set_renewer(self, renew: Callable[[], bool | None], every: float) -> None:
+        """Renew the executor's lease (``leases.renew``) every ``every`` seconds while the lock holds:
+        True renewed, False the lease is no longer ours (taken over: exit like a lost lock), None
+        the database did not answer (the lock's own checks decide)."""
+        self.renewer, self._renew_every, self._last_renew = renew, every, time.monotonic()
+
+    def _fresh(self) -> bool:
+        """Whether this process may still act for its id: its lease, by its own clock, has not run
+        out (a frozen or starved process wakes up stale, and waits for its watchdog's verdict)."""
+        last = self._last_renew if self.renewer is not None else self._last_ok
+        return time.monotonic() - last < max(self.lease - TAKEOVER_MARGIN, self.lease / 2)
+
     def held(self) -> bool:
-        return self._held.is_set()
+        return self._held.is_set() and self._fresh()
 
     def wait_held(self) -> None:
-        """Return once the lock is held; if it is lost for good, do what the watchdog does (exit)."""
-        if self._held.is_set():
-            return
-        if not self._held.wait(self.lease + 2 * CHECK_INTERVAL) and not self._stop.is_set():
-            self.on_lost(f"executor {self.executor_id!r} lost its lock and did not get it back")
+        """Return once the lock is held and the lease fresh; if it is lost for good, do what the
+        watchdog does (exit)."""
+        deadline = time.monotonic() + self.lease + 2 * CHECK_INTERVAL
+        while not self.held():
+            if self._stop.is_set():
+                return
+            if time.monotonic() > deadline:
+                self.on_lost(f"executor {self.executor_id!r} lost its lock and did not get it back")
+                return
+            time.sleep(0.05)
 
     def _confirm(self) -> bool:
         """Whether this process still holds its lock (True: confirmed just now)."""
@@ -329,6 +349,18 @@ class ExecutorLock:
             if self._confirm():
                 self._last_ok = started
                 self.confirmations += 1
+                if self.renewer is not None and started - self._last_renew >= self._renew_every:
+                    try:
+                        renewed = self.renewer()
+                    except Exception:  # the database did not answer: the next check decides
+                        log.warning("executor %s could not renew its lease", self.executor_id, exc_info=True)
+                        renewed = None
+                    if renewed is False:
+                        self._held.clear()
+                        self.on_lost(f"executor {self.executor_id!r} lost its lease (its runs were taken over by another executor)")
+                        return
+                    if renewed:
+                        self._last_renew = started
                 continue
             self._held.clear()
             log.error("executor %s lost its lock; bodies wait while it re-acquires it", self.executor_id)

@@ -11,8 +11,8 @@ principal instead of the request body (docs/service.md, "Deploying"). They are b
 SQL with 0004's ``lost_attempts`` rewrite applied, then the owner added; downgrade puts back exactly
 what 0004 left.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-03 12:00:00.000000
 """
 
@@ -26,8 +26,8 @@ from types import ModuleType
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0006"
-down_revision: str | None = "0005"
+revision: str = "0007"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -50,7 +50,7 @@ def views_0004(s: str, ms: Callable[[str, str], str]) -> dict[str, str]:
     """The views as 0004 left them: 0002's, with call_audit's ``lost_attempts`` rewritten."""
     m4 = _migration("0004_attempt_tokens.py", "helix_migration_0004")
     views = dict(_audit_0002().view_sql(s, ms))
-    assert m4._OLD_LOST in views["call_audit"], "0002's call_audit changed; update 0006"
+    assert m4._OLD_LOST in views["call_audit"], "0002's call_audit changed; update 0007"
     views["call_audit"] = views["call_audit"].replace(m4._OLD_LOST, m4._NEW_LOST)
     return views
 
