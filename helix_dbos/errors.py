@@ -41,6 +41,26 @@ class ConfigurationError(HelixError):
     status = 500
 
 
+class AuthenticationError(HelixError):
+    """The request carries no valid credentials (a 401; the service never says which part was wrong)."""
+
+    code = "unauthenticated"
+    status = 401
+
+
+class ForbiddenError(HelixError):
+    """The principal may see the session but lacks the role for this action on it."""
+
+    code = "forbidden"
+    status = 403
+
+
+class HostNotAllowedError(ValidationError):
+    """The Host header names no trusted host (a DNS-rebinding page, a misrouted proxy)."""
+
+    code = "host_not_allowed"
+
+
 class NotFoundError(HelixError):
     code = "not_found"
     status = 404

@@ -368,7 +368,7 @@ def test_http_reads_of_odd_strings_are_valid_json_with_the_exact_strings(db_url:
         return {"echo": text, text: "a key"}
 
     runtime = hx.Runtime([hx.Agent("odd", FunctionModel(reply), tools=[echo])], database_url=db_url, executor_id=f"test-{uuid.uuid4().hex[:8]}")
-    with TestClient(create_app(runtime), raise_server_exceptions=False) as http:
+    with TestClient(create_app(runtime), raise_server_exceptions=False, base_url="http://localhost") as http:  # a trusted Host
         run = http.post("/sessions", params={"wait": 30}, json={"agent": "odd", "message": "go"})
         assert run.status_code == 202, run.text
         assert run.json()["status"] == "completed" and run.json()["output"] == "done " + ODD

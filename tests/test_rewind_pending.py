@@ -107,7 +107,7 @@ def test_rewind_pairs_the_pending_call_it_leaves_behind(db_url: str, make_runtim
     assert asked == [0, 1, 1] and bodies == [bodies[0]]  # step 0 not asked again, its body not run again
 
     app = create_app(rt)  # the service over this launched runtime (no lifespan: it is launched already)
-    http = TestClient(app)
+    http = TestClient(app, base_url="http://localhost")  # a Host the service trusts
     assert [p["dispatch_id"] for p in http.get(f"/runs/{rewound.run_id}").json()["pending"]] == [new.dispatch_id]
     assert http.get(f"/runs/{first.run_id}").json()["pending"] == []
     service_call = next(c for c in http.get(f"/sessions/{sid}").json()["calls"] if c["dispatch_id"] == old.dispatch_id)

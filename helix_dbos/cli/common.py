@@ -11,19 +11,22 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from ..errors import ConfigurationError, HelixError
-from ..ledger.engine import create_sync_engine, sqlite_path
+from ..errors import ConfigurationError, HelixError, ValidationError
+from ..ledger import tables as t
+from ..ledger.engine import check_url, create_sync_engine, sqlite_path
 from ..runtime import Runtime
 from ..runtime.config import resolve_database_url
 
@@ -63,7 +66,66 @@ TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds to wait
 
 
 def database_url(explicit: str | None) -> str:
-    return resolve_database_url(explicit)
+    """The URL to use, refused at once (typed) when it is not a Postgres or SQLite URL."""
+    url = resolve_database_url(explicit)
+    check_url(url)
+    return url
+
+
+def esc(value: Any) -> str:
+    """User data (ids, names, outputs) for a Rich markup string: ``x[/bold]`` must print, not parse."""
+    return escape(str(value))
+
+
+def explain_database_error(exc: BaseException) -> ConfigurationError | None:
+    """A driver's connection failure as a ``configuration_error`` whose hint fits the cause."""
+    text = str(getattr(exc, "orig", None) or exc)
+    missing = re.search(r'database "([^"]+)" does not exist', text)
+    if missing:
+        return ConfigurationError(
+            f"the database {missing.group(1)!r} does not exist on that server; create it first (createdb {missing.group(1)}, or CREATE DATABASE), then run `helix-dbos migrate`",
+            detail=text.strip().splitlines()[0],
+        )
+    if re.search(r"Connection refused|could not translate host name|Name or service not known|timeout expired|No route to host|could not connect", text, re.I):
+        return ConfigurationError("cannot reach the database server: is it running, and is the host and port in --db (or HELIX_DBOS_DATABASE_URL) right?", detail=text.strip().splitlines()[0])
+    if re.search(r'password authentication failed|no pg_hba.conf entry|role "[^"]+" does not exist', text):
+        return ConfigurationError("the database server refused the login; check the user and password in --db", detail=text.strip().splitlines()[0])
+    if "unable to open database file" in text:
+        return ConfigurationError("cannot open the SQLite file: does its directory exist and is it writable?", detail=text.strip())
+    return None
+
+
+def unique_prefix(kind: str, given: str, ids: list[str], flag: str) -> str:
+    """``given`` itself, or the one id it is a prefix of (tables print ids shortened); ambiguity is refused."""
+    if given in ids:
+        return given
+    found = [i for i in ids if i.startswith(given)]
+    if len(found) > 1:
+        shown = ", ".join(sorted(found)[:5]) + (" ..." if len(found) > 5 else "")
+        raise ValidationError(f"{kind} {given!r} is ambiguous: it starts {len(found)} ids ({shown}); give more of {flag}", detail={"matches": sorted(found)})
+    return found[0] if found else given
+
+
+def resolve_session(conn: sa.Connection, given: str) -> str:
+    ids = [str(r) for r in conn.execute(sa.select(t.sessions.c.session_id).where(t.sessions.c.session_id.startswith(given, autoescape=True)).limit(50)).scalars()]
+    return unique_prefix("session id", given, ids, "SESSION_ID")
+
+
+def resolve_dispatch(conn: sa.Connection, session_id: str, given: str) -> str:
+    stmt = sa.select(t.calls.c.dispatch_id).where(t.calls.c.session_id == session_id, t.calls.c.dispatch_id.startswith(given, autoescape=True)).limit(50)
+    return unique_prefix("dispatch id", given, [str(r) for r in conn.execute(stmt).scalars()], "DISPATCH_ID")
+
+
+def resolve_ids(db: str | None, session_id: str, dispatch_id: str | None = None) -> tuple[str, str | None]:
+    """Full ids for the ones a user typed (any unique prefix); unknown ones are left for the runtime to refuse."""
+    with ledger(db) as conn:
+        sid = resolve_session(conn, session_id)
+        return sid, (resolve_dispatch(conn, sid, dispatch_id) if dispatch_id is not None else None)
+
+
+def executor_ever_ran(db: str | None, executor_id: str) -> bool:
+    with ledger(db) as conn:
+        return bool(conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(t.runs.c.executor_id == executor_id)).scalar())
 
 
 @contextmanager
@@ -78,6 +140,9 @@ def ledger(explicit: str | None) -> Iterator[sa.Connection]:
         with engine.connect() as conn:
             yield conn
     except sa.exc.OperationalError as exc:
+        explained = explain_database_error(exc)
+        if explained is not None:
+            raise explained from None
         if "no such table" in str(exc) or "does not exist" in str(exc):
             raise ConfigurationError("the database has no helix ledger yet; run `helix-dbos migrate`", detail=str(exc.orig)) from None
         raise
@@ -146,6 +211,16 @@ def short(value: str | None, n: int = 8) -> str:
     return "-" if not value else value[:n]
 
 
+def _refused(exc: HelixError, as_json: bool) -> NoReturn:
+    if as_json:
+        print_json(exc.to_dict())
+    else:
+        err_console.print(f"[bold red]error[/] [dim]({exc.code})[/]: {esc(exc.message)}")
+        if exc.detail:
+            err_console.print(f"[dim]{esc(exc.detail)}[/]")
+    raise typer.Exit(1) from None
+
+
 def typed_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """A refusal prints its user-safe sentence and code (or the JSON body) and exits 1, never a traceback."""
 
@@ -154,12 +229,16 @@ def typed_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except HelixError as exc:
-            if kwargs.get("as_json"):
-                print_json(exc.to_dict())
-            else:
-                err_console.print(f"[bold red]error[/] [dim]({exc.code})[/]: {exc.message}")
-                if exc.detail:
-                    err_console.print(f"[dim]{exc.detail}[/]")
-            raise typer.Exit(1) from None
+            _refused(exc, bool(kwargs.get("as_json")))
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:  # the server, not the ledger
+            explained = explain_database_error(exc)
+            if explained is None:
+                raise
+            _refused(explained, bool(kwargs.get("as_json")))
+        except Exception as exc:  # DBOS wraps a failed connection in its own exception types
+            explained = explain_database_error(exc) if type(exc).__module__.startswith(("dbos", "psycopg", "sqlalchemy")) else None
+            if explained is None:
+                raise
+            _refused(explained, bool(kwargs.get("as_json")))
 
     return run

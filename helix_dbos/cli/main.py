@@ -1,6 +1,6 @@
 """``helix-dbos``: the demo, ledger reads, entries and answers, migrations and recovery, from a shell.
 
-Every command takes ``--db URL`` (default: the runtime's own resolution order) and ``--json``.
+Every command takes ``--db URL`` (default: the runtime's own resolution order) and, but ``serve``, ``--json``.
 Commands that need the agents load the same app as the service (``HELIX_DBOS_APP``).
 Exit status: 0 done, 1 a typed refusal (printed with its code), 2 a usage error.
 """
@@ -15,9 +15,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.panel import Panel
+from rich.text import Text
 
+from .. import apikeys
 from ..definitions.inputs import check_session_id
-from ..errors import ValidationError
+from ..errors import NotFoundError, ValidationError
 from ..ledger import store
 from ..ledger.statuses import CallStatus
 from ..runtime import RunHandle, RunResult, Runtime, results
@@ -32,8 +34,12 @@ from .common import (
     err_console,
     launched,
     ledger,
+    esc,
+    executor_ever_ran,
     model_json,
     print_json,
+    resolve_ids,
+    resolve_session,
     short,
     tolerant_streams,
     typed_errors,
@@ -93,14 +99,17 @@ def _print_run(result: RunResult, as_json: bool) -> None:
     if as_json:
         print_json(_run_json(result))
         return
-    console.print(f"run [cyan]{result.run_id}[/] of session [cyan]{result.session_id}[/]: ", styled(result.status))
+    console.print(f"run [cyan]{esc(result.run_id)}[/] of session [cyan]{esc(result.session_id)}[/]: ", styled(result.status))
     if result.output is not None:
-        console.print(Panel(str(result.output) if isinstance(result.output, str) else json.dumps(result.output, indent=2), title="output", expand=False))
+        console.print(Panel(Text(str(result.output) if isinstance(result.output, str) else json.dumps(result.output, indent=2)), title="output", expand=False))
     if result.error_code:
-        console.print(f"[red]{result.error_code}[/]: {result.error or ''}")
+        console.print(f"[red]{esc(result.error_code)}[/]: {esc(result.error or '')}")
+    if result.status == "suspended_client_tool":  # the status names every wait: approvals and client tools alike
+        kinds = sorted({"an approval" if p.kind == "approval" else "a client tool" for p in result.pending})
+        console.print(f"  suspended, waiting for {' and '.join(kinds) or 'answers'}")
     for p in result.pending:
         verb = f"approve {result.session_id} {p.dispatch_id} [--deny]" if p.kind == "approval" else f"submit {result.session_id} {p.dispatch_id} --result JSON"
-        console.print(f"  waiting: {p.tool_name}({json.dumps(p.args)}) → [bold]helix-dbos {verb}[/]")
+        console.print(f"  waiting: {esc(p.tool_name)}({esc(json.dumps(p.args))}) → [bold]helix-dbos {esc(verb)}[/]")
 
 
 LiveOption = Annotated[bool, typer.Option("--live", help="Print the model's output as it streams (best-effort).")]
@@ -148,8 +157,8 @@ def _wait(runtime: Runtime, handle: RunHandle, timeout: float) -> RunResult:
         return result
     except TimeoutError:
         err_console.print(
-            f"[yellow]still running after {timeout:g} s; it goes on when executor {runtime.executor_id!r} is next launched "
-            f"(or: helix-dbos recover --executor {runtime.executor_id})[/]"
+            f"[yellow]still running after {timeout:g} s; it goes on when executor {esc(repr(runtime.executor_id))} is next launched "
+            f"(or: helix-dbos recover --executor {esc(runtime.executor_id)})[/]"
         )
         return runtime.run(handle.run_id)
 
@@ -232,20 +241,23 @@ def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> N
     check_session_id(session_id)
 
     with ledger(db) as conn:
+        session_id = resolve_session(conn, session_id)
         view = results.read_session(conn, session_id)
+        row = store.get_session(conn, session_id)
         events = store.events_after(conn, session_id, 0, limit=1_000_000)
         calls = store.list_calls(conn, session_id=session_id, limit=100_000)
     if as_json:
-        print_json({"session": model_json(session_out(view)), "events": events})
+        print_json({"session": model_json(session_out(view, owner=row["owner"] if row else None)), "events": events})
         return
-    console.print(f"session [cyan]{view.session_id}[/]  agent [cyan]{view.agent_name}[/]  status ", styled(view.status))
+    owner = f"  owner [cyan]{esc(row['owner'])}[/]" if row and row["owner"] else ""
+    console.print(f"session [cyan]{esc(view.session_id)}[/]  agent [cyan]{esc(view.agent_name)}[/]{owner}  status ", styled(view.status))
     console.print(runs_table(view.runs))
     console.print(timeline(events, tool_names(events, calls), title="timeline"))
     if calls:
         console.print(calls_table(calls, title="calls"))
     last = view.runs[-1] if view.runs else None
     if last and last["output"] is not None:
-        console.print(Panel(str(last["output"]), title="output of the latest run", expand=False))
+        console.print(Panel(Text(str(last["output"])), title="output of the latest run", expand=False))
 
 
 @app.command()
@@ -307,7 +319,14 @@ def resume(
     live: LiveOption = False,
 ) -> None:
     """Resume a session: recover its saved step (continue), redirect it (with_message) or rewind (from_checkpoint)."""
+    if mode is ResumeMode.continue_ and (message is not None or checkpoint is not None):
+        raise ValidationError("--mode continue takes neither --message nor --checkpoint (it recovers the saved step as it is)")
+    if mode is ResumeMode.with_message and (not message or checkpoint is not None):
+        raise ValidationError("--mode with_message needs --message (and takes no --checkpoint; that is --mode from_checkpoint)")
+    if mode is ResumeMode.from_checkpoint and (not checkpoint or message is not None):
+        raise ValidationError("--mode from_checkpoint needs --checkpoint (a saved append, see `helix-dbos show`) and takes no --message")
     check_session_id(session_id)
+    session_id, _ = resolve_ids(db, session_id)
     _live_env(live)
     with launched(db) as rt:
         handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)  # type: ignore[arg-type]
@@ -325,7 +344,12 @@ def retry(
     as_json: JsonOption = False,
 ) -> None:
     """Retry after a failed or interrupted run (recovery), or redirect it with --message."""
+    if checkpoint is not None and not message:
+        raise ValidationError("--checkpoint needs --message: the message redirects the saved step")
+    if message is not None and not message:
+        raise ValidationError("--message must not be empty")
     check_session_id(session_id)
+    session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
         _print_run(_wait(rt, rt.retry(session_id, message=message, checkpoint_id=checkpoint), timeout), as_json)
 
@@ -342,6 +366,7 @@ def stop(
 ) -> None:
     """Stop the session's run: finished calls keep their results, the rest are answered run_stopped."""
     check_session_id(session_id)
+    session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
         out = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())  # type: ignore[arg-type]
         try:
@@ -351,7 +376,7 @@ def stop(
     if as_json:
         print_json({**out, "run": _run_json(result)})
     else:
-        console.print(f"stop recorded for run [cyan]{out['run_id']}[/] ({out['status']})")
+        console.print(f"stop recorded for run [cyan]{esc(out['run_id'])}[/] ({esc(out['status'])})")
         _print_run(result, False)
 
 
@@ -360,9 +385,9 @@ def _answer_output(receipt: Any, rt: Runtime, timeout: float, as_json: bool) -> 
     if as_json:
         print_json({"session_id": receipt.session_id, "dispatch_id": receipt.dispatch_id, "remaining": receipt.remaining, "run": _run_json(run) if run else None})
         return
-    console.print(f"answer recorded for call [cyan]{receipt.dispatch_id}[/]")
+    console.print(f"answer recorded for call [cyan]{esc(receipt.dispatch_id)}[/]")
     if receipt.remaining:
-        console.print(f"still waiting for: {', '.join(receipt.remaining)}")
+        console.print(f"still waiting for: {esc(', '.join(receipt.remaining))}")
     if run is not None:
         _print_run(run, False)
 
@@ -379,8 +404,13 @@ def approve(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Approve (or --deny) a call waiting for approval; the last answer continues the run here."""
+    """Approve (or --deny) a call waiting for approval; the last answer continues the run here.
+
+    SESSION_ID and DISPATCH_ID may be any unique prefix (tables print the first 8 characters).
+    """
     check_session_id(session_id)
+    session_id, dispatch = resolve_ids(db, session_id, dispatch_id)
+    dispatch_id = dispatch or dispatch_id
     with launched(db) as rt:
         receipt = rt.approve(session_id, dispatch_id, approved=not deny, reason=reason, actor=actor or getpass.getuser())
         _answer_output(receipt, rt, timeout, as_json)
@@ -397,12 +427,21 @@ def submit(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Answer a client-tool call with its result (JSON) or its error."""
+    """Answer a client-tool call with exactly one of --result (JSON) or --error.
+
+    SESSION_ID and DISPATCH_ID may be any unique prefix (tables print the first 8 characters).
+    """
+    if (result is None) == (error is None):
+        raise ValidationError("give exactly one of --result JSON or --error MESSAGE" + (" (not both)" if result is not None else ""))
+    if error is not None and not error:
+        raise ValidationError("--error must not be empty")
     check_session_id(session_id)
     try:
         value = json.loads(result) if result is not None else None
     except ValueError as exc:
         raise ValidationError(f"--result must be JSON: {exc}") from None
+    session_id, dispatch = resolve_ids(db, session_id, dispatch_id)
+    dispatch_id = dispatch or dispatch_id
     with launched(db) as rt:
         _answer_output(rt.submit_tool_result(session_id, dispatch_id, result=value, error=error), rt, timeout, as_json)
 
@@ -422,7 +461,7 @@ def migrate(db: DbOption = None, as_json: JsonOption = False) -> None:
     if as_json:
         print_json({"database": shown, "revision": rev})
     else:
-        console.print(f"helix ledger at revision [bold]{rev}[/] in {shown}")
+        console.print(f"helix ledger at revision [bold]{esc(rev)}[/] in {esc(shown)}")
 
 
 @app.command()
@@ -434,6 +473,8 @@ def recover(
     as_json: JsonOption = False,
 ) -> None:
     """Take over a dead executor's pending runs and run them to rest here (its process must be gone)."""
+    if not executor_ever_ran(db, executor):
+        raise NotFoundError(f"no run in this ledger ever ran on executor {executor!r}; check the id (`helix-dbos show SESSION` lists each run's executor)")
     with launched(db) as rt:
         ids = rt.recover_executor(executor)
         done: list[dict[str, Any]] = []
@@ -446,9 +487,12 @@ def recover(
     if as_json:
         print_json({"executor_id": executor, "runs": done})
         return
-    console.print(f"recovered {len(ids)} run(s) of executor [cyan]{executor}[/]")
+    if not ids:
+        console.print(f"executor [cyan]{esc(executor)}[/] has no pending runs to take over (they finished, or were recovered already)")
+        return
+    console.print(f"recovered {len(ids)} run(s) of executor [cyan]{esc(executor)}[/]")
     for r in done:
-        console.print(f"  run {r['run_id']} ({short(r.get('session_id'))}): ", styled(r["status"]))
+        console.print(f"  run {esc(r['run_id'])} ({esc(short(r.get('session_id')))}): ", styled(r["status"]))
 
 
 @app.command("audit-role")
@@ -464,23 +508,64 @@ def audit_role(
     if as_json:
         print_json({"role": name, "statements": statements})
     else:
-        console.print(f"role [bold]{name}[/] can now read schemas helix and dbos (read-only):")
+        console.print(f"role [bold]{esc(name)}[/] can now read schemas helix and dbos (read-only):")
         for s in statements:
-            console.print(f"  [dim]{s};[/]")
+            console.print(f"  [dim]{esc(s)};[/]")
+
+
+class Role(str, Enum):
+    operator = "operator"
+    approver = "approver"
+
+
+@app.command("api-key")
+@typed_errors
+def api_key(
+    principal: Annotated[str, typer.Argument(help="Who the key authenticates (owner of the sessions it starts).")],
+    role: Annotated[list[Role] | None, typer.Option("--role", help="operator (every session: stop, resume, retry) or approver (decide approvals on any session); repeatable.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Mint an API key for the service: give the key to its holder, put the entry in HELIX_DBOS_API_KEYS.
+
+    The service stores only the entry (a SHA-256 digest), so a leaked environment leaks no key.
+    """
+    roles = {r.value for r in role or []}
+    try:
+        apikeys.parse(apikeys.entry_line("probe", principal, roles))  # the same rules the service applies
+    except ValueError as exc:
+        raise ValidationError(str(exc).replace("entry 1: ", "")) from None
+    key = apikeys.new_key()
+    entry = apikeys.entry_line(key, principal, roles)
+    if as_json:
+        print_json({"principal": principal, "roles": sorted(roles), "key": key, "entry": entry})
+        return
+    console.print(f"key for [bold]{esc(principal)}[/] (shown once; hand it over, do not store it):\n  {esc(key)}")
+    console.print(f"add this entry to {apikeys.ENV} (comma- or newline-separated):\n  {esc(entry)}")
 
 
 @app.command()
+@typed_errors
 def serve(
     host: Annotated[str, typer.Option("--host", envvar="HELIX_DBOS_HOST")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", envvar="HELIX_DBOS_PORT")] = 8000,
     app_spec: Annotated[str | None, typer.Option("--app", help="package.module:runtime (default: HELIX_DBOS_APP, then the examples).")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Serve beyond loopback without authentication (a gateway in front authenticates).")] = False,
+    db: DbOption = None,
 ) -> None:
-    """Run the HTTP service in the foreground (what `dbos start` runs)."""
+    """Run the HTTP service in the foreground (what `dbos start` runs). Takes --db, but no --json.
+
+    Beyond loopback it refuses to start without HELIX_DBOS_API_KEYS or HELIX_DBOS_AUTHENTICATE,
+    unless --insecure (docs/service.md, "Deploying").
+    """
     import uvicorn
 
     from ..service.app import create_app
 
-    uvicorn.run(create_app(app_spec=app_spec), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    os.environ["HELIX_DBOS_HOST"] = host  # the service's settings read the bound address from here
+    if insecure:
+        os.environ["HELIX_DBOS_INSECURE"] = "1"
+    app_ = create_app(app_spec=app_spec, database_url=database_url(db) if db else None)
+    uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
 
 
 if __name__ == "__main__":

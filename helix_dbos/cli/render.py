@@ -34,6 +34,11 @@ STATUS_STYLE = {
 }
 
 
+def _add(table: Table, *cells: Any) -> None:
+    """A row whose strings are plain text: user data (``x[/bold]``) is never read as Rich markup."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
 def styled(status: str | None) -> Text:
     return Text(status or "-", style=STATUS_STYLE.get(status or "", ""))
 
@@ -110,7 +115,7 @@ def timeline(events: Sequence[Mapping[str, Any]], tools: Mapping[str, str], titl
     for e in events:
         status = str((e["data"] or {}).get("status"))
         style = STATUS_STYLE.get(status, "") if e["type"] in ("run_status", "tool_end", "call_paired") else ""
-        table.add_row(str(e["seq"]), _time(e["created_at"]), e["type"], Text(describe(e, tools), style=style))
+        _add(table, str(e["seq"]), _time(e["created_at"]), e["type"], Text(describe(e, tools), style=style))
     return table
 
 
@@ -135,16 +140,16 @@ def calls_table(calls: Sequence[Mapping[str, Any]], title: str | None = None, wi
             str(attempts),
             compact(note, 100),
         ]
-        table.add_row(*([short(c["session_id"])] if with_session else []), *row)
+        _add(table, *([short(c["session_id"])] if with_session else []), *row)
     return table
 
 
 def sessions_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="sessions (newest first)", title_justify="left")
-    for name in ("session", "agent", "status", "runs", "updated"):
+    for name in ("session", "agent", "owner", "status", "runs", "updated"):
         table.add_column(name)
     for r in rows:
-        table.add_row(r["session_id"], r["agent_name"], styled(r["status"]), str(r["run_count"]), _time(r["updated_at"]))
+        _add(table, r["session_id"], r["agent_name"], r.get("owner") or "-", styled(r["status"]), str(r["run_count"]), _time(r["updated_at"]))
     return table
 
 
@@ -153,5 +158,5 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
     for name in ("#", "run", "entry", "status", "steps", "executor", "error"):
         table.add_column(name, overflow="fold")
     for r in runs:
-        table.add_row(str(r["seq"]), r["run_id"], r["entry"], styled(r["status"]), str(r["steps"]), r.get("executor_id") or "-", compact(r.get("error_code") or "", 40))
+        _add(table, str(r["seq"]), r["run_id"], r["entry"], styled(r["status"]), str(r["steps"]), r.get("executor_id") or "-", compact(r.get("error_code") or "", 40))
     return table

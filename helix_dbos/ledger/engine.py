@@ -15,8 +15,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
+from ..errors import ConfigurationError
 from .tables import SCHEMA
 
 
@@ -24,9 +26,23 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
 
+def check_url(url: str) -> URL:
+    """The parsed URL, or a ``configuration_error`` for one that is not a Postgres or SQLite URL.
+
+    Anything else used to fall through to SQLite's driver, so ``mysql://...`` quietly became a file.
+    """
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        raise ConfigurationError(f"{url!r} is not a database URL; use postgresql://user@host:5432/dbname or sqlite:///path/to/file.sqlite") from None
+    if u.get_backend_name() not in ("postgresql", "sqlite"):
+        raise ConfigurationError(f"helix-dbos runs on PostgreSQL or SQLite, not {u.get_backend_name()!r} ({u.render_as_string(hide_password=True)})")
+    return u
+
+
 def sync_url(url: str) -> str:
     """The URL for a blocking engine: psycopg 3 on Postgres, the stdlib driver on SQLite."""
-    u = make_url(url)
+    u = check_url(url)
     if u.get_backend_name() == "postgresql":
         return str(u.set(drivername="postgresql+psycopg").render_as_string(hide_password=False))
     return str(u.set(drivername="sqlite").render_as_string(hide_password=False))

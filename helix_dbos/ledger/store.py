@@ -47,8 +47,21 @@ def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = Fals
     return fetch_one(conn, stmt)
 
 
-def list_sessions(conn: sa.Connection, limit: int = 50) -> list[Row]:
-    return fetch_all(conn, sa.select(t.sessions).order_by(t.sessions.c.updated_at.desc()).limit(limit))
+def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[Row]:
+    """The newest sessions first; ``owner``/``status``/``agent_name`` narrow the list when given."""
+    stmt = sa.select(t.sessions)
+    if owner is not None:
+        stmt = stmt.where(t.sessions.c.owner == owner)
+    if status is not None:
+        stmt = stmt.where(t.sessions.c.status == status)
+    if agent_name is not None:
+        stmt = stmt.where(t.sessions.c.agent_name == agent_name)
+    return fetch_all(conn, stmt.order_by(t.sessions.c.updated_at.desc()).limit(limit))
+
+
+def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
+    stmt = sa.select(t.sessions.c.owner).join(t.calls, t.calls.c.session_id == t.sessions.c.session_id).where(t.calls.c.dispatch_id == parent_dispatch_id)
+    return conn.execute(stmt).scalar()
 
 
 def _insert_if_absent(conn: sa.Connection, table: sa.Table) -> Any:
@@ -62,13 +75,16 @@ def _insert_if_absent(conn: sa.Connection, table: sa.Table) -> Any:
     return sqlite_insert(table).on_conflict_do_nothing()
 
 
-def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None) -> bool:
+def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> bool:
     """Create the session row; False if it exists already (a concurrent entry created it first).
 
     Without ``ON CONFLICT``, two entries that both found no session raced to insert it and the loser
     met a raw primary-key violation: now the loser learns it lost, and the gate refuses it typed.
+    A child session inherits its parent's owner, so delegation never widens who sees it.
     """
     ts = now()
+    if owner is None and parent_dispatch_id is not None:
+        owner = _parent_owner(conn, parent_dispatch_id)
     result = conn.execute(
         _insert_if_absent(conn, t.sessions).values(
             session_id=session_id,
@@ -78,6 +94,7 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
             event_seq=0,
             run_count=0,
             parent_dispatch_id=parent_dispatch_id,
+            owner=owner,
             created_at=ts,
             updated_at=ts,
         )

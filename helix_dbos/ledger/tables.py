@@ -37,6 +37,10 @@ sessions = sa.Table(
     sa.Column("parent_dispatch_id", sa.String(64)),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
+    # The authenticated principal that started the session (a child inherits its parent's); NULL
+    # when no authentication was on. The service shows a session only to its owner and to the
+    # operator and approver roles.
+    sa.Column("owner", sa.String(200)),
 )
 
 runs = sa.Table(
@@ -201,6 +205,8 @@ companions = sa.Table(
     sa.Column("updated_at", Timestamp, nullable=False),
     sa.UniqueConstraint("parent_session_id", "agent_name", name="uq_companions_parent_agent"),
 )
+
+sa.Index("ix_sessions_owner", sessions.c.owner)
 
 # The deps input of a session's runs (``runtime.start(..., deps=...)``): JSON, never a pickle, so a
 # recovered run in a fresh process rebuilds its deps with the agent's registered factory.

@@ -55,6 +55,7 @@ def open_run(
     profile: str,
     executor_id: str | None,
     is_dead: LivenessCheck = lambda run: None,
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """Validate the entry against the session's state, win the gate, and write the run's row.
 
@@ -62,15 +63,21 @@ def open_run(
     (never started, cancelled, or pending on an executor that is gone: ``is_dead``) is ended
     ``failed``/``executor_lost`` here, without pairing its calls, so this entry recovers its saved
     step from the ledger in a new workflow.
+
+    ``owner`` stamps a new session; on an existing one it must match, or the session does not exist
+    for this caller (checked under the row lock, so a race on a chosen session id cannot hand one
+    principal a turn in another's session).
     """
     session = store.get_session(conn, session_id, for_update=True) if session_id else None
+    if session is not None and owner is not None and session["owner"] != owner:
+        raise SessionNotFoundError(f"no session {session_id!r}")
     if session is None:
         if entry != "start":
             raise SessionNotFoundError(f"no session {session_id!r}")
         if agent_name not in agents:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
         session_id = session_id or store.new_id()
-        if not store.insert_session(conn, session_id, str(agent_name)):
+        if not store.insert_session(conn, session_id, str(agent_name), owner=owner):
             # Another start of this new session id created it between our read and our insert: it
             # won the session's first run, as the gate's compare-and-set decides between turns.
             raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")

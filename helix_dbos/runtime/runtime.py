@@ -368,7 +368,7 @@ class Runtime:
 
     # --- entries -------------------------------------------------------------------------------
 
-    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None) -> RunHandle:
+    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None) -> RunHandle:
         if deps is not None:
             from .transcript import jsonable
 
@@ -387,6 +387,7 @@ class Runtime:
                 profile=self.recovery,
                 executor_id=self.executor_id,
                 is_dead=self._run_is_dead,
+                owner=owner,
             )
             if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
                 from .scopes import store_deps
@@ -424,16 +425,19 @@ class Runtime:
         DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
         return "lost"
 
-    def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None) -> RunHandle:
+    def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *, owner: str | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
 
         ``deps``: JSON stored for the session's runs; a pydantic-ai agent's deps factory rebuilds
         ``RunContext.deps`` from it in whichever process runs a step (kept until a start replaces it).
+
+        ``owner`` (the service's authenticated principal) is stamped on a new session; an existing
+        ``session_id`` owned by someone else is then ``session_not_found``.
         """
         if session_id is not None:
             check_session_id(session_id)
         _check_entry_input(message, None)
-        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps)
+        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps, owner=owner)
 
     def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
         check_session_id(session_id)

@@ -17,6 +17,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import HelixError, ValidationError
+from .middleware import allowed_methods
+from .schemas import UNION_TAGS
 
 log = logging.getLogger("helix_dbos.service")
 
@@ -29,6 +31,9 @@ HTTP_CODES: dict[int, tuple[str, str]] = {
 API_ERROR_CODES = (
     "validation_error",
     "wrong_answer_kind",
+    "host_not_allowed",
+    "unauthenticated",
+    "forbidden",
     "not_found",
     "unknown_agent",
     "session_not_found",
@@ -50,6 +55,9 @@ def body(error: str, code: str, detail: Any = None) -> dict[str, Any]:
 
 
 def _where(loc: tuple[Any, ...] | list[Any]) -> str:
+    loc = list(loc)
+    if len(loc) >= 3 and loc[0] == "body" and loc[1] in UNION_TAGS:  # ("body", "with_message", "message")
+        del loc[1]
     parts = [str(p) for p in loc if p not in ("body",)]
     return ".".join(parts) or "body"
 
@@ -71,10 +79,13 @@ async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body(validation_sentence(errors), ValidationError.code, errors), status_code=400)
 
 
-async def _http(_: Request, exc: Exception) -> JSONResponse:
+async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code, sentence = HTTP_CODES.get(exc.status_code, ("http_error", str(exc.detail)))
-    return JSONResponse(body(sentence, code, exc.detail), status_code=exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # name every method of the address, not only the first route's
+        headers["Allow"] = ", ".join(sorted(allowed_methods(request.app.router.routes, request.scope) | {"OPTIONS"}))
+    return JSONResponse(body(sentence, code, exc.detail), status_code=exc.status_code, headers=headers)
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -24,6 +24,8 @@ from ..ledger import store
 from ..ledger.statuses import RUN_AT_REST
 
 PAGE = 500
+#: Event seqs are 32-bit integers on Postgres; a larger cursor names no event and is refused.
+MAX_SEQ = 2**31 - 1
 KEEPALIVE_SEC = 15.0
 
 
@@ -39,8 +41,8 @@ def parse_cursor(last_event_id: str | None, after: int | None) -> int:
         value = int(last_event_id.strip())
     except ValueError:
         raise ValidationError("Last-Event-ID must be an event id (a non-negative integer)", detail={"last_event_id": last_event_id}) from None
-    if value < 0:
-        raise ValidationError("Last-Event-ID must be an event id (a non-negative integer)", detail={"last_event_id": last_event_id})
+    if value < 0 or value > MAX_SEQ:
+        raise ValidationError(f"Last-Event-ID must be an event id (an integer from 0 to {MAX_SEQ})", detail={"last_event_id": last_event_id})
     return value
 
 

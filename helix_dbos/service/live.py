@@ -13,22 +13,30 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from ..errors import SessionNotFoundError
+from ..errors import RunNotFoundError, SessionNotFoundError
 from ..ledger import store
 from ..runtime import live
+from .routes import Caller, SessionId, _allowed, known_query
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(known_query)])
 
 
-def _current_run(request: Request, session_id: str) -> str | None:
+def _run_of(request: Request, session_id: str, run_id: str | None) -> str | None:
+    """The run to stream: the session's current one, or ``run_id`` if it is one of the session's
+    (another session's run is not found here, whoever asks)."""
     with request.app.state.runtime.engine.connect() as conn:
         session = store.get_session(conn, session_id)
-    if session is None:
-        raise SessionNotFoundError(f"no session {session_id!r}")
-    return session["current_run_id"]
+        if session is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        if run_id is None:
+            return session["current_run_id"]
+        run = store.get_run(conn, run_id)
+    if run is None or run["session_id"] != session_id:
+        raise RunNotFoundError(f"no run {run_id!r} in session {session_id!r}")
+    return run_id
 
 
 async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
@@ -48,13 +56,14 @@ async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
 )
 async def session_live(
     request: Request,
-    session_id: Annotated[str, Path(min_length=1, max_length=64)],
+    caller: Caller,
+    session_id: SessionId,
     run_id: Annotated[str | None, Query(max_length=64, description="A run of the session (default: its current run).")] = None,
     timeout: Annotated[float, Query(gt=0, le=3600, description="Stop after this many seconds.")] = 300,
 ) -> StreamingResponse:
     """The current run's model output as it streams (``Runtime(live_output=True)``); ends with the run's workflow."""
-    current = await asyncio.to_thread(_current_run, request, session_id)  # a 404 before the stream starts
-    target = run_id or current
+    await _allowed(request, caller, session_id, "read")  # behind the same authentication and ownership
+    target = await asyncio.to_thread(_run_of, request, session_id, run_id)  # a 404 before the stream starts
     if target is None:
         raise SessionNotFoundError(f"session {session_id!r} has no run")
     return StreamingResponse(_sse(target, timeout), media_type="text/event-stream",

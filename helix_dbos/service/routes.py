@@ -3,6 +3,10 @@
 Entries answer ``202 Accepted`` with the run they opened; ``?wait=SECONDS`` holds the response
 until the run is at rest (completed, failed, interrupted or suspended on answers) or the time is
 up, whichever is first. Progress in between is on ``GET /sessions/{id}/events``.
+
+Every endpoint but ``/healthz`` authenticates the caller (``auth.py``) and checks, against the
+session's owner, that the caller may see it and take this action; a query parameter the endpoint
+does not take is refused rather than silently ignored (``stop?wiat=10`` would otherwise vanish).
 """
 
 from __future__ import annotations
@@ -11,21 +15,51 @@ import asyncio
 import contextlib
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
-from ..errors import SessionNotFoundError
+from ..errors import RunNotFoundError, SessionNotFoundError, ValidationError
 from ..ledger import store
 from ..ledger.engine import is_sqlite
 from ..runtime import AnswerReceipt, RunHandle, Runtime
-from . import events, views
+from . import auth, events, views
 from . import schemas as s
 from .responses import LedgerJSONResponse, respond
 
+MAX_SEQ = events.MAX_SEQ
+
+
+async def known_query(request: Request) -> None:
+    """Refuse query parameters the endpoint does not declare, instead of ignoring them."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    declared = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        declared |= {p.alias for p in sub.query_params}
+    unknown = sorted(set(request.query_params) - declared)
+    if unknown:
+        raise ValidationError(
+            f"unknown query parameter {unknown[0]!r}" + (f"; this endpoint takes {', '.join(sorted(declared))}" if declared else "; this endpoint takes none"),
+            detail={"unknown": unknown, "accepted": sorted(declared)},
+        )
+
+
+async def principal(request: Request) -> auth.Principal:
+    """The authenticated caller (``anonymous`` when the service runs without authentication)."""
+    found = await auth.authenticate(request, request.app.state.service_settings)
+    request.state.principal = found
+    return found
+
+
+Caller = Annotated[auth.Principal, Depends(principal)]
+
 # An explicit response class (not FastAPI's default) also takes FastAPI off its direct pydantic JSON
 # path, which cannot encode a lone surrogate a tool returned (see responses.py).
-router = APIRouter(default_response_class=LedgerJSONResponse)
+router = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(known_query)])
+public = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(known_query)])
 
 Wait = Annotated[float, Query(ge=0, le=300, description="Seconds to wait for the run to come to rest before answering.")]
 SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN)]
@@ -33,7 +67,7 @@ DispatchId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": s.ErrorBody} for code in (400, *codes)}
+    return {code: {"model": s.ErrorBody} for code in (400, 401, *codes)}
 
 
 def rt(request: Request) -> Runtime:
@@ -52,118 +86,171 @@ async def _answered(runtime: Runtime, receipt: AnswerReceipt, wait: float) -> s.
     return views.answer_out(receipt, run)
 
 
-def _agent_of(runtime: Runtime, session_id: str) -> str:
+def _session_row(runtime: Runtime, session_id: str) -> dict[str, Any]:
     with runtime.engine.connect() as conn:
         session = store.get_session(conn, session_id)
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
-    return str(session["agent_name"])
+    return session
 
 
-def _sessions(runtime: Runtime, limit: int) -> list[dict[str, Any]]:
+async def _allowed(request: Request, caller: auth.Principal, session_id: str, action: auth.Action) -> dict[str, Any]:
+    """The session's row, once the caller may take ``action`` on it (else 404 or 403)."""
+    row = await asyncio.to_thread(_session_row, rt(request), session_id)
+    auth.check(caller, row.get("owner"), action, session_id)
+    return row
+
+
+def _sessions(runtime: Runtime, limit: int, owner: str | None, status: str | None, agent: str | None) -> list[dict[str, Any]]:
     with runtime.engine.connect() as conn:
-        return store.list_sessions(conn, limit)
+        return store.list_sessions(conn, limit, owner=owner, status=status, agent_name=agent)
 
 
-@router.get("/healthz", response_model=s.Health, tags=["service"])
+def _run_session(runtime: Runtime, run_id: str) -> dict[str, Any]:
+    with runtime.engine.connect() as conn:
+        run = store.get_run(conn, run_id)
+        session = store.get_session(conn, run["session_id"]) if run is not None else None
+    if session is None:
+        raise RunNotFoundError(f"no run {run_id!r}")
+    return session
+
+
+@public.get("/healthz", response_model=s.Health, tags=["service"])
 async def health(request: Request) -> s.Health:
     runtime = rt(request)
     assert runtime.settings is not None
     return s.Health(status="ok", executor_id=runtime.executor_id, database="sqlite" if is_sqlite(runtime.settings.database_url) else "postgresql")
 
 
-@router.get("/agents", response_model=list[s.AgentOut], tags=["service"])
-async def list_agents(request: Request) -> list[s.AgentOut]:
+@router.get("/agents", response_model=list[s.AgentOut], tags=["service"], responses=_errors())
+async def list_agents(request: Request, caller: Caller) -> list[s.AgentOut]:
     return [views.agent_out(a) for a in rt(request).agents.values()]
 
 
 @router.get("/sessions", response_model=list[s.SessionSummary], tags=["sessions"], responses=_errors())
-async def list_sessions(request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[s.SessionSummary]:
-    rows = await asyncio.to_thread(_sessions, rt(request), limit)
+async def list_sessions(
+    request: Request,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    status: Annotated[str | None, Query(max_length=32, description="Only sessions in this status.")] = None,
+    agent: Annotated[str | None, Query(max_length=200, description="Only this agent's sessions.")] = None,
+) -> list[s.SessionSummary]:
+    """The newest sessions first: the caller's own, or every session for an operator or approver."""
+    owner = None if caller.sees_all else caller.name
+    rows = await asyncio.to_thread(_sessions, rt(request), limit, owner, status, agent)
     return [s.SessionSummary(**{k: r[k] for k in s.SessionSummary.model_fields}) for r in rows]
 
 
 @router.post("/sessions", status_code=202, response_model=s.RunOut, tags=["sessions"], responses=_errors(404, 409))
-async def start_session(request: Request, req: s.StartSession, wait: Wait = 0) -> LedgerJSONResponse:
-    """Start a session (or, with an existing ``session_id`` of the same agent, a new turn of it)."""
+async def start_session(request: Request, caller: Caller, req: s.StartSession, wait: Wait = 0) -> LedgerJSONResponse:
+    """Start a session owned by the caller (or, with an existing ``session_id`` the caller owns, a new turn of it)."""
     runtime = rt(request)
-    handle = await runtime.start_async(req.agent, req.message, session_id=req.session_id)
+    handle = await runtime.start_async(req.agent, req.message, session_id=req.session_id, owner=caller.owner)
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_errors(404))
-async def read_session(request: Request, session_id: SessionId) -> LedgerJSONResponse:
-    return respond(views.session_out(await rt(request).session_async(session_id)))
+@router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_errors(403, 404))
+async def read_session(request: Request, caller: Caller, session_id: SessionId) -> LedgerJSONResponse:
+    row = await _allowed(request, caller, session_id, "read")
+    return respond(views.session_out(await rt(request).session_async(session_id), owner=row.get("owner")))
 
 
-@router.post("/sessions/{session_id}/turns", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(404, 409))
-async def new_turn(request: Request, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> LedgerJSONResponse:
+@router.post("/sessions/{session_id}/turns", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
+async def new_turn(request: Request, caller: Caller, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> LedgerJSONResponse:
     """A new user message. Calls of an unanswered step are paired ``outcome_unknown`` before it."""
     runtime = rt(request)
-    agent = await asyncio.to_thread(_agent_of, runtime, session_id)
-    handle = await runtime.start_async(agent, req.message, session_id=session_id)
+    row = await _allowed(request, caller, session_id, "turn")
+    handle = await runtime.start_async(str(row["agent_name"]), req.message, session_id=session_id, owner=row.get("owner"))
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.post("/sessions/{session_id}/resume", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(404, 409))
-async def resume(request: Request, session_id: SessionId, req: s.Resume, wait: Wait = 0) -> LedgerJSONResponse:
+@router.post("/sessions/{session_id}/resume", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
+async def resume(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Resume, Body()] = s.ResumeContinue(), wait: Wait = 0) -> LedgerJSONResponse:
     """``continue`` recovers the saved step; ``with_message`` redirects it; ``from_checkpoint`` rewinds to a saved append."""
     runtime = rt(request)
-    handle = await runtime.resume_async(session_id, mode=req.mode, message=req.message, checkpoint_id=req.checkpoint_id)
+    await _allowed(request, caller, session_id, "resume")
+    message = req.message if isinstance(req, s.ResumeWithMessage) else None
+    checkpoint = req.checkpoint_id if isinstance(req, s.ResumeFromCheckpoint) else None
+    handle = await runtime.resume_async(session_id, mode=req.mode, message=message, checkpoint_id=checkpoint)
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.post("/sessions/{session_id}/retry", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(404, 409))
-async def retry(request: Request, session_id: SessionId, req: s.Retry, wait: Wait = 0) -> LedgerJSONResponse:
+@router.post("/sessions/{session_id}/retry", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
+async def retry(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Retry, Body()] = s.RetryRecover(), wait: Wait = 0) -> LedgerJSONResponse:
     """After a failed or interrupted run: recover it, or redirect it with a message (optionally at a checkpoint)."""
     runtime = rt(request)
-    handle = await runtime.retry_async(session_id, message=req.message, checkpoint_id=req.checkpoint_id)
+    await _allowed(request, caller, session_id, "retry")
+    checkpoint = req.checkpoint_id if isinstance(req, s.RetryFromCheckpoint) else None
+    handle = await runtime.retry_async(session_id, message=req.message, checkpoint_id=checkpoint)
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.post("/sessions/{session_id}/stop", status_code=202, response_model=s.StopOut, tags=["entries"], responses=_errors(404, 409))
-async def stop(request: Request, session_id: SessionId, req: s.Stop) -> s.StopOut:
-    """Record a durable stop. A suspended run stops at once; a running one at its next boundary."""
-    out = await rt(request).stop_async(session_id, kind=req.kind, requested_by=req.requested_by)
-    return s.StopOut(session_id=session_id, run_id=out["run_id"], stopped=out["stopped"], status=out["status"])
+@router.post("/sessions/{session_id}/stop", status_code=202, response_model=s.StopOut, tags=["entries"], responses=_errors(403, 404, 409))
+async def stop(request: Request, caller: Caller, session_id: SessionId, req: s.Stop = s.Stop(), wait: Wait = 0) -> s.StopOut:
+    """Record a durable stop. A suspended run stops at once; a running one at its next boundary.
 
-
-@router.post("/sessions/{session_id}/calls/{dispatch_id}/approval", response_model=s.AnswerOut, tags=["answers"], responses=_errors(404, 409))
-async def approve(request: Request, session_id: SessionId, dispatch_id: DispatchId, req: s.Approval, wait: Wait = 0) -> LedgerJSONResponse:
-    """Approve or deny a call waiting for approval; the last answer of the step continues the run."""
+    With ``?wait=``, answer once the run has come to rest (or the time is up): ``status`` is then the
+    run's own (``interrupted``, ``failed``...) instead of ``stop_requested``.
+    """
     runtime = rt(request)
-    receipt = await runtime.approve_async(session_id, dispatch_id, approved=req.approved, reason=req.reason, actor=req.actor)
+    await _allowed(request, caller, session_id, "stop")
+    out = await runtime.stop_async(session_id, kind=req.kind, requested_by=caller.actor)
+    status, stopped = out["status"], out["stopped"]
+    if wait > 0 and not stopped:
+        with contextlib.suppress(TimeoutError):
+            final = await asyncio.to_thread(runtime.wait_run, out["run_id"], wait)
+            status, stopped = final.status, final.status == "interrupted" or final.error_code == "run_stopped"
+    return s.StopOut(session_id=session_id, run_id=out["run_id"], stopped=stopped, status=status)
+
+
+@router.post("/sessions/{session_id}/calls/{dispatch_id}/approval", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
+async def approve(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: s.Approval, wait: Wait = 0) -> LedgerJSONResponse:
+    """Approve or deny a call waiting for approval; the recorded actor is the authenticated caller."""
+    runtime = rt(request)
+    await _allowed(request, caller, session_id, "approve")
+    receipt = await runtime.approve_async(session_id, dispatch_id, approved=req.approved, reason=req.reason, actor=caller.actor)
     return respond(await _answered(runtime, receipt, wait))
 
 
-@router.post("/sessions/{session_id}/calls/{dispatch_id}/result", response_model=s.AnswerOut, tags=["answers"], responses=_errors(404, 409))
-async def submit_result(request: Request, session_id: SessionId, dispatch_id: DispatchId, req: s.ClientResult, wait: Wait = 0) -> LedgerJSONResponse:
-    """Answer a client-tool call with its result (or its error)."""
+@router.post("/sessions/{session_id}/calls/{dispatch_id}/result", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
+async def submit_result(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: Annotated[s.ClientResult, Body()], wait: Wait = 0) -> LedgerJSONResponse:
+    """Answer a client-tool call with exactly one of its ``result`` or its ``error``."""
     runtime = rt(request)
-    receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, result=req.result, error=req.error)
+    await _allowed(request, caller, session_id, "submit")
+    if isinstance(req, s.ClientFailed):
+        receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, error=req.error)
+    else:
+        receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, result=req.result)
     return respond(await _answered(runtime, receipt, wait))
 
 
 @router.get("/runs/{run_id}", response_model=s.RunOut, tags=["sessions"], responses=_errors(404))
-async def read_run(request: Request, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> LedgerJSONResponse:
+async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> LedgerJSONResponse:
+    session = await asyncio.to_thread(_run_session, rt(request), run_id)
+    try:
+        auth.check(caller, session.get("owner"), "read", str(session["session_id"]))
+    except SessionNotFoundError:
+        raise RunNotFoundError(f"no run {run_id!r}") from None
     return respond(views.run_out(await rt(request).run_async(run_id)))
 
 
 @router.get(
     "/sessions/{session_id}/events",
     tags=["sessions"],
-    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE: `id` is the event seq."}, **_errors(404)},
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE: `id` is the event seq."}, **_errors(403, 404)},
 )
 async def session_events(
     request: Request,
+    caller: Caller,
     session_id: SessionId,
     follow: Annotated[bool, Query(description="Keep the stream open after the run comes to rest.")] = False,
-    after: Annotated[int | None, Query(ge=0, description="Resume after this seq (Last-Event-ID wins).")] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ, description="Resume after this seq (Last-Event-ID wins).")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     """The session's ledger events, each exactly once and in order, resumable with ``Last-Event-ID``."""
     engine = rt(request).engine
     cursor = events.parse_cursor(last_event_id, after)
+    await _allowed(request, caller, session_id, "read")
     first = await asyncio.to_thread(events.read, engine, session_id, cursor)  # a 404 before the stream starts
     return StreamingResponse(
         events.stream(engine, session_id, cursor, follow, first),

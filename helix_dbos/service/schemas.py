@@ -7,9 +7,10 @@ starting a turn without its message.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
 
@@ -28,31 +29,107 @@ class NewTurn(Request):
     message: str = Field(min_length=1, description="The next user message; it redirects any unanswered step.")
 
 
-class Resume(Request):
-    mode: Literal["continue", "with_message", "from_checkpoint"] = "continue"
-    message: str | None = None
-    checkpoint_id: str | None = None
+class ResumeContinue(Request):
+    """Recover the saved step as it stands."""
+
+    mode: Literal["continue"] = "continue"
 
 
-class Retry(Request):
-    message: str | None = None
-    checkpoint_id: str | None = None
+class ResumeWithMessage(Request):
+    """Redirect the saved step with a user message."""
+
+    mode: Literal["with_message"]
+    message: str = Field(min_length=1)
+
+
+class ResumeFromCheckpoint(Request):
+    """Rewind to a saved append (a checkpoint of kind ``append``) and run from there."""
+
+    mode: Literal["from_checkpoint"]
+    checkpoint_id: str = Field(min_length=1)
+
+
+def _tag(key: str, default: str) -> Callable[[Any], str | None]:
+    """Pick a union member by one field, so a refusal names that member's missing or extra field."""
+
+    def pick(value: Any) -> str | None:
+        if isinstance(value, dict):
+            return str(value.get(key, default)) if key != "*" else default
+        return getattr(value, key, default) if isinstance(value, BaseModel) else None
+
+    return pick
+
+
+#: Exactly the bodies the service accepts: each mode with exactly the fields it uses.
+Resume = Annotated[
+    Annotated[ResumeContinue, Tag("continue")] | Annotated[ResumeWithMessage, Tag("with_message")] | Annotated[ResumeFromCheckpoint, Tag("from_checkpoint")],
+    Discriminator(_tag("mode", "continue"), custom_error_type="invalid_mode", custom_error_message="mode must be 'continue', 'with_message' or 'from_checkpoint'"),
+]
+
+
+class RetryRecover(Request):
+    """Recover the failed or interrupted run; with ``message``, redirect it instead."""
+
+    message: str | None = Field(default=None, min_length=1)
+
+
+class RetryFromCheckpoint(Request):
+    """Redirect the run at a saved checkpoint: a checkpoint needs the message that redirects it."""
+
+    checkpoint_id: str = Field(min_length=1)
+    message: str = Field(min_length=1)
+
+
+def _retry_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return "checkpoint" if "checkpoint_id" in value else "recover"
+    return "checkpoint" if isinstance(value, RetryFromCheckpoint) else "recover" if isinstance(value, RetryRecover) else None
+
+
+Retry = Annotated[
+    Annotated[RetryRecover, Tag("recover")] | Annotated[RetryFromCheckpoint, Tag("checkpoint")],
+    Discriminator(_retry_tag, custom_error_type="invalid_body", custom_error_message="a retry body is an object"),
+]
 
 
 class Stop(Request):
+    """Who asked is the authenticated principal, recorded on the stop; it is not a request field."""
+
     kind: Literal["interrupt", "abort"] = "interrupt"
-    requested_by: str | None = Field(default=None, max_length=200)
 
 
 class Approval(Request):
+    """The actor recorded on the call is the authenticated principal, never a request field."""
+
     approved: bool
-    reason: str | None = None
-    actor: str | None = Field(default=None, max_length=200, description="Who decided; kept on the call for audit.")
+    reason: str | None = Field(default=None, max_length=2000, description="Free text kept on the call for audit.")
 
 
-class ClientResult(Request):
-    result: Any = Field(default=None, description="The client tool's JSON result.")
-    error: str | None = Field(default=None, description="Set instead of result when the client tool failed.")
+#: The tags of the body unions above: not field names, so error messages leave them out.
+UNION_TAGS = frozenset({"continue", "with_message", "from_checkpoint", "recover", "checkpoint", "result", "error"})
+
+
+class ClientOk(Request):
+    result: Any = Field(description="The client tool's JSON result (null is a result).")
+
+
+class ClientFailed(Request):
+    error: str = Field(min_length=1, description="The client tool failed with this message.")
+
+
+#: A client-tool answer is exactly one of ``result`` or ``error``.
+def _answer_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if ("error" in value) == ("result" in value):
+            return None  # neither or both: refused with the sentence below
+        return "error" if "error" in value else "result"
+    return "error" if isinstance(value, ClientFailed) else "result" if isinstance(value, ClientOk) else None
+
+
+ClientResult = Annotated[
+    Annotated[ClientOk, Tag("result")] | Annotated[ClientFailed, Tag("error")],
+    Discriminator(_answer_tag, custom_error_type="invalid_body", custom_error_message="give exactly one of result or error"),
+]
 
 
 class ErrorBody(BaseModel):
@@ -147,6 +224,7 @@ class CheckpointOut(BaseModel):
 class SessionOut(BaseModel):
     session_id: str
     agent_name: str
+    owner: str | None = Field(default=None, description="The principal that started the session (none without authentication).")
     status: str
     current_run_id: str | None
     messages: list[dict[str, Any]] = Field(description="The active transcript as pydantic-ai messages (JSON).")
@@ -158,6 +236,7 @@ class SessionOut(BaseModel):
 class SessionSummary(BaseModel):
     session_id: str
     agent_name: str
+    owner: str | None = None
     status: str
     current_run_id: str | None
     run_count: int

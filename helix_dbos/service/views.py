@@ -31,10 +31,11 @@ def _pick(model: type[Any], row: dict[str, Any]) -> Any:
     return model(**{k: row.get(k) for k in model.model_fields})
 
 
-def session_out(view: SessionView) -> s.SessionOut:
+def session_out(view: SessionView, owner: str | None = None) -> s.SessionOut:
     return s.SessionOut(
         session_id=view.session_id,
         agent_name=view.agent_name,
+        owner=owner,
         status=view.status,
         current_run_id=view.current_run_id,
         messages=[transcript.dump(m) for m in view.messages],  # exact, also a lone surrogate in a key

@@ -1,0 +1,105 @@
+"""The service's security settings, read once at startup from the environment and the command line.
+
+Refusing to start is the point: a service bound beyond loopback with no authentication configured
+would hand every session to whoever reaches the port, so it exits with a ``configuration_error``
+unless the operator says ``--insecure`` (``HELIX_DBOS_INSECURE=1``) on purpose.
+
+- ``HELIX_DBOS_API_KEYS``: hashed API keys (see ``helix_dbos.apikeys``).
+- ``HELIX_DBOS_AUTHENTICATE``: ``package.module:function`` taking the request, returning a principal.
+- ``HELIX_DBOS_ALLOWED_HOSTS``: comma-separated Host names the service answers (``*.example.com``
+  and ``*`` allowed); default the bound address and localhost.
+- ``HELIX_DBOS_CORS_ORIGINS``: comma-separated origins allowed cross-origin calls; none by default.
+"""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import apikeys
+from ..errors import ConfigurationError
+
+HOOK_ENV = "HELIX_DBOS_AUTHENTICATE"
+HOSTS_ENV = "HELIX_DBOS_ALLOWED_HOSTS"
+CORS_ENV = "HELIX_DBOS_CORS_ORIGINS"
+INSECURE_ENV = "HELIX_DBOS_INSECURE"
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def load_hook(spec: str) -> Callable[..., Any]:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"{HOOK_ENV} must be package.module:function, not {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import the authenticate hook's module {module_name!r} ({HOOK_ENV}={spec!r})", detail=str(exc)) from exc
+    hook = getattr(module, attr, None)
+    if not callable(hook):
+        raise ConfigurationError(f"{spec!r} ({HOOK_ENV}) names nothing callable")
+    return hook  # type: ignore[no-any-return]
+
+
+@dataclass
+class ServiceSettings:
+    host: str = "127.0.0.1"
+    insecure: bool = False
+    keys: list[apikeys.KeyEntry] = field(default_factory=list)
+    hook: Callable[..., Any] | None = None
+    allowed_hosts: list[str] = field(default_factory=list)
+    cors_origins: list[str] = field(default_factory=list)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.keys) or self.hook is not None
+
+    @classmethod
+    def from_env(cls, host: str | None = None, insecure: bool | None = None) -> ServiceSettings:
+        """Read and check the settings; raises ``ConfigurationError`` before the service listens."""
+        host = host or os.environ.get("HELIX_DBOS_HOST") or "127.0.0.1"
+        if insecure is None:
+            insecure = os.environ.get(INSECURE_ENV, "").strip().lower() in ("1", "true", "yes")
+        try:
+            keys = apikeys.parse(os.environ.get(apikeys.ENV, ""))
+        except ValueError as exc:
+            raise ConfigurationError(f"{apikeys.ENV}: {exc}") from None
+        hook_spec = os.environ.get(HOOK_ENV, "").strip()
+        hook = load_hook(hook_spec) if hook_spec else None
+        allowed = _split(os.environ.get(HOSTS_ENV)) or [*LOCAL_NAMES, *([host] if host not in ("0.0.0.0", "::") else [])]
+        settings = cls(host=host, insecure=insecure, keys=keys, hook=hook, allowed_hosts=allowed, cors_origins=_split(os.environ.get(CORS_ENV)))
+        if not settings.auth_enabled and not is_loopback(host) and not insecure:
+            raise ConfigurationError(
+                f"refusing to serve on {host} without authentication: set {apikeys.ENV} (mint a key with `helix-dbos api-key NAME`) "
+                f"or {HOOK_ENV}, or pass --insecure ({INSECURE_ENV}=1) if something in front of the service authenticates every request"
+            )
+        return settings
+
+    def host_allowed(self, header: str) -> bool:
+        """Whether a request's Host header (port stripped) names one of the allowed hosts."""
+        name = header.strip().lower()
+        if name.startswith("["):
+            name = name[1 : name.find("]")] if "]" in name else name
+        elif name.count(":") == 1:
+            name = name.split(":", 1)[0]
+        for allowed in self.allowed_hosts:
+            pattern = allowed.lower().strip("[]")
+            if pattern == "*" or pattern == name or (pattern.startswith("*.") and name.endswith(pattern[1:])):
+                return True
+        return False

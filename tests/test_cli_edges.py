@@ -1,0 +1,136 @@
+"""The CLI's rough edges a new user hit: bad --db, Rich markup in user data, answers, id prefixes, flags.
+
+The commands run through Typer's runner on the real test database (SQLite and Postgres), as in
+test_cli.py; a refusal must be a typed error with a hint that fits, never a traceback, and must
+change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from typer.testing import CliRunner
+
+from helix_dbos import apikeys
+from helix_dbos.cli.main import app as cli
+from helix_dbos.ledger import store
+from helix_dbos.ledger.engine import create_sync_engine
+from tests.test_cli import helix, wide_console  # noqa: F401 (fixtures)
+from tests.test_service import snapshot
+
+
+def _refused(args: list[str]) -> tuple[dict[str, Any], str]:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, (args, result.output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    if "--json" in args:
+        return json.loads(result.stdout), result.output
+    return {}, result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("notaurl", "is not a database URL"),
+        ("mysql://u@localhost/db", "PostgreSQL or SQLite, not 'mysql'"),
+        ("postgresql://postgres@127.0.0.1:1/helix", "cannot reach the database server"),
+    ],
+)
+def test_a_bad_database_url_is_a_typed_configuration_error(url: str, hint: str, tmp_path: Any) -> None:
+    for command in (["sessions"], ["migrate"], ["start", "concierge", "hi"]):
+        body, _ = _refused([*command, "--db", url, "--json"])
+        assert body["code"] == "configuration_error" and hint in body["error"], (command, body)
+        _, text = _refused([*command, "--db", url])
+        assert "configuration_error" in text and "Traceback" not in text
+    assert not list(tmp_path.iterdir()) and not os.path.exists("db")  # mysql://.../db never became a SQLite file
+
+
+def test_a_missing_postgres_database_says_to_create_it(pg_url: str) -> None:
+    missing = make_url(pg_url).set(database="helix_no_such_db_for_tests").render_as_string(hide_password=False)
+    for command in (["sessions"], ["migrate"]):
+        body, _ = _refused([*command, "--db", missing, "--json"])
+        assert body["code"] == "configuration_error" and "does not exist" in body["error"] and "createdb" in body["error"], body
+
+
+def test_user_data_is_never_read_as_rich_markup(helix: Any, db_url: str) -> None:
+    """A session id like ``x[/bold]`` (written by an older version, before the session id rule) must print as is."""
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    code, out, _ = helix("migrate")
+    assert code == 0, out
+    with engine.begin() as conn:
+        store.insert_session(conn, "x[/bold]", "[red]agent")
+    engine.dispose()
+    code, out, _ = helix("sessions")
+    assert code == 0, out
+    assert "x[/bold]" in out and "[red]agent" in out
+    code, out, _ = helix("show", "x[/bold]")  # outside the session id rule: refused, and the refusal prints it as is
+    assert code == 1 and "x[/bold]" in out and "validation_error" in out, out
+
+
+def test_answers_prefixes_and_messages_that_name_flags(helix: Any, db_url: str) -> None:
+    code, out, run = helix("start", "concierge", "dinner in Porto", "--json")
+    assert code == 0, out
+    sid, approval = run["session_id"], run["pending"][0]["dispatch_id"]
+    code, out, _ = helix("show", sid[:8])
+    assert code == 0 and "book_table" in out
+    code, out, _ = helix("resume", sid, "--mode", "continue")
+    assert code == 1
+    code, out, _ = helix("start", "concierge", "dinner in Lisbon")
+    assert "suspended, waiting for an approval" in out
+
+    state = snapshot(db_url)
+    for args, flag in (
+        (("resume", sid, "--mode", "from_checkpoint"), "--checkpoint"),
+        (("resume", sid, "--mode", "with_message"), "--message"),
+        (("resume", sid, "--mode", "continue", "--message", "hi"), "--message"),
+        (("resume", sid, "--mode", "from_checkpoint", "--checkpoint", "cp", "--message", "m"), "--message"),
+        (("retry", sid, "--checkpoint", "cp"), "--message"),
+        (("submit", sid, approval), "--result"),
+        (("submit", sid, approval, "--result", "1", "--error", "boom"), "not both"),
+        (("approve", sid, ""), "ambiguous"),  # every call of the session starts with ""
+    ):
+        code, out, err = helix(*args, "--json")
+        assert code == 1 and err["code"] == "validation_error", (args, err)
+        assert flag in err["error"] and "_id=" not in err["error"], (args, err)
+    code, out, err = helix("recover", "--executor", "never-was-here", "--json")
+    assert code == 1 and err["code"] == "not_found" and "never-was-here" in err["error"]
+    assert snapshot(db_url) == state, "a refused command changed the ledger"
+
+    # the 8 characters the tables print are enough
+    code, out, answer = helix("approve", sid[:8], approval[:8], "--json")
+    assert code == 0, out
+    assert answer["dispatch_id"] == approval and answer["run"]["status"] == "suspended_client_tool"
+    client = answer["run"]["pending"][0]["dispatch_id"]
+    code, out, done = helix("submit", sid[:8], client[:8], "--error", "calendar is down", "--json")
+    assert code == 0 and done["dispatch_id"] == client, out
+
+
+def test_api_key_mints_a_key_whose_entry_the_service_accepts() -> None:
+    result = CliRunner().invoke(cli, ["api-key", "ops", "--role", "operator", "--role", "approver", "--json"])
+    assert result.exit_code == 0, result.output
+    minted = json.loads(result.stdout)
+    [entry] = apikeys.parse(minted["entry"])
+    assert minted["key"] not in minted["entry"]
+    assert apikeys.match([entry], minted["key"]) == entry and entry.principal == "ops" and entry.roles == {"operator", "approver"}
+    assert apikeys.match([entry], minted["key"] + "x") is None
+    body, _ = _refused(["api-key", "two words", "--json"])
+    assert body["code"] == "validation_error"
+
+
+def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> None:
+    """`helix-dbos serve --host 0.0.0.0` with no keys and no hook: a typed refusal before it listens."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "helix_dbos.cli", "serve", "--host", "0.0.0.0", "--port", "1", "--db", f"sqlite:///{tmp_path}/x.sqlite"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "configuration_error" in proc.stderr and "--insecure" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x.sqlite").exists()  # refused before the runtime touched the database
