@@ -296,10 +296,17 @@ def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, l
     return out
 
 
-def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str | None) -> int:
-    """Commit a body start before the body runs: a re-executed step then knows a body may have run."""
+def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str | None, *, transactional: bool = False) -> int:
+    """Commit a body start before the body runs: a re-executed step then knows a body may have run.
+
+    For a transactional body this row is only a marker (it carries no effect: the body's writes
+    commit with its result); it still counts toward the 3-body limit. A body that runs outside a
+    transaction clears the call's ``transactional`` mark for good: its effect may exist alone.
+    """
     attempt = int(call["attempts"]) + 1
     ts = now()
+    if call.get("transactional") and not transactional:
+        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(transactional=False))
     conn.execute(
         t.attempts.insert().values(
             dispatch_id=call["dispatch_id"], attempt=attempt, run_id=run_id, executor_id=executor_id, started_at=ts
@@ -364,6 +371,24 @@ def record_result(
             },
         )
     return written
+
+
+def close_open_attempts(conn: sa.Connection, dispatch_id: str, outcome: str) -> None:
+    """Close the attempts recovery proved had no effect (``rolled_back``, ``not_applied``) or whose
+    effect a check confirmed (``applied``): they are no longer ``lost`` in the audit."""
+    conn.execute(
+        t.attempts.update()
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.outcome.is_(None))
+        .values(ended_at=now(), outcome=outcome)
+    )
+
+
+def mark_decided(conn: sa.Connection, dispatch_id: str, by: str) -> None:
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(decided_by=by))
+
+
+def record_check(conn: sa.Connection, call: Row, outcome: dict[str, Any]) -> None:
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(check_outcome=outcome))
 
 
 def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:

@@ -3,14 +3,20 @@
 DBOS re-runs a step whose output it never recorded (steps are at-least-once). The attempt gate
 turns that into the contract: a re-executed body step finds its earlier attempt, and runs again only
 if recovery says so (safe on both sides, under 3 bodies); otherwise it answers the call without a body.
+
+Where the gate would answer a started call ``outcome_unknown`` and its tool has a reconcile check,
+the step asks the check (outside any transaction), commits the verdict to the call's row, and gates
+again; the step's recorded output is the call's final answer. A transactional tool's body runs in
+``transactional.run``: its writes and its result in one transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from ..definitions import Agent, ToolContext
-from . import commits, fence, transcript
+from ..definitions import Agent, CheckContext, ToolContext
+from . import commits, fence, reconcile, transactional, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
@@ -20,6 +26,9 @@ from .state import env
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     e = env()
     gate = await plain_tx(commits.gate, run_id, dispatch_id)
+    while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
+        await _reconcile(run_id, dispatch_id, gate)
+        gate = await plain_tx(commits.gate, run_id, dispatch_id)
     if gate["action"] == "done":
         return {"status": gate["status"]}
     agent: Agent = e.agent(gate["agent_name"])
@@ -35,6 +44,12 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     )
     crash_point("before_body", name)
     fail_point("before_body", name)
+    tool = agent.tool(name)
+    if gate.get("transactional") and tool is not None and tool.transactional:
+        out = await asyncio.to_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx)
+        fence.raise_if_refused(out)
+        crash_point("after_result", name)
+        return dict(out)
     try:
         sub = agent.sub_agent(name)
         if sub is not None:
@@ -56,3 +71,16 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     fence.raise_if_refused(out)
     crash_point("after_result", name)
     return out
+
+
+async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> None:
+    """Ask the call's reconcile check and commit its verdict (a tool removed meanwhile cannot tell)."""
+    tool = env().agent(gate["agent_name"]).tool(gate["tool_name"])
+    if tool is None or tool.reconcile is None:
+        verdict: dict[str, Any] = {"verdict": "unknown", "reason": "the tool or its check is no longer defined"}
+    else:
+        ctx = CheckContext(session_id=gate["session_id"], dispatch_id=dispatch_id, tool_name=tool.name,
+                           args=gate["args"], attempts=gate["attempts"], run_id=run_id)
+        verdict = await reconcile.ask(tool, ctx)
+    crash_point("after_check", gate["tool_name"])
+    await plain_tx(commits.record_check, run_id, dispatch_id, gate["attempts"], verdict)

@@ -1,0 +1,71 @@
+"""Transactional tools and reconcile checks: how a call's outcome was proved, on its row and in call_audit.
+
+Adds to ``calls``: ``transactional`` (every body so far wrote inside the transaction that records its
+result), ``decided_by`` (``database`` or ``check`` when recovery, not the body, proved the outcome)
+and ``check_outcome`` (the reconcile check's last answer as JSON). ``call_audit`` is recreated with
+the three columns (the view is defined in 0002; its body is taken from there and extended, so the
+two never drift apart).
+
+Plain ``ADD COLUMN`` on both databases (no table rebuild), so SQLite's views need no special care
+beyond the one being replaced.
+
+Revision ID: 0004_tx_reconcile
+Revises: 0003
+Create Date: 2026-12-03 12:00:00.000000
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects.postgresql import JSONB
+
+revision: str = "0004_tx_reconcile"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_ANCHOR = "c.child_session_id,"
+_ADDED = "c.child_session_id,\n                c.transactional,\n                c.decided_by,\n                c.check_outcome,"
+
+
+def _audit_views() -> ModuleType:
+    path = Path(__file__).with_name("0002_audit_views.py")
+    spec = importlib.util.spec_from_file_location("helix_migration_0002", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _call_audit(postgres: bool, extended: bool) -> str:
+    views = _audit_views()
+    body = views.view_sql("helix." if postgres else "", views._millis_pg if postgres else views._millis_sqlite)["call_audit"]
+    assert body.count(_ANCHOR) == 1, "call_audit changed shape; update 0004's anchor"
+    return body.replace(_ANCHOR, _ADDED) if extended else body
+
+
+def _replace_view(extended: bool) -> None:
+    postgres = op.get_bind().dialect.name == "postgresql"
+    name = f"{'helix.' if postgres else ''}call_audit"
+    op.execute(f"DROP VIEW IF EXISTS {name}")
+    op.execute(f"CREATE VIEW {name} AS {_call_audit(postgres, extended)}")
+
+
+def upgrade() -> None:
+    json = sa.JSON().with_variant(JSONB(), "postgresql")
+    op.add_column("calls", sa.Column("transactional", sa.Boolean(), nullable=False, server_default=sa.false()), schema="helix")
+    op.add_column("calls", sa.Column("decided_by", sa.String(length=16), nullable=True), schema="helix")
+    op.add_column("calls", sa.Column("check_outcome", json, nullable=True), schema="helix")
+    _replace_view(extended=True)
+
+
+def downgrade() -> None:
+    _replace_view(extended=False)
+    for column in ("check_outcome", "decided_by", "transactional"):
+        op.drop_column("calls", column, schema="helix")
