@@ -57,15 +57,21 @@ def _replace_view(extended: bool) -> None:
     op.execute(f"CREATE VIEW {name} AS {_call_audit(postgres, extended)}")
 
 
+def _schema() -> str | None:
+    """``ALTER TABLE`` is not schema-translated on SQLite (no schemas there): name none."""
+    return "helix" if op.get_bind().dialect.name == "postgresql" else None
+
+
 def upgrade() -> None:
     json = sa.JSON().with_variant(JSONB(), "postgresql")
-    op.add_column("calls", sa.Column("transactional", sa.Boolean(), nullable=False, server_default=sa.false()), schema="helix")
-    op.add_column("calls", sa.Column("decided_by", sa.String(length=16), nullable=True), schema="helix")
-    op.add_column("calls", sa.Column("check_outcome", json, nullable=True), schema="helix")
+    schema = _schema()
+    op.add_column("calls", sa.Column("transactional", sa.Boolean(), nullable=False, server_default=sa.false()), schema=schema)
+    op.add_column("calls", sa.Column("decided_by", sa.String(length=16), nullable=True), schema=schema)
+    op.add_column("calls", sa.Column("check_outcome", json, nullable=True), schema=schema)
     _replace_view(extended=True)
 
 
 def downgrade() -> None:
     _replace_view(extended=False)
     for column in ("check_outcome", "decided_by", "transactional"):
-        op.drop_column("calls", column, schema="helix")
+        op.drop_column("calls", column, schema=_schema())
