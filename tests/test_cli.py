@@ -121,8 +121,8 @@ def test_demo_shows_the_recovery_end_to_end(tmp_path: Path) -> None:
     bodies = [json.loads(line) for line in (workdir / "effects.jsonl").read_text().splitlines()]
     assert [b["tool"] for b in bodies].count("send_email") == 1
     # the transactional booking, interrupted mid-transaction, left no row: the database decided, it ran again once
-    booking = by_tool["book_table"]
-    assert booking["status"] == "ok" and len(booking["attempts"]) == 2 and [b["tool"] for b in bodies].count("book_table") == 2
+    booking = by_tool["book_venue"]
+    assert booking["status"] == "ok" and len(booking["attempts"]) == 2 and [b["tool"] for b in bodies].count("book_venue") == 2
     import sqlite3
 
     with sqlite3.connect(workdir / "helix_demo.sqlite") as db:
@@ -136,7 +136,7 @@ def test_demo_shows_the_recovery_end_to_end(tmp_path: Path) -> None:
         "[decided by the database]",
         "pay_deposit",
         "asked the outside system about attempt 1: it took effect",
-        "Decided by the database: book_table",
+        "Decided by the database: book_venue",
         "Decided by asking the outside system: pay_deposit",
         "The model must decide: send_email",
     ):
@@ -152,10 +152,10 @@ def test_operating_a_session_from_the_shell(helix: Any) -> None:
 
     code, out, rows = helix("sessions", "--json")
     assert code == 0 and sid in {r["session_id"] for r in rows}
-    code, out, rows = helix("calls", "--status", "pending", "--tool", "book_table", "--json")
+    code, out, rows = helix("calls", "--status", "pending", "--tool", "book_venue", "--json")
     assert [r["dispatch_id"] for r in rows] == [approval]
     code, out, _ = helix("calls", "--status", "pending")
-    assert code == 0 and "book_table" in out
+    assert code == 0 and "book_venue" in out
     code, out, err = helix("calls", "--status", "bogus", "--json")
     assert code == 1 and err["code"] == "validation_error"
 
@@ -178,7 +178,7 @@ def test_operating_a_session_from_the_shell(helix: Any) -> None:
 
     code, out, _ = helix("show", sid)
     assert code == 0
-    for expected in ("approved by alice", "awaits approval", "awaits the client", "book_table", "completed", "runs", "timeline"):
+    for expected in ("approved by alice", "awaits approval", "awaits the client", "book_venue", "completed", "runs", "timeline"):
         assert expected in out, out
     code, out, view = helix("show", sid, "--json")
     assert view["session"]["status"] == "completed" and [e["seq"] for e in view["events"]] == list(range(1, len(view["events"]) + 1))

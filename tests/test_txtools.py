@@ -12,10 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 import sqlalchemy as sa
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
+import helix_dbos as hx
 from helix_dbos.ledger import store
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
@@ -186,3 +188,72 @@ def test_a_reconciled_call_frees_the_call_ordered_after_it(db_url: str, tmp_path
     first, second = ledger_call(k, "rec_seq"), ledger_call(k, "seq_b")
     assert (first["status"], first["decided_by"]) == ("ok", "check")
     assert second["status"] == "ok" and k.bodies()["seq_b"] == 1  # not outcome_unknown: the call ahead is known
+
+
+# --- definitions: refused at definition time, typed ------------------------------------------------
+
+
+def test_combinations_the_runtime_cannot_keep_are_refused_at_definition_time() -> None:
+    from helix_dbos.errors import ConfigurationError
+
+    async def async_body(ctx: hx.ToolContext, x: int) -> int:
+        return x
+
+    def check(ctx: hx.CheckContext) -> None:
+        return None
+
+    class Args(pydantic.BaseModel):
+        x: int
+
+    async def async_execute(args: Args, ctx: hx.ToolContext) -> int:
+        return args.x
+
+    for build in (
+        lambda: hx.tool(transactional=True)(async_body),
+        lambda: hx.define_tool(name="d", description="d", input_schema=Args, execute=async_execute, transactional=True),
+        lambda: hx.tool(transactional=True, reconcile=check)(lambda ctx, x: x),
+        lambda: hx.tool(reconcile=check, reconcile_timeout=0)(async_body),
+        lambda: hx.tool(reconcile=42)(async_body),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ConfigurationError) as err:
+            build()
+        assert err.value.code == "configuration_error"
+    assert "Applied" in hx.__all__ and "NotApplied" in hx.__all__
+
+
+def test_define_tool_transactional_writes_commit_with_the_result(db_url: str, make_runtime: Any) -> None:
+    """In process: ``define_tool(..., transactional=True)`` gets ``ctx.connection`` in the result's transaction."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from tests.scenarios.app import tx_effects, tx_meta
+
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    tx_meta.create_all(engine)
+    engine.dispose()
+
+    class Args(pydantic.BaseModel):
+        key: str
+
+    seen: list[bool] = []
+
+    def execute(args: Args, ctx: hx.ToolContext) -> dict[str, Any]:
+        conn = ctx.require_connection()
+        conn.execute(tx_effects.insert().values(dispatch_id=ctx.require_dispatch_id(), key=args.key))
+        # the ledger's own row of this call is visible in the same transaction: one database, one commit
+        seen.append(conn.execute(sa.select(t.calls.c.status).where(t.calls.c.dispatch_id == ctx.dispatch_id)).scalar() == "running")
+        return {"key": args.key}
+
+    def reply(messages: list[Any], info: Any) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("put", {"key": "k"}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    put = hx.define_tool(name="put", description="Put a row.", input_schema=Args, execute=execute, transactional=True)
+    rt = make_runtime([hx.Agent("tx", FunctionModel(reply), tools=[put])])
+    result = rt.start("tx", "go").result(timeout=60)
+    [call] = rt.session(result.session_id).calls
+    assert result.status == "completed" and call.status == "ok" and seen == [True]
+    assert call.decided_by is None and call.check_outcome is None  # its own result answered it
+    rows = _query(db_url, "SELECT key FROM scenario_tx_effects WHERE dispatch_id = :d", {"d": call.dispatch_id})
+    assert rows == [{"key": "k"}]

@@ -4,12 +4,13 @@ booking and a reconciled payment.
 It is built to show the recovery contract when a worker dies mid-tool: the safe calls (keyed on
 ``ctx.dispatch_id``) may run again, the unsafe ``send_email`` never does and is answered
 ``outcome_unknown`` (the model must decide), the grouped ``reserve_seat`` pair keeps its order, the
-transactional ``book_table`` is decided by the database (its row commits with its result, so an
+transactional ``book_venue`` is decided by the database (its row commits with its result, so an
 interrupted booking left nothing and runs again), and ``pay_deposit`` is decided by asking the
 payments provider by dispatch id.
 Delays are real so a crash lands while bodies are in flight: ``HELIX_DBOS_DEMO_SLOW`` sets the
-seconds of seat A2's, the booking's and the payment's first attempts (default 2; a repeat after a
-crash is quick, as a warmed-up venue API would be), ``HELIX_DBOS_DEMO_EMAIL_SEC`` the email's (0.4).
+seconds of seat A2's and the payment's first attempts (default 2; a repeat after a crash is quick,
+as a warmed-up venue API would be), ``HELIX_DBOS_DEMO_BOOK_SEC`` the booking's first transaction
+(1.5), ``HELIX_DBOS_DEMO_EMAIL_SEC`` the email's (0.4).
 The booking is chained after ``set_preference`` (``sequential``), so it opens its transaction after
 the email started: on SQLite, one writer at a time, a long transaction opened first would hold back
 the email's attempt record.
@@ -34,7 +35,7 @@ from .scripted import calls, returns, scripted_model, status_of, text, user_text
 INSTRUCTIONS = (
     "You run errands. For each request, in one reply: call set_preference(key='seat', value='aisle'), "
     "send_email(to='venue@example.com', subject='Table for two'), reserve_seat twice (seat 'A1', then 'A2'), "
-    "book_table(party=2) and pay_deposit(amount_cents=2000). "
+    "book_venue(party=2) and pay_deposit(amount_cents=2000). "
     "When the results come back, summarise them. If a result has status outcome_unknown, never call that "
     "tool again: tell the user to check whether it took effect."
 )
@@ -83,13 +84,14 @@ bookings = sa.Table(
 
 
 @hx.tool(transactional=True, sequential=True)
-def book_table(ctx: hx.ToolContext, party: int) -> dict[str, Any]:
+def book_venue(ctx: hx.ToolContext, party: int) -> dict[str, Any]:
     """Book a table: one row in the bookings table, committed together with this call's result."""
-    effects.record("book_table", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, party=party)
+    effects.record("book_venue", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, party=party)
     conn = ctx.require_connection()
     bookings.create(conn, checkfirst=True)
     conn.execute(bookings.insert().values(dispatch_id=ctx.require_dispatch_id(), session_id=ctx.session_id, party=party))
-    time.sleep(_slow(ctx.attempt))  # the venue's system is slow the first time: the row is not committed yet
+    # the venue's system is slow the first time: the row is not committed yet
+    time.sleep(float(os.environ.get("HELIX_DBOS_DEMO_BOOK_SEC", "1.5")) if ctx.attempt == 1 else 0.05)
     return {"booked_for": party, "booking": ctx.dispatch_id[:8] if ctx.dispatch_id else None}
 
 
@@ -116,7 +118,7 @@ def _reply(last: ModelRequest) -> ModelResponse:
             ("send_email", {"to": "venue@example.com", "subject": "Table for two"}),
             ("reserve_seat", {"seat": "A1"}),
             ("reserve_seat", {"seat": "A2"}),
-            ("book_table", {"party": 2}),
+            ("book_venue", {"party": 2}),
             ("pay_deposit", {"amount_cents": 2000}),
             prefix="errand",
         )
@@ -136,6 +138,6 @@ def errands_agent(model: Model | str | None = None) -> hx.Agent:
         name="errands",
         model=model or scripted_model("scripted-errands", _reply),
         instructions=INSTRUCTIONS,
-        tools=[set_preference, send_email, reserve_seat, book_table, pay_deposit],
+        tools=[set_preference, send_email, reserve_seat, book_venue, pay_deposit],
         max_steps=6,
     )
