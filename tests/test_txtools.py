@@ -257,3 +257,13 @@ def test_define_tool_transactional_writes_commit_with_the_result(db_url: str, ma
     assert call.decided_by is None and call.check_outcome is None  # its own result answered it
     rows = _query(db_url, "SELECT key FROM scenario_tx_effects WHERE dispatch_id = :d", {"d": call.dispatch_id})
     assert rows == [{"key": "k"}]
+
+
+def test_killed_between_the_checks_answer_and_its_record_asks_again(db_url: str, tmp_path: Path) -> None:
+    k = Kit(db_url, tmp_path, scenario="reconcile")
+    k.crash("after_body:rec_charge")
+    assert k.run("wake", crash_at="after_check:rec_charge").code == CRASH_EXIT_CODE  # the verdict never reached the row
+    k.wake()
+    call = ledger_call(k, "rec_charge")
+    assert (call["status"], call["decided_by"]) == ("ok", "check") and k.bodies()["rec_charge"] == 1
+    assert len(k.lines("checks")) == 2 and len(charges(k, call["dispatch_id"])) == 1  # asked twice (it only reads), charged once
