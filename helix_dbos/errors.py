@@ -134,11 +134,47 @@ class DispatchIdUnavailableError(HelixError):
     status = 500
 
 
+class StoreUnavailableError(HelixError):
+    """The database stayed unreachable (or locked) for longer than ``store_retry_window``.
+
+    Shorter outages are ridden out by retrying; past the window the run fails with this code (written
+    once the store is back) and ``retry()`` continues it, re-running safe bodies by the usual rules.
+    """
+
+    code = "store_unavailable"
+    status = 503
+    retryable = True
+
+
+def helix_code(exc: BaseException) -> str | None:
+    """The stable code of a HelixError, also after DBOS replayed it from a recorded step error
+    (the portable serializer gives back a ``PortableWorkflowError`` carrying the class name and code).
+
+    Never a driver's own ``code`` attribute: SQLAlchemy's ``e3q8`` is an internal documentation key.
+    """
+    if isinstance(exc, HelixError):
+        return exc.code
+    name, code = getattr(exc, "name", None), getattr(exc, "code", None)
+    if isinstance(name, str) and isinstance(code, str) and code in _all_codes().get(name, ()):
+        return code
+    return None
+
+
 class RunFailedError(HelixError):
     """Raised by ``RunResult.raise_for_status()`` for a failed run; ``detail`` holds the reason."""
 
     code = "run_failed"
     status = 500
+
+
+def _all_codes() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    stack: list[type[HelixError]] = [HelixError]
+    while stack:
+        cls = stack.pop()
+        out.setdefault(cls.__name__, set()).add(cls.code)
+        stack.extend(cls.__subclasses__())
+    return out
 
 
 __all__ = [
@@ -160,6 +196,7 @@ __all__ = [
     "RunNotFoundError",
     "SessionNotFoundError",
     "StaleAnswerError",
+    "StoreUnavailableError",
     "UnknownAgentError",
     "ValidationError",
 ]

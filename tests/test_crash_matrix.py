@@ -5,11 +5,13 @@ Invariants after the relaunch: unsafe bodies <= 1, safe bodies <= 3, every call 
 once, a transcript a provider accepts, and the saved step never sent to the model again; the
 transactional call's row in its own table exactly once and answered ok, the reconciled call's
 outside effect exactly once and answered ok with it. The soak (``pytest -m soak``) does the same
-with random points and random SIGKILLs.
+with random points and random SIGKILLs, SIGINTs and SIGTERMs, and on Postgres random connection cuts
+(``tests/tcpproxy.py``) that the run must ride out with every body run exactly once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -18,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.faults import CRASH_POINTS
 from tests.crashkit import Kit, transcript_problems
+from tests.tcpproxy import TcpProxy
 from tests.test_txtools import tx_rows
 
 UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe", "rec_charge"}
@@ -63,26 +67,53 @@ def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
     rounds = int(os.environ.get("HELIX_DBOS_SOAK_ROUNDS", "12"))
     rng = random.Random(int(os.environ.get("HELIX_DBOS_SOAK_SEED", "7")))
     outcomes = []
+    proxy = None if is_sqlite(db_url) else TcpProxy.for_url(db_url)
     for i in range(rounds):
         k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe", "tx", "reconcile", "full"]))
-        if rng.random() < 0.5:
+        roll = rng.random()
+        if roll < 0.5:
             point = rng.choice(CRASH_POINTS)
             out = k.run("start", crash_at=point)
             how = f"crash_at={point} exit={out.code}"
+        elif proxy is not None and roll < 0.7:
+            k = dataclasses.replace(k, db_url=proxy.url(db_url))
+            how = _connection_cut(k, proxy, rng)
         else:
             proc = k.spawn("start")
             deadline = time.monotonic() + 30
             while not k.lines("model") and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.01)  # the run is under way once the model has been asked
             delay = rng.uniform(0.0, 0.4)
+            sig = rng.choice([signal.SIGKILL, signal.SIGINT, signal.SIGTERM])  # Ctrl-C and SIGTERM: the shutdown path
             time.sleep(delay)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            how = f"SIGKILL {delay:.2f}s after the first model request"
+            proc.send_signal(sig)
+            proc.wait(30)
+            how = f"{signal.Signals(sig).name} {delay:.2f}s after the first model request"
         result = k.wake().result
         assert result is not None, how
         check_invariants(k, result)
+        if how.startswith("connection cut"):  # nothing crashed: nothing is in doubt, nothing ran twice
+            assert all(c["status"] == "ok" for c in result["calls"]) and set(k.bodies().values()) == {1}, (how, result["calls"])
         outcomes.append((k.scenario, how, dict(k.bodies())))
+    if proxy is not None:
+        proxy.close()
     print(f"soak: {rounds} rounds, all invariants held")
     for o in outcomes:
         print("  ", o)
+
+
+def _connection_cut(k: Kit, proxy: TcpProxy, rng: random.Random) -> str:
+    """The database goes away mid-run for 0.5-4 s (connections reset, new ones refused), then returns:
+    the same process rides it out inside its store_retry_window and completes the run."""
+    proc = k.spawn("start", extra_env={"HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
+    deadline = time.monotonic() + 30
+    while not k.lines("model") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    delay, length = rng.uniform(0.0, 0.4), rng.uniform(0.5, 4.0)
+    time.sleep(delay)
+    with proxy.outage(length):
+        pass
+    proc.communicate(timeout=90)
+    how = f"connection cut {length:.1f}s, {delay:.2f}s after the first model request"
+    assert proc.returncode == 0, (how, proc.returncode)
+    return how

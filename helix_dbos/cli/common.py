@@ -38,6 +38,19 @@ def _width(stream: Any) -> int | None:
     return int(columns) if columns.isdigit() else 160
 
 
+def tolerant_streams() -> None:
+    """Print what the ledger holds even when UTF-8 cannot encode it.
+
+    A tool or a model may produce a lone surrogate, which the ledger keeps exactly; written raw it
+    would end ``show`` or ``calls`` in a traceback. It is printed as its ``\\udXXX`` escape instead
+    (``--json`` output is ASCII-safe JSON anyway).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 console = Console(highlight=False, width=_width(sys.stdout))
 err_console = Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
@@ -111,6 +124,15 @@ def _default(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     return str(value)
+
+
+def model_json(model: Any) -> Any:
+    """``model.model_dump(mode="json")``, or its Python form when a string cannot go through pydantic's
+    JSON mode (a lone surrogate in an object key of a tool's result: ``json.dumps`` escapes it)."""
+    try:
+        return model.model_dump(mode="json")
+    except (UnicodeEncodeError, ValueError):
+        return model.model_dump(mode="python")
 
 
 def print_json(value: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.panel import Panel
 
+from ..definitions.inputs import check_session_id
 from ..errors import ValidationError
 from ..ledger import store
 from ..ledger.statuses import CallStatus
@@ -30,8 +31,10 @@ from .common import (
     err_console,
     launched,
     ledger,
+    model_json,
     print_json,
     short,
+    tolerant_streams,
     typed_errors,
     workflow_done,
 )
@@ -53,6 +56,11 @@ app = typer.Typer(
 )
 
 CALL_STATUSES = CallStatus.__args__  # type: ignore[attr-defined]
+
+
+@app.callback()
+def _before_every_command() -> None:
+    tolerant_streams()
 
 
 class ResumeMode(str, Enum):
@@ -77,7 +85,7 @@ class WorkerMode(str, Enum):
 def _run_json(result: RunResult) -> dict[str, Any]:
     from ..service.views import run_out
 
-    return run_out(result).model_dump(mode="json")
+    return model_json(run_out(result))
 
 
 def _print_run(result: RunResult, as_json: bool) -> None:
@@ -160,12 +168,14 @@ def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> N
     """A session as a readable timeline: every ledger event, its runs and its calls."""
     from ..service.views import session_out
 
+    check_session_id(session_id)
+
     with ledger(db) as conn:
         view = results.read_session(conn, session_id)
         events = store.events_after(conn, session_id, 0, limit=1_000_000)
         calls = store.list_calls(conn, session_id=session_id, limit=100_000)
     if as_json:
-        print_json({"session": session_out(view).model_dump(mode="json"), "events": events})
+        print_json({"session": model_json(session_out(view)), "events": events})
         return
     console.print(f"session [cyan]{view.session_id}[/]  agent [cyan]{view.agent_name}[/]  status ", styled(view.status))
     console.print(runs_table(view.runs))
@@ -188,6 +198,8 @@ def calls(
     as_json: JsonOption = False,
 ) -> None:
     """Calls across sessions, filtered by status and tool (oldest first)."""
+    if session is not None:
+        check_session_id(session)
     if status is not None and status not in CALL_STATUSES:
         raise ValidationError(f"unknown call status {status!r}; one of: {', '.join(CALL_STATUSES)}")
     with ledger(db) as conn:
@@ -212,6 +224,8 @@ def start(
     as_json: JsonOption = False,
 ) -> None:
     """Start a session of AGENT (or a new turn of --session) and wait until it is at rest."""
+    if session is not None:
+        check_session_id(session)  # before launching: a refusal costs no DBOS launch
     with launched(db) as rt:
         _print_run(_wait(rt, rt.start(agent, message, session_id=session), timeout), as_json)
 
@@ -228,6 +242,7 @@ def resume(
     as_json: JsonOption = False,
 ) -> None:
     """Resume a session: recover its saved step (continue), redirect it (with_message) or rewind (from_checkpoint)."""
+    check_session_id(session_id)
     with launched(db) as rt:
         handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)  # type: ignore[arg-type]
         _print_run(_wait(rt, handle, timeout), as_json)
@@ -244,6 +259,7 @@ def retry(
     as_json: JsonOption = False,
 ) -> None:
     """Retry after a failed or interrupted run (recovery), or redirect it with --message."""
+    check_session_id(session_id)
     with launched(db) as rt:
         _print_run(_wait(rt, rt.retry(session_id, message=message, checkpoint_id=checkpoint), timeout), as_json)
 
@@ -259,6 +275,7 @@ def stop(
     as_json: JsonOption = False,
 ) -> None:
     """Stop the session's run: finished calls keep their results, the rest are answered run_stopped."""
+    check_session_id(session_id)
     with launched(db) as rt:
         out = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())  # type: ignore[arg-type]
         try:
@@ -297,6 +314,7 @@ def approve(
     as_json: JsonOption = False,
 ) -> None:
     """Approve (or --deny) a call waiting for approval; the last answer continues the run here."""
+    check_session_id(session_id)
     with launched(db) as rt:
         receipt = rt.approve(session_id, dispatch_id, approved=not deny, reason=reason, actor=actor or getpass.getuser())
         _answer_output(receipt, rt, timeout, as_json)
@@ -314,6 +332,7 @@ def submit(
     as_json: JsonOption = False,
 ) -> None:
     """Answer a client-tool call with its result (JSON) or its error."""
+    check_session_id(session_id)
     try:
         value = json.loads(result) if result is not None else None
     except ValueError as exc:

@@ -48,4 +48,4 @@ EntryKind = Literal[
 #: Entries whose message redirects the turn: unresolved calls are paired, nothing runs again.
 REDIRECTING_ENTRIES: Final = frozenset({"turn", "resume_with_message", "retry_with_message", "retry_from_checkpoint"})
 
-PairedBy = Literal["body", "recovery", "redirect", "run_failed", "stop", "answer", "validation"]
+PairedBy = Literal["body", "recovery", "redirect", "rewind", "run_failed", "stop", "answer", "validation"]

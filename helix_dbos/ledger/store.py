@@ -51,10 +51,26 @@ def list_sessions(conn: sa.Connection, limit: int = 50) -> list[Row]:
     return fetch_all(conn, sa.select(t.sessions).order_by(t.sessions.c.updated_at.desc()).limit(limit))
 
 
-def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None) -> None:
+def _insert_if_absent(conn: sa.Connection, table: sa.Table) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING`` in the connection's dialect (Postgres and SQLite both have it)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table).on_conflict_do_nothing()
+
+
+def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None) -> bool:
+    """Create the session row; False if it exists already (a concurrent entry created it first).
+
+    Without ``ON CONFLICT``, two entries that both found no session raced to insert it and the loser
+    met a raw primary-key violation: now the loser learns it lost, and the gate refuses it typed.
+    """
     ts = now()
-    conn.execute(
-        t.sessions.insert().values(
+    result = conn.execute(
+        _insert_if_absent(conn, t.sessions).values(
             session_id=session_id,
             agent_name=agent_name,
             status="new",
@@ -65,7 +81,9 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
             created_at=ts,
             updated_at=ts,
         )
+        .returning(t.sessions.c.session_id)  # rowcount is -1 for this statement on psycopg
     )
+    return result.first() is not None
 
 
 def claim_session(conn: sa.Connection, session: Row, run_id: str) -> bool:
@@ -327,6 +345,27 @@ def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str 
     return attempt
 
 
+def close_open_attempts(conn: sa.Connection, dispatch_id: str, outcome: str = "lost") -> None:
+    """Close a call's open attempts: ``lost`` when it is answered without them, or what recovery
+    proved about them (``rolled_back``, ``not_applied``: no effect; ``applied``: a check confirmed it)."""
+    conn.execute(
+        t.attempts.update()
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.outcome.is_(None))
+        .values(ended_at=now(), outcome=outcome)
+    )
+
+
+def attempt_by_token(conn: sa.Connection, dispatch_id: str, token: str) -> Row | None:
+    """The attempt a gate execution opened (see ``stamp_attempt``), if its commit went through."""
+    return fetch_one(conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.token == token))
+
+
+def stamp_attempt(conn: sa.Connection, dispatch_id: str, attempt: int, token: str) -> None:
+    conn.execute(
+        t.attempts.update().where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt).values(token=token)
+    )
+
+
 def record_result(
     conn: sa.Connection,
     dispatch_id: str,
@@ -350,7 +389,11 @@ def record_result(
     ).rowcount == 1
     conn.execute(
         t.attempts.update()
-        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt, t.attempts.c.outcome.is_(None))
+        .where(
+            t.attempts.c.dispatch_id == dispatch_id,
+            t.attempts.c.attempt == attempt,
+            sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"),
+        )
         .values(ended_at=ts, outcome=status if written else "refused")
     )
     if written:
@@ -371,16 +414,6 @@ def record_result(
             },
         )
     return written
-
-
-def close_open_attempts(conn: sa.Connection, dispatch_id: str, outcome: str) -> None:
-    """Close the attempts recovery proved had no effect (``rolled_back``, ``not_applied``) or whose
-    effect a check confirmed (``applied``): they are no longer ``lost`` in the audit."""
-    conn.execute(
-        t.attempts.update()
-        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.outcome.is_(None))
-        .values(ended_at=now(), outcome=outcome)
-    )
 
 
 def mark_decided(conn: sa.Connection, dispatch_id: str, by: str) -> None:
@@ -413,7 +446,12 @@ def settle_call(
     error: Any = None,
     reason: str = "",
 ) -> None:
-    """Answer a call without (or instead of) a body: recovery, redirect, stop, failure or an answer."""
+    """Answer a call without (or instead of) a body: recovery, redirect, stop, failure or an answer.
+
+    Any attempt still open is closed ``lost``: its body's result will never be the answer (a late
+    write of it is refused and marks it ``refused``), and no attempt row stays open on a settled call.
+    """
+    close_open_attempts(conn, call["dispatch_id"])
     conn.execute(
         t.calls.update()
         .where(t.calls.c.dispatch_id == call["dispatch_id"])

@@ -10,14 +10,16 @@ translated away (see ``engine.py``) and the same table names stand unqualified i
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+
+from .types import LedgerJson, LedgerString, LedgerText
 
 SCHEMA = "helix"
 
 metadata = sa.MetaData(schema=SCHEMA)
 
-#: JSON readable in SQL on both databases (``jsonb`` on Postgres, JSON text on SQLite).
-Json = sa.JSON().with_variant(JSONB(), "postgresql")
+#: JSON readable in SQL on both databases (``jsonb`` on Postgres, JSON text on SQLite); every string
+#: in it, like every ``LedgerText``/``LedgerString`` column, is stored through the escape of ``escape.py``.
+Json = LedgerJson()
 Timestamp = sa.DateTime(timezone=True)
 
 sessions = sa.Table(
@@ -45,12 +47,12 @@ runs = sa.Table(
     sa.Column("seq", sa.Integer, nullable=False),
     sa.Column("agent_name", sa.String(200), nullable=False),
     sa.Column("entry", sa.String(32), nullable=False),
-    sa.Column("entry_message", sa.Text),
+    sa.Column("entry_message", LedgerText),
     sa.Column("checkpoint_id", sa.String(80)),
     sa.Column("previous_run_id", sa.String(64)),
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("error_code", sa.String(64)),
-    sa.Column("error", sa.Text),
+    sa.Column("error", LedgerText),
     sa.Column("output", Json),
     sa.Column("steps", sa.Integer, nullable=False, server_default="0"),
     sa.Column("max_steps", sa.Integer, nullable=False),
@@ -99,8 +101,8 @@ calls = sa.Table(
     sa.Column("checkpoint_id", sa.String(80), nullable=False),
     sa.Column("step", sa.Integer, nullable=False),
     sa.Column("position", sa.Integer, nullable=False),
-    sa.Column("tool_call_id", sa.String(200)),
-    sa.Column("tool_name", sa.String(200), nullable=False),
+    sa.Column("tool_call_id", LedgerString(200)),
+    sa.Column("tool_name", LedgerString(200), nullable=False),
     sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("args", Json),
     sa.Column("replay", sa.String(8), nullable=False),  # the policy its tool had when the model called it
@@ -111,11 +113,11 @@ calls = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Column("result", Json),
     sa.Column("error", Json),
-    sa.Column("outcome_note", sa.Text),
+    sa.Column("outcome_note", LedgerText),
     sa.Column("paired_by", sa.String(16)),
     sa.Column("settled_run_id", sa.String(64)),
     sa.Column("approved", sa.Boolean),
-    sa.Column("approval_reason", sa.Text),
+    sa.Column("approval_reason", LedgerText),
     sa.Column("approval_actor", sa.String(200)),
     sa.Column("answered_at", Timestamp),
     sa.Column("child_session_id", sa.String(64)),
@@ -141,9 +143,13 @@ attempts = sa.Table(
     sa.Column("executor_id", sa.String(128)),
     sa.Column("started_at", Timestamp, nullable=False),
     sa.Column("ended_at", Timestamp),
-    # ok | error | refused (a late body whose write was fenced off) | NULL while running or lost;
+    # ok | error | refused (a late body whose write was fenced off) | lost (the call was answered
+    # without this body's result) | NULL while running, or lost by a crash not yet recovered
     # rolled_back (a transactional body that never committed), applied / not_applied (a check said)
     sa.Column("outcome", sa.String(16)),
+    # The gate execution that opened it: a gate retried after a lost commit acknowledgement finds
+    # its own attempt by this token instead of taking it for a crashed one (migration 0004).
+    sa.Column("token", sa.String(32)),
 )
 
 usage = sa.Table(
@@ -152,7 +158,7 @@ usage = sa.Table(
     sa.Column("session_id", sa.String(64), nullable=False),
     sa.Column("run_id", sa.String(64), primary_key=True),
     sa.Column("step", sa.Integer, primary_key=True),
-    sa.Column("model_name", sa.String(200)),
+    sa.Column("model_name", LedgerString(200)),
     sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
     sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
     sa.Column("total_tokens", sa.Integer, nullable=False, server_default="0"),

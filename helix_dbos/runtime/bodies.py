@@ -4,6 +4,10 @@ DBOS re-runs a step whose output it never recorded (steps are at-least-once). Th
 turns that into the contract: a re-executed body step finds its earlier attempt, and runs again only
 if recovery says so (safe on both sides, under 3 bodies); otherwise it answers the call without a body.
 
+Both ledger writes here ride out store outages (``plain_tx`` retries transient errors), and a retry
+after a commit whose acknowledgement was lost must not see its own write as someone else's: the gate
+stamps its attempt with a token minted per step execution, the result write recognises its own answer.
+
 Where the gate would answer a started call ``outcome_unknown`` and its tool has a reconcile check,
 the step asks the check (outside any transaction), commits the verdict to the call's row, and gates
 again; the step's recorded output is the call's final answer. A transactional tool's body runs in
@@ -13,9 +17,13 @@ again; the step's recorded output is the call's final answer. A transactional to
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
+import sqlalchemy as sa
+
 from ..definitions import Agent, CheckContext, ToolContext
+from ..ledger import store
 from . import commits, fence, reconcile, transactional, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
@@ -25,10 +33,10 @@ from .state import env
 
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     e = env()
-    gate = await plain_tx(commits.gate, run_id, dispatch_id)
+    gate = await plain_tx(gate_once, run_id, dispatch_id, uuid.uuid4().hex)
     while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
         await _reconcile(run_id, dispatch_id, gate)
-        gate = await plain_tx(commits.gate, run_id, dispatch_id)
+        gate = await plain_tx(gate_once, run_id, dispatch_id, uuid.uuid4().hex)
     if gate["action"] == "done":
         return {"status": gate["status"]}
     agent: Agent = e.agent(gate["agent_name"])
@@ -67,10 +75,46 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     except Exception as exc:  # a tool that raises gets an error result; the run goes on
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
-    out: dict[str, Any] = await plain_tx(commits.record, run_id, dispatch_id, gate["attempt"], status, result, error)
+    out: dict[str, Any] = await plain_tx(record_once, run_id, dispatch_id, gate["attempt"], status, result, error)
     fence.raise_if_refused(out)
     crash_point("after_result", name)
     return out
+
+
+def gate_once(conn: sa.Connection, run_id: str, dispatch_id: str, token: str) -> dict[str, Any]:
+    """The attempt gate, idempotent per ``token``: if this gate execution's attempt is already
+    committed (its acknowledgement was lost), the body goes ahead under that attempt.
+
+    Without the token the retry would find a running call with an attempt and no result, which is
+    exactly what a crashed body looks like: an unsafe call would be paired ``outcome_unknown`` and a
+    safe one would run a second body, though neither had started.
+    """
+    mine = store.attempt_by_token(conn, dispatch_id, token)
+    if mine is not None:
+        fence.check(conn, run_id, "attempt gate")
+        call = store.get_call(conn, dispatch_id)
+        run = store.get_run(conn, run_id)
+        assert call is not None and run is not None
+        if call["status"] != "running" or call["attempts"] != mine["attempt"]:
+            return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
+        tool = env().agent(run["agent_name"]).tool(call["tool_name"])
+        return {"action": "run", "attempt": mine["attempt"], "args": call["args"], "tool_call_id": call["tool_call_id"],
+                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
+                "agent_name": run["agent_name"], "transactional": tool is not None and tool.transactional}
+    gate = commits.gate(conn, run_id, dispatch_id)
+    if "attempt" in gate:
+        store.stamp_attempt(conn, dispatch_id, gate["attempt"], token)
+    return gate
+
+
+def record_once(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any) -> dict[str, Any]:
+    """The result write, idempotent: a retry whose first try committed finds its own answer written."""
+    call = store.get_call(conn, dispatch_id)
+    if call is not None and call["attempts"] == attempt and call["paired_by"] == "body" and call["status"] == status:
+        outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
+        if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
+            return {"status": status, "written": True}
+    return dict(commits.record(conn, run_id, dispatch_id, attempt, status, result, error))
 
 
 async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> None:

@@ -86,8 +86,8 @@ def _apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[Row], deci
         d = decisions[call["dispatch_id"]]
         if d.action == "pair":
             assert d.status is not None
+            _mark_proved(conn, call["dispatch_id"], d)  # before the settle, which closes what is left open as lost
             store.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
-            _mark_proved(conn, call["dispatch_id"], d)
 
 
 def step_ref(conn: sa.Connection, cp: Row | None) -> dict[str, Any] | None:
@@ -125,6 +125,25 @@ def open_steps(conn: sa.Connection, run: Row) -> list[dict[str, Any]]:
 # --- entry ------------------------------------------------------------------------------------
 
 
+def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
+    """Answer every unanswered call of the branch a rewind just superseded, in the rewind's transaction.
+
+    No run will ever reach those calls again (entries and answers follow the active branch), so a
+    pending approval or client call there would stay ``pending`` for ever, listed as waiting and
+    refused when answered. They are paired as a redirect pairs them (``not_started`` if no body ever
+    started, else ``outcome_unknown``; a client call ``outcome_unknown``), by the pure recovery function.
+    """
+    superseded = sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.superseded_by == run_id)
+    steps = conn.execute(
+        sa.select(t.calls.c.run_id, t.calls.c.step)
+        .where(t.calls.c.checkpoint_id.in_(superseded), t.calls.c.status.not_in(CALL_SETTLED))
+        .distinct()
+    ).all()
+    for saver, step in sorted(steps, key=lambda ref: (ref[1], ref[0])):
+        calls = calls_of_step(conn, saver, step)
+        _apply_pairings(conn, run_id, calls, _decisions(conn, agent, calls, "redirect"), "rewind")
+
+
 def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
     """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
     run = fence.check(conn, run_id, "prepare")
@@ -142,6 +161,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
         target = store.get_checkpoint(conn, run["checkpoint_id"])
         assert target is not None
         store.rewind_to(conn, target, run_id)
+        _pair_left_behind(conn, run_id, agent)
     store.emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
     ref = step_ref(conn, target)
 
@@ -380,8 +400,8 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
                 "session_id": call["session_id"], "agent_name": run["agent_name"], "reason": d.reason}
     if d.action == "pair":
         assert d.status is not None
-        store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
         _mark_proved(conn, dispatch_id, d)
+        store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
         return {"action": "done", "status": d.status}
     return {"action": "done", "status": call["status"]}
 
@@ -403,9 +423,9 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     store.emit(conn, call["session_id"], run_id, "reconciled",
                {"dispatch_id": dispatch_id, "tool_name": call["tool_name"], "attempt": attempts, **verdict})
     if verdict["verdict"] == "applied":
-        store.settle_call(conn, call, "ok", run_id=run_id, paired_by="recovery", result=verdict.get("result"), reason="check: applied")
         store.mark_decided(conn, dispatch_id, "check")
         store.close_open_attempts(conn, dispatch_id, "applied")
+        store.settle_call(conn, call, "ok", run_id=run_id, paired_by="recovery", result=verdict.get("result"), reason="check: applied")
         return {"status": "ok", "recorded": True}
     return {"status": call["status"], "recorded": True}
 

@@ -8,6 +8,8 @@ Resolution order, first hit wins:
 - application version: ``DBOS__APPVERSION``, the argument, ``HELIX_DBOS_APP_VERSION``, then a
   fixed ``helix-dbos-<major>``: never DBOS's hash of the workflow source, which changes with any
   deploy and strands every pending run.
+- store retry window: the ``store_retry_window`` argument, ``HELIX_DBOS_STORE_RETRY_WINDOW``, then
+  60 s: how long transient database errors are retried before a run fails ``store_unavailable``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..ledger.engine import is_sqlite
 DEFAULT_SQLITE_URL = "sqlite:///helix_dbos.sqlite"
 DEFAULT_APP_NAME = "helix-dbos"
 DEFAULT_APP_VERSION = "helix-dbos-1"
+DEFAULT_STORE_RETRY_WINDOW = 60.0
 
 
 def _substitute(value: str) -> str:
@@ -61,12 +64,27 @@ def requested_executor_id(explicit: str | None = None) -> str | None:
     return os.environ.get("DBOS__VMID") or explicit or os.environ.get("HELIX_DBOS_EXECUTOR_ID") or None
 
 
+def resolve_store_retry_window(explicit: float | None = None) -> float:
+    """Seconds of transient store errors a run rides out; a bad value is refused at launch, typed."""
+    from ..errors import ConfigurationError
+
+    raw: object = explicit if explicit is not None else os.environ.get("HELIX_DBOS_STORE_RETRY_WINDOW") or DEFAULT_STORE_RETRY_WINDOW
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"store_retry_window must be a number of seconds, not {raw!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise ConfigurationError(f"store_retry_window must be a finite number of seconds >= 0, not {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str
     executor_id: str
     app_version: str
     app_name: str = DEFAULT_APP_NAME
+    store_retry_window: float = DEFAULT_STORE_RETRY_WINDOW
 
     @property
     def sqlite(self) -> bool:

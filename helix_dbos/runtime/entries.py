@@ -26,6 +26,7 @@ from ..errors import (
 )
 from ..ledger import store
 from ..ledger import tables as t
+from ..ledger.statuses import CALL_SETTLED
 from . import commits, transcript
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
@@ -69,7 +70,10 @@ def open_run(
         if agent_name not in agents:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
         session_id = session_id or store.new_id()
-        store.insert_session(conn, session_id, str(agent_name))
+        if not store.insert_session(conn, session_id, str(agent_name)):
+            # Another start of this new session id created it between our read and our insert: it
+            # won the session's first run, as the gate's compare-and-set decides between turns.
+            raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
         session = store.get_session(conn, session_id, for_update=True)
         assert session is not None
     else:
@@ -185,7 +189,7 @@ def answer(
         and (ref["run_id"], ref["step"]) == (call["run_id"], call["step"])
     )
     if not suspended_here:
-        raise StaleAnswerError(f"call {dispatch_id!r} is no longer waiting for an answer (status {call['status']}, session {session['status']})")
+        raise StaleAnswerError(_stale_reason(call, session))
     run_id = str(session["current_run_id"])
     ts = store.now()
     if kind == "approval":
@@ -212,6 +216,17 @@ def answer(
             store.settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
     remaining = _pending_unanswered(conn, latest)
     return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
+
+
+def _stale_reason(call: dict[str, Any], session: dict[str, Any]) -> str:
+    """Why an answer can no longer land, in words that match the call's row."""
+    dispatch_id, status = call["dispatch_id"], call["status"]
+    if call["paired_by"] == "rewind":
+        return (f"call {dispatch_id!r} can no longer be answered: run {call['settled_run_id']!r} rewound the session "
+                f"past it and answered it {status}")
+    if status in CALL_SETTLED:
+        return f"call {dispatch_id!r} can no longer be answered: it was answered {status} (by {call['paired_by']})"
+    return f"call {dispatch_id!r} is not on the step the session waits at (call {status}, session {session['status']})"
 
 
 # --- stop ----------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Final
 
+from ..errors import HelixError
+
 CRASH_POINTS: Final = (
     "after_model",
     "after_append",
@@ -37,8 +39,9 @@ def crash_point(point: str, tool_name: str | None = None) -> None:
 FAIL_ENV: Final = "HELIX_DBOS_FAIL_AT"
 
 
-class InjectedFault(RuntimeError):
-    """Raised by ``fail_point``: a store error where a real one could strike, without killing the process."""
+class InjectedFault(HelixError):
+    """Raised by ``fail_point``: a store error where a real one could strike, without killing the process.
+    (A HelixError, so the failed run carries its code: only helix codes become a run's ``error_code``.)"""
 
     code = "injected_fault"
 

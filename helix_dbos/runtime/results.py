@@ -14,6 +14,7 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import RUN_AT_REST
 from . import transcript
+from .store_retry import retrying_sync
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,12 @@ class SessionView:
 
 
 def pending_calls(conn: sa.Connection, run: dict[str, Any]) -> list[PendingCall]:
+    """What a suspended run waits for; nothing once a later run took its session over (a rewind,
+    a new turn, the continuation after the answers): that run's waits are its own."""
     if run["status"] != "suspended_client_tool":
+        return []
+    session = store.get_session(conn, run["session_id"])
+    if session is None or session["current_run_id"] != run["run_id"]:
         return []
     rows = store.fetch_all(
         conn,
@@ -180,12 +186,21 @@ def read_session(conn: sa.Connection, session_id: str) -> SessionView:
     )
 
 
-def poll(check: Callable[[], Any], timeout: float | None, what: str) -> Any:
-    """Poll ``check`` until it returns non-None; short at first, so a fast run returns fast."""
+def poll(check: Callable[[], Any], timeout: float | None, what: str, store_retry_window: float | None = None) -> Any:
+    """Poll ``check`` until it returns non-None; short at first, so a fast run returns fast.
+
+    With ``store_retry_window``, a database outage does not end the wait: the run being waited for
+    rides it out too (or fails ``store_unavailable`` once the store is back), so transient errors
+    are retried until ``timeout``, or for the window when the wait has no timeout.
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.005
     while True:
-        value = check()
+        if store_retry_window is None:
+            value = check()
+        else:
+            window = store_retry_window if deadline is None else max(deadline - time.monotonic(), 0.0)
+            value = retrying_sync(f"waiting for {what}", check, window)
         if value is not None:
             return value
         if deadline is not None and time.monotonic() >= deadline:

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ..definitions import Agent
+from ..definitions.inputs import check_json, check_session_id, check_text
 from ..errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ..ledger import store
 from ..ledger import tables as t
@@ -24,7 +25,14 @@ from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sy
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
 from . import commits, durable, entries, results, state, workflow
-from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url
+from .config import (
+    DEFAULT_APP_NAME,
+    Settings,
+    requested_executor_id,
+    resolve_app_version,
+    resolve_database_url,
+    resolve_store_retry_window,
+)
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
 
@@ -76,6 +84,12 @@ def _fast_internal_queue() -> None:
         log.warning("could not shorten DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
 
 
+def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
+    """What an entry takes besides the session id: refused before the gate, so nothing is written."""
+    check_text("message", message)
+    check_text("checkpoint_id", checkpoint_id, 80)
+
+
 class RunHandle:
     """A run that was started; ``result()`` waits until it completes, fails, stops or suspends."""
 
@@ -89,7 +103,8 @@ class RunHandle:
         if self._workflow_handle is not None and timeout is None:
             try:
                 self._workflow_handle.get_result()
-            except Exception:  # the ledger has the run's real outcome; read it below
+            except Exception:  # the ledger has the run's real outcome; read it below (a ProcessStopping passes:
+                # the runtime shut down under this wait, and the run is the next launch's to finish)
                 log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
         return self.runtime.wait_run(self.run_id, timeout)
 
@@ -128,6 +143,7 @@ class Runtime:
         queue_name: str = "helix_runs",
         auto_continue: bool = True,
         serve_queue: bool = True,
+        store_retry_window: float | None = None,
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
@@ -142,6 +158,9 @@ class Runtime:
         # False: this process starts and recovers its own runs but never dequeues children or
         # companions from ``queue_name``: those run on the worker processes that serve it.
         self.serve_queue = serve_queue
+        # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
+        # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
+        self.store_retry_window = resolve_store_retry_window(store_retry_window)
         self.settings: Settings | None = None
         self._engine: sa.Engine | None = None
         self._lock: ExecutorLock | None = None
@@ -172,7 +191,10 @@ class Runtime:
         if existing is not None:
             wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
         executor_id = self._lock.acquire(wanted)
-        self.settings = Settings(url, executor_id, resolve_app_version(self._app_version), self._app_name)
+        self._lock.keep()
+        self.settings = Settings(
+            url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
+        )
         if existing is None:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
             self._owns_dbos = True
@@ -224,7 +246,9 @@ class Runtime:
 
         A run whose ledger is at rest finishes its workflow a moment later; waiting briefly keeps a
         short-lived process (a script, a CLI command) from leaving it pending for the next launch.
-        Anything still running is recovered by this executor id's next launch.
+        Anything still running is recovered by this executor id's next launch: DBOS cancels it, and
+        the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
+        rather than ``ERROR`` (see ``durable.ProcessStopping``).
         """
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
@@ -298,9 +322,14 @@ class Runtime:
 
     def start(self, agent_name: str, message: str, session_id: str | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step)."""
+        if session_id is not None:
+            check_session_id(session_id)
+        _check_entry_input(message, None)
         return self._enter("start", session_id=session_id, agent_name=agent_name, message=message)
 
     def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
         if mode == "continue":
             if message is not None or checkpoint_id is not None:
                 raise ValidationError("resume(mode='continue') takes neither a message nor a checkpoint")
@@ -314,6 +343,8 @@ class Runtime:
         raise ValidationError(f"unknown resume mode {mode!r}")
 
     def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
         if checkpoint_id is not None:
             if not message:
                 raise ValidationError("retry(checkpoint_id=...) needs a message: the message redirects the saved step")
@@ -325,6 +356,8 @@ class Runtime:
     # --- answers and stop ----------------------------------------------------------------------
 
     def _answer(self, session_id: str, dispatch_id: str, **kw: Any) -> AnswerReceipt:
+        check_session_id(session_id)
+        check_text("dispatch_id", dispatch_id, 64)
         with self.engine.begin() as conn:
             out = entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw)
         run = None
@@ -334,14 +367,20 @@ class Runtime:
 
     def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None) -> AnswerReceipt:
         """Decide a pending approval; the last answer continues the run (approved bodies then run)."""
+        check_text("reason", reason)
+        check_text("actor", actor, 200)
         return self._answer(session_id, dispatch_id, kind="approval", approved=approved, reason=reason, actor=actor)
 
     def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None) -> AnswerReceipt:
         """Settle a pending client-tool call with its result (or its error)."""
+        check_json("result", result)
+        check_text("error", error)
         return self._answer(session_id, dispatch_id, kind="client", result=result, error=error)
 
     def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> dict[str, Any]:
         """Record a durable stop for the session's current run and return at once."""
+        check_session_id(session_id)
+        check_text("requested_by", requested_by, 200)
         with self.engine.begin() as conn:
             return entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
 
@@ -352,10 +391,11 @@ class Runtime:
             with self.engine.connect() as conn:
                 return results.at_rest(conn, run_id)
 
-        return results.poll(check, timeout, f"run {run_id}")
+        return results.poll(check, timeout, f"run {run_id}", self.store_retry_window)
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
+        check_session_id(session_id)
 
         def check() -> RunResult | None:
             with self.engine.connect() as conn:
@@ -368,13 +408,15 @@ class Runtime:
                     return None
                 return results.at_rest(conn, session["current_run_id"])
 
-        return results.poll(check, timeout, f"session {session_id}")
+        return results.poll(check, timeout, f"session {session_id}", self.store_retry_window)
 
     def session(self, session_id: str) -> SessionView:
+        check_session_id(session_id)
         with self.engine.connect() as conn:
             return results.read_session(conn, session_id)
 
     def run(self, run_id: str) -> RunResult:
+        check_text("run_id", run_id)
         with self.engine.connect() as conn:
             return results.read_result(conn, run_id)
 

@@ -6,7 +6,8 @@ the call's row locked (Postgres ``FOR UPDATE``; SQLite holds its single write lo
 IMMEDIATE``), the body writing through ``ctx.connection``, the result write fenced by the attempt
 number, commit. A crash anywhere before the commit rolls the body's writes back with the missing
 result; a refused result write (a newer attempt, a lost session) rolls them back too. A body that
-raises is rolled back and its error is written in a transaction of its own.
+raises is rolled back and its error is written in a transaction of its own; a transient store
+error (an outage) is not the body's error and is raised as it is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..ledger import store
 from . import commits, fence, transcript
 from .faults import crash_point
 from .state import env
+from .store_retry import is_transient
 
 
 class _Refused(Exception):
@@ -63,6 +65,10 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
     except _Unusable as unusable:
         error = {"type": "result_not_serializable", "message": str(unusable)}
     except Exception as exc:  # the body's error: its writes are rolled back, the error is its answer
+        if is_transient(exc):
+            # The store failed, not the body: nothing is written as its answer. The attempt has no
+            # result (or, if a lost acknowledgement hid a commit, its result): the ledger says which.
+            raise
         error = {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:

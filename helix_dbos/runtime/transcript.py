@@ -22,11 +22,31 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ..ledger.escape import escape_json, unescape_json
 from ..recovery.texts import PAIRING_TEXTS
 
 
+def _replaced_key(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any((isinstance(k, str) and "\ufffd" in k) or _replaced_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_replaced_key(v) for v in value)
+    return False
+
+
 def dump(message: ModelMessage) -> dict[str, Any]:
-    return ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
+    """The message as JSON, exactly: also a lone surrogate in an object key of a tool's result or arguments.
+
+    pydantic's JSON mode keeps a lone surrogate in a string value but replaces it with U+FFFD in a
+    dict key, which would change what the model reads next. When a key holds U+FFFD after the fast
+    dump, the message is dumped again through the ledger's reversible escape, which is exact.
+    """
+    body: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
+    if not _replaced_key(body):
+        return body
+    plain = escape_json(ModelMessagesTypeAdapter.dump_python([message], mode="python"))
+    escaped = ModelMessagesTypeAdapter.dump_python(ModelMessagesTypeAdapter.validate_python(plain), mode="json")[0]
+    return dict(unescape_json(escaped))
 
 
 def load(bodies: Sequence[Any]) -> list[ModelMessage]:

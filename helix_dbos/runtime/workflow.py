@@ -23,15 +23,15 @@ from dbos import DBOS
 from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
 from ..definitions import Agent
-from ..errors import HelixError, RunFencedError
+from ..errors import HelixError, RunFencedError, helix_code
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
 from . import commits, durable, fence
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
-from .durable import plain_tx, step, tx
-from .faults import InjectedFault, crash_point, fail_point
+from .durable import keep_pending_on_shutdown, plain_tx, recorded, step, tx
+from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
 from .state import env
@@ -50,15 +50,16 @@ def register() -> None:
     if RUN_WORKFLOW in _get_or_create_dbos_registry().workflow_info_map:
         return
     # binds it for children and companions, and registers the companion workflow
-    register_children(DBOS.workflow(name=RUN_WORKFLOW)(_run))
+    register_children(DBOS.workflow(name=RUN_WORKFLOW)(keep_pending_on_shutdown(_run)))
 
 
 async def _run(run_id: str) -> dict[str, Any]:
+    """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back."""
     workflow_id = DBOS.workflow_id
     if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
         raise await _refused(run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
     try:
-        return await _drive(run_id)
+        return dict(recorded(await _drive(run_id)))
     except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
         # DBOS's cancel clears the workflow's owner, so the run meets either error at its next step.
         await _settle_cancel(run_id)
@@ -66,15 +67,31 @@ async def _run(run_id: str) -> dict[str, Any]:
     except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
         if fence.is_fenced(exc):
             raise await _refused(run_id, workflow_id, exc) from None
-        code = "max_steps" if isinstance(exc, MaxStepsReached) else (exc.code if isinstance(exc, (HelixError, InjectedFault)) else "run_error")
-        message = str(exc) or type(exc).__name__
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        code, error = failure(exc)
+        # DBOS retries this transaction until the store answers: after an outage past the window the
+        # failure is written once the database is back, pairing every call the run left unanswered.
         try:
-            return dict(await tx("helix.fail", commits.fail_run, run_id, code, message if code == "max_steps" else detail))
+            return dict(recorded(await tx("helix.fail", commits.fail_run, run_id, code, error)))
         except Exception as again:
             if fence.is_fenced(again):
                 raise await _refused(run_id, workflow_id, again) from None
             raise
+
+
+def failure(exc: BaseException) -> tuple[str, str]:
+    """The run's ``error_code`` and ``error`` for an exception that ended it.
+
+    Only helix_dbos's own codes are codes (also a HelixError DBOS replayed from a recorded step
+    error); anything else is ``run_error`` with the exception's text. A driver's ``code`` attribute
+    (SQLAlchemy's ``e3q8``) is a documentation key, not an answer.
+    """
+    if isinstance(exc, MaxStepsReached):
+        return "max_steps", str(exc)
+    code = helix_code(exc)
+    if code is not None:
+        detail = exc.detail if isinstance(exc, HelixError) else None
+        return code, str(exc) + (f" (last error: {detail})" if isinstance(detail, str) and detail else "")
+    return "run_error", "".join(traceback.format_exception_only(type(exc), exc)).strip() or type(exc).__name__
 
 
 async def _refused(run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:

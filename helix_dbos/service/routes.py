@@ -14,17 +14,21 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
+from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
 from ..errors import SessionNotFoundError
 from ..ledger import store
 from ..ledger.engine import is_sqlite
 from ..runtime import AnswerReceipt, RunHandle, Runtime
 from . import events, views
 from . import schemas as s
+from .responses import LedgerJSONResponse, respond
 
-router = APIRouter()
+# An explicit response class (not FastAPI's default) also takes FastAPI off its direct pydantic JSON
+# path, which cannot encode a lone surrogate a tool returned (see responses.py).
+router = APIRouter(default_response_class=LedgerJSONResponse)
 
 Wait = Annotated[float, Query(ge=0, le=300, description="Seconds to wait for the run to come to rest before answering.")]
-SessionId = Annotated[str, Path(min_length=1, max_length=64)]
+SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN)]
 DispatchId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
@@ -80,41 +84,41 @@ async def list_sessions(request: Request, limit: Annotated[int, Query(ge=1, le=1
 
 
 @router.post("/sessions", status_code=202, response_model=s.RunOut, tags=["sessions"], responses=_errors(404, 409))
-async def start_session(request: Request, req: s.StartSession, wait: Wait = 0) -> s.RunOut:
+async def start_session(request: Request, req: s.StartSession, wait: Wait = 0) -> LedgerJSONResponse:
     """Start a session (or, with an existing ``session_id`` of the same agent, a new turn of it)."""
     runtime = rt(request)
     handle = await runtime.start_async(req.agent, req.message, session_id=req.session_id)
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_errors(404))
-async def read_session(request: Request, session_id: SessionId) -> s.SessionOut:
-    return views.session_out(await rt(request).session_async(session_id))
+async def read_session(request: Request, session_id: SessionId) -> LedgerJSONResponse:
+    return respond(views.session_out(await rt(request).session_async(session_id)))
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(404, 409))
-async def new_turn(request: Request, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> s.RunOut:
+async def new_turn(request: Request, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> LedgerJSONResponse:
     """A new user message. Calls of an unanswered step are paired ``outcome_unknown`` before it."""
     runtime = rt(request)
     agent = await asyncio.to_thread(_agent_of, runtime, session_id)
     handle = await runtime.start_async(agent, req.message, session_id=session_id)
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.post("/sessions/{session_id}/resume", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(404, 409))
-async def resume(request: Request, session_id: SessionId, req: s.Resume, wait: Wait = 0) -> s.RunOut:
+async def resume(request: Request, session_id: SessionId, req: s.Resume, wait: Wait = 0) -> LedgerJSONResponse:
     """``continue`` recovers the saved step; ``with_message`` redirects it; ``from_checkpoint`` rewinds to a saved append."""
     runtime = rt(request)
     handle = await runtime.resume_async(session_id, mode=req.mode, message=req.message, checkpoint_id=req.checkpoint_id)
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.post("/sessions/{session_id}/retry", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(404, 409))
-async def retry(request: Request, session_id: SessionId, req: s.Retry, wait: Wait = 0) -> s.RunOut:
+async def retry(request: Request, session_id: SessionId, req: s.Retry, wait: Wait = 0) -> LedgerJSONResponse:
     """After a failed or interrupted run: recover it, or redirect it with a message (optionally at a checkpoint)."""
     runtime = rt(request)
     handle = await runtime.retry_async(session_id, message=req.message, checkpoint_id=req.checkpoint_id)
-    return await _settle(runtime, handle, wait)
+    return respond(await _settle(runtime, handle, wait), 202)
 
 
 @router.post("/sessions/{session_id}/stop", status_code=202, response_model=s.StopOut, tags=["entries"], responses=_errors(404, 409))
@@ -125,24 +129,24 @@ async def stop(request: Request, session_id: SessionId, req: s.Stop) -> s.StopOu
 
 
 @router.post("/sessions/{session_id}/calls/{dispatch_id}/approval", response_model=s.AnswerOut, tags=["answers"], responses=_errors(404, 409))
-async def approve(request: Request, session_id: SessionId, dispatch_id: DispatchId, req: s.Approval, wait: Wait = 0) -> s.AnswerOut:
+async def approve(request: Request, session_id: SessionId, dispatch_id: DispatchId, req: s.Approval, wait: Wait = 0) -> LedgerJSONResponse:
     """Approve or deny a call waiting for approval; the last answer of the step continues the run."""
     runtime = rt(request)
     receipt = await runtime.approve_async(session_id, dispatch_id, approved=req.approved, reason=req.reason, actor=req.actor)
-    return await _answered(runtime, receipt, wait)
+    return respond(await _answered(runtime, receipt, wait))
 
 
 @router.post("/sessions/{session_id}/calls/{dispatch_id}/result", response_model=s.AnswerOut, tags=["answers"], responses=_errors(404, 409))
-async def submit_result(request: Request, session_id: SessionId, dispatch_id: DispatchId, req: s.ClientResult, wait: Wait = 0) -> s.AnswerOut:
+async def submit_result(request: Request, session_id: SessionId, dispatch_id: DispatchId, req: s.ClientResult, wait: Wait = 0) -> LedgerJSONResponse:
     """Answer a client-tool call with its result (or its error)."""
     runtime = rt(request)
     receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, result=req.result, error=req.error)
-    return await _answered(runtime, receipt, wait)
+    return respond(await _answered(runtime, receipt, wait))
 
 
 @router.get("/runs/{run_id}", response_model=s.RunOut, tags=["sessions"], responses=_errors(404))
-async def read_run(request: Request, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> s.RunOut:
-    return views.run_out(await rt(request).run_async(run_id))
+async def read_run(request: Request, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> LedgerJSONResponse:
+    return respond(views.run_out(await rt(request).run_async(run_id)))
 
 
 @router.get(

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
+
 
 class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -19,7 +21,7 @@ class Request(BaseModel):
 class StartSession(Request):
     agent: str = Field(min_length=1, max_length=200, description="The agent that owns the new session.")
     message: str = Field(min_length=1, description="The user's message: the first turn.")
-    session_id: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$", description="Choose the id (idempotency for the creation); minted when absent.")
+    session_id: str | None = Field(default=None, min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN, description="Choose the id (idempotency for the creation); minted when absent.")
 
 
 class NewTurn(Request):

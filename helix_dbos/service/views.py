@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic_ai import ModelMessagesTypeAdapter
-
 from ..definitions import Agent
-from ..runtime import AnswerReceipt, RunResult, SessionView
+from ..runtime import AnswerReceipt, RunResult, SessionView, transcript
 from . import schemas as s
 
 
@@ -39,7 +37,7 @@ def session_out(view: SessionView) -> s.SessionOut:
         agent_name=view.agent_name,
         status=view.status,
         current_run_id=view.current_run_id,
-        messages=ModelMessagesTypeAdapter.dump_python(view.messages, mode="json"),
+        messages=[transcript.dump(m) for m in view.messages],  # exact, also a lone surrogate in a key
         runs=[_pick(s.RunRow, r) for r in view.runs],
         checkpoints=[_pick(s.CheckpointOut, c) for c in view.checkpoints],
         calls=[

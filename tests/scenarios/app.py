@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 import helix_dbos as hx
 
@@ -65,7 +66,13 @@ SCENARIOS: dict[str, list[str]] = {
     "reconcile": ["rec_charge"],
     "reconcile_seq": ["rec_seq", "seq_b"],
     "full": ["safe_set", "unsafe_send", "group_a", "group_b", "seq_a", "seq_b", "tx_book", "rec_charge"],
+    "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
+    "slow_pair": ["slow_safe", "slow_unsafe"],
+    "outage": ["slow_safe", "slow_unsafe"],  # two bodies in flight while a test cuts the database
 }
+
+#: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
+ODD = "nul:\x00 high:\ud800 low:\udfff esc:\u241b0000 end"
 
 #: The transactional tool's own table, in the ledger's database (an app would create it with its own
 #: Alembic migration; the scenario creates it at launch).
@@ -136,6 +143,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(transactional=True, name="tx_book")(_tx_book),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, name="rec_charge")(_charge("rec_charge")),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, sequential=True, name="rec_seq")(_charge("rec_seq")),
+        hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
         tools = [t for t in tools if t.name != "safe_set"]
@@ -155,7 +163,15 @@ def model_function(scenario: str) -> Any:
         responses = sum(isinstance(m, ModelResponse) for m in messages)
         last = messages[-1]
         seen = [p.content for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart)]
-        effect("model", step=responses, seen=seen)
+        effect("model", step=responses, seen=seen, history=[p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, TextPart)])
+        if scenario == "odd":
+            # usage given: FunctionModel's token estimate JSON-encodes the messages, which pydantic cannot
+            # do for a lone surrogate; arguments as JSON text, as providers send them
+            usage = RequestUsage(input_tokens=1, output_tokens=1)
+            if responses == 0:
+                calls = [ToolCallPart(name, json.dumps({"key": f"{ODD}{i}"}), tool_call_id=f"call-{i}") for i, name in enumerate(SCENARIOS[scenario])]
+                return ModelResponse(parts=[TextPart("on it " + ODD), *calls], usage=usage)
+            return ModelResponse(parts=[TextPart("done " + ODD)], usage=usage)
         if responses == 0:
             return ModelResponse(
                 parts=[TextPart("on it")]

@@ -3,15 +3,15 @@
 Adds to ``calls``: ``transactional`` (every body so far wrote inside the transaction that records its
 result), ``decided_by`` (``database`` or ``check`` when recovery, not the body, proved the outcome)
 and ``check_outcome`` (the reconcile check's last answer as JSON). ``call_audit`` is recreated with
-the three columns (the view is defined in 0002; its body is taken from there and extended, so the
-two never drift apart).
+the three columns: its body is 0002's with 0004's rewrite applied (both taken from those files, so
+the views never drift apart), plus the new columns.
 
 Plain ``ADD COLUMN`` on both databases (no table rebuild), so SQLite's views need no special care
 beyond the one being replaced.
 
-Revision ID: 0004_tx_reconcile
-Revises: 0003
-Create Date: 2026-12-03 12:00:00.000000
+Revision ID: 0005_tx_reconcile
+Revises: 0004
+Create Date: 2026-12-03 13:00:00.000000
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-revision: str = "0004_tx_reconcile"
-down_revision: str | None = "0003"
+revision: str = "0005_tx_reconcile"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -34,9 +34,8 @@ _ANCHOR = "c.child_session_id,"
 _ADDED = "c.child_session_id,\n                c.transactional,\n                c.decided_by,\n                c.check_outcome,"
 
 
-def _audit_views() -> ModuleType:
-    path = Path(__file__).with_name("0002_audit_views.py")
-    spec = importlib.util.spec_from_file_location("helix_migration_0002", path)
+def _migration(filename: str, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(filename))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -44,9 +43,11 @@ def _audit_views() -> ModuleType:
 
 
 def _call_audit(postgres: bool, extended: bool) -> str:
-    views = _audit_views()
+    views = _migration("0002_audit_views.py", "helix_migration_0002")
+    tokens = _migration("0004_attempt_tokens.py", "helix_migration_0004")
     body = views.view_sql("helix." if postgres else "", views._millis_pg if postgres else views._millis_sqlite)["call_audit"]
-    assert body.count(_ANCHOR) == 1, "call_audit changed shape; update 0004's anchor"
+    assert tokens._OLD_LOST in body and body.count(_ANCHOR) == 1, "call_audit changed shape; update 0005's rewrite"
+    body = body.replace(tokens._OLD_LOST, tokens._NEW_LOST)
     return body.replace(_ANCHOR, _ADDED) if extended else body
 
 

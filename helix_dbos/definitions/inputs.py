@@ -1,0 +1,65 @@
+"""What a caller may send: one rule per kind of input, shared by the Python API, the CLI and HTTP.
+
+A caller's input is refused up front with a typed ``validation_error`` and nothing stored, unlike
+what a model or a tool produces, which the ledger stores whatever it holds (``ledger/escape.py``):
+a caller can fix its request, a tool result has already happened.
+
+Session ids appear in URLs, log lines and SQL, and the ledger keeps them in ``varchar(64)``: 1 to 64
+characters of ``[A-Za-z0-9_.:-]`` (so ``""``, ``" "``, ``a/b`` and ``../x`` are refused). Text a
+caller sends (a user message, a client tool's result or error, an approval's reason or actor, a
+stop's requester) must not hold NUL or a lone surrogate, which neither database can store as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ValidationError
+from ..ledger.escape import has_unstorable
+
+SESSION_ID_MAX_LENGTH = 64
+#: The HTTP schema and path parameters use this same pattern (``service/schemas.py``, ``routes.py``).
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"
+_SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,%d}" % SESSION_ID_MAX_LENGTH)
+SESSION_ID_RULE = f"1 to {SESSION_ID_MAX_LENGTH} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-'"
+
+
+def check_session_id(session_id: Any) -> str:
+    """``session_id`` if it follows the rule; a typed refusal that names the rule otherwise."""
+    if not isinstance(session_id, str) or _SESSION_ID.fullmatch(session_id) is None:
+        raise ValidationError(
+            f"invalid session id {session_id!r}: a session id is {SESSION_ID_RULE}",
+            detail={"field": "session_id", "rule": SESSION_ID_RULE},
+        )
+    return session_id
+
+
+def check_text(field: str, value: str | None, max_length: int | None = None) -> None:
+    """Refuse caller text the ledger could only store escaped (NUL, lone surrogates), or cut short."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, not {type(value).__name__}", detail={"field": field})
+    if has_unstorable(value):
+        raise ValidationError(
+            f"{field} holds a NUL character or a lone surrogate, which cannot be stored",
+            detail={"field": field},
+        )
+    if max_length is not None and len(value) > max_length:
+        raise ValidationError(f"{field} is longer than {max_length} characters", detail={"field": field})
+
+
+def check_json(field: str, value: Any) -> None:
+    """``check_text`` for every string of a JSON value, object keys included."""
+    if isinstance(value, str):
+        check_text(field, value)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str):
+                check_text(field, k)
+            check_json(field, v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            check_json(field, v)

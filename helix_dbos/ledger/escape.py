@@ -1,0 +1,68 @@
+"""The reversible escape that lets the ledger store any string a model or a tool produces.
+
+Postgres refuses NUL (U+0000) in ``text`` and ``jsonb``, and neither database can encode a lone
+surrogate (U+D800 to U+DFFF, which Python strings may hold) as UTF-8. Tool results, tool errors,
+model text and model arguments are the model's conversation: dropping or replacing those characters
+would change what the model reads next, so the ledger's column types (``types.py``) escape them on
+the way in and restore them on the way out, identically on both databases.
+
+The form, which SQL auditors see: ``␛`` (U+241B SYMBOL FOR ESCAPE) followed by exactly four
+lowercase hex digits stands for that one code point. ``␛0000`` is NUL, ``␛d800`` a lone surrogate,
+and ``␛241b`` a literal ``␛`` (escaped too, so every stored ``␛`` starts an escape and decoding is
+unambiguous). Strings without these characters are stored exactly as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+ESCAPE = "\u241b"
+
+#: What a store refuses, plus the escape character itself.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff\u241b]")
+_REFUSED = re.compile("[\x00\ud800-\udfff]")
+_ESCAPED = re.compile("\u241b([0-9a-f]{4})")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    return f"{ESCAPE}{ord(match.group()):04x}"
+
+
+def _unescape_char(match: re.Match[str]) -> str:
+    return chr(int(match.group(1), 16))
+
+
+def escape_text(text: str) -> str:
+    """``text`` in a form both databases store; ``unescape_text`` gives the original back."""
+    return _UNSTORABLE.sub(_escape_char, text)
+
+
+def unescape_text(text: str) -> str:
+    return _ESCAPED.sub(_unescape_char, text) if ESCAPE in text else text
+
+
+def escape_json(value: Any) -> Any:
+    """``value`` with every string escaped, object keys included (a model may name an argument anything)."""
+    if isinstance(value, str):
+        return escape_text(value)
+    if isinstance(value, dict):
+        return {escape_text(k) if isinstance(k, str) else k: escape_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escape_json(v) for v in value]
+    return value
+
+
+def unescape_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return unescape_text(value)
+    if isinstance(value, dict):
+        return {unescape_text(k) if isinstance(k, str) else k: unescape_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unescape_json(v) for v in value]
+    return value
+
+
+def has_unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character a store refuses (NUL or a lone surrogate)."""
+    return _REFUSED.search(text) is not None

@@ -1,0 +1,44 @@
+"""The JSON responses of the API, valid UTF-8 whatever string the ledger holds.
+
+A tool or a model may produce a lone surrogate, which the ledger keeps exactly (``ledger/escape.py``)
+but which UTF-8 cannot encode: FastAPI's own JSON rendering then fails with a 500 on every read of
+that session. JSON can carry it as its ``\\uXXXX`` escape, which is what this response writes, so a
+client's JSON parser gets the original string back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pydantic_core
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+class LedgerJSONResponse(JSONResponse):
+    """``JSONResponse`` whose lone surrogates are written as JSON escapes (only inside strings)."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"), default=pydantic_core.to_jsonable_python)
+        return _SURROGATE.sub(_escape, text).encode("utf-8")
+
+
+def respond(model: BaseModel, status_code: int = 200) -> LedgerJSONResponse:
+    """A response body that carries ledger data (tool results, arguments, the transcript) exactly.
+
+    pydantic's JSON mode cannot encode a lone surrogate in an object key (a tool may return one), so
+    such a body is dumped in Python mode and rendered here instead of failing the request.
+    """
+    try:
+        content = model.model_dump(mode="json")
+    except (UnicodeEncodeError, ValueError):
+        content = model.model_dump(mode="python")
+    return LedgerJSONResponse(content, status_code=status_code)

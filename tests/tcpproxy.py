@@ -1,0 +1,148 @@
+"""A TCP proxy between a runtime and the shared Postgres, that a test can cut and restore.
+
+The shared server must never be stopped, so an outage is played here: ``cut()`` resets every
+connection through the proxy and refuses new ones (each accepted socket is reset at once, which a
+client sees as "server closed the connection unexpectedly"), ``restore()`` forwards again. Threads,
+no asyncio: it runs beside whatever the test process does.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.engine import make_url
+
+
+def _reset(sock: socket.socket) -> None:
+    """Drop a connection as a crashed server would: the peer's next read fails at once.
+
+    ``shutdown`` first: a bare ``close`` from this thread would neither wake the pump thread blocked
+    in ``recv`` on it nor end the connection (the kernel keeps it while a syscall holds the socket).
+    SO_LINGER 0 turns the final close into a reset.
+    """
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+class TcpProxy:
+    """Listens on 127.0.0.1 at a random port and forwards each connection to ``target``."""
+
+    def __init__(self, target_host: str = "127.0.0.1", target_port: int = 5432) -> None:
+        self.target = (target_host, target_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._cut = False
+        self._closed = False
+        self.accepted = 0
+        self.refused = 0
+        self.dropped = 0
+        threading.Thread(target=self._accept_loop, name="tcpproxy-accept", daemon=True).start()
+
+    @classmethod
+    def for_url(cls, url: str) -> TcpProxy:
+        u = make_url(url)
+        return cls(u.host or "127.0.0.1", u.port or 5432)
+
+    def url(self, url: str) -> str:
+        """``url`` (a Postgres URL) pointed at this proxy instead of the server."""
+        return make_url(url).set(host="127.0.0.1", port=self.port).render_as_string(hide_password=False)
+
+    @property
+    def is_cut(self) -> bool:
+        return self._cut
+
+    def cut(self) -> None:
+        """The database goes away: every open connection is reset, new ones are refused."""
+        with self._lock:
+            self._cut = True
+            doomed, self._open = self._open, set()
+            self.dropped += len(doomed) // 2
+        for s in doomed:
+            _reset(s)
+
+    def restore(self) -> None:
+        with self._lock:
+            self._cut = False
+
+    @contextmanager
+    def outage(self, seconds: float) -> Iterator[None]:
+        self.cut()
+        try:
+            time.sleep(seconds)
+            yield
+        finally:
+            self.restore()
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._cut:
+                self.refused += 1
+                _reset(client)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                _reset(client)
+                continue
+            with self._lock:
+                if self._cut:
+                    _reset(client)
+                    _reset(upstream)
+                    continue
+                self._open.update((client, upstream))
+                self.accepted += 1
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), name="tcpproxy-pump", daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._open.discard(src)
+                self._open.discard(dst)
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                try:
+                    s.close()
+                except OSError:
+                    pass
