@@ -152,10 +152,10 @@ def test_operating_a_session_from_the_shell(helix: Any) -> None:
 
     code, out, rows = helix("sessions", "--json")
     assert code == 0 and sid in {r["session_id"] for r in rows}
-    code, out, rows = helix("calls", "--status", "pending", "--tool", "book_venue", "--json")
+    code, out, rows = helix("calls", "--status", "pending", "--tool", "book_table", "--json")
     assert [r["dispatch_id"] for r in rows] == [approval]
     code, out, _ = helix("calls", "--status", "pending")
-    assert code == 0 and "book_venue" in out
+    assert code == 0 and "book_table" in out
     code, out, err = helix("calls", "--status", "bogus", "--json")
     assert code == 1 and err["code"] == "validation_error"
 
@@ -178,7 +178,7 @@ def test_operating_a_session_from_the_shell(helix: Any) -> None:
 
     code, out, _ = helix("show", sid)
     assert code == 0
-    for expected in ("approved by alice", "awaits approval", "awaits the client", "book_venue", "completed", "runs", "timeline"):
+    for expected in ("approved by alice", "awaits approval", "awaits the client", "book_table", "completed", "runs", "timeline"):
         assert expected in out, out
     code, out, view = helix("show", sid, "--json")
     assert view["session"]["status"] == "completed" and [e["seq"] for e in view["events"]] == list(range(1, len(view["events"]) + 1))
