@@ -105,6 +105,27 @@ class Kit:
         return Counter(line["step"] for line in self.lines("model"))
 
 
+def query(db_url: str, sql: str, **params: Any) -> list[dict[str, Any]]:
+    """Plain SQL against the test's database, as an auditor would run it."""
+    import sqlalchemy as sa
+
+    from helix_dbos.ledger.engine import create_sync_engine
+
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
+    finally:
+        engine.dispose()
+
+
+def helix_table(db_url: str, table: str) -> str:
+    """A ledger table's name in plain SQL: schema ``helix`` on Postgres, unqualified on SQLite."""
+    from helix_dbos.ledger.engine import is_sqlite
+
+    return table if is_sqlite(db_url) else f"helix.{table}"
+
+
 def calls_by_tool(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["tool"]: c for c in result["calls"] if c["step"] == 0}
 

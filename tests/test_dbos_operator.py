@@ -16,10 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
-from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
-from tests.crashkit import Kit, transcript_problems
+from helix_dbos.ledger.engine import is_sqlite
+from tests.crashkit import Kit, helix_table, query, transcript_problems
 
 DBOS_CLI = str(Path(sys.executable).parent / "dbos")
 
@@ -31,17 +29,7 @@ def dbos_cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def query(db_url: str, sql: str, **params: Any) -> list[dict[str, Any]]:
-    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
-    finally:
-        engine.dispose()
-
-
-def helix(db_url: str, table: str) -> str:
-    return table if is_sqlite(db_url) else f"helix.{table}"
+helix = helix_table
 
 
 def dbos_table(db_url: str) -> str:

@@ -54,6 +54,25 @@ def _dump(db_url: str) -> dict[str, list[tuple[str, ...]]]:
 # --- what models and tools produce: stored exactly ---------------------------------------------------
 
 
+def test_the_escape_is_reversible_and_leaves_plain_text_alone() -> None:
+    import random
+
+    from helix_dbos.ledger.escape import escape_json, escape_text, unescape_json, unescape_text
+
+    pool = ["\x00", "\ud800", "\udbff", "\udc00", "\udfff", "\u241b", "0", "d", "f", "a", " ", "é", "\u241b0000", "\u241bd800"]
+    rng = random.Random(7)
+    samples = ["", "plain text", "é ✓ 你好", *("".join(rng.choice(pool) for _ in range(rng.randint(1, 12))) for _ in range(2000))]
+    for text in samples:
+        stored = escape_text(text)
+        assert unescape_text(stored) == text, repr(text)
+        assert "\x00" not in stored and not any("\ud800" <= c <= "\udfff" for c in stored), repr(stored)
+        stored.encode("utf-8")  # both databases can hold it
+    for plain in ("plain text", "é ✓ 你好", "\\u0000 is six characters"):
+        assert escape_text(plain) == plain
+    tree = {"k\x00": ["\ud800", {"\u241b": None, "n": 1.5}], "ok": True}
+    assert unescape_json(escape_json(tree)) == tree
+
+
 def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_runtime: Any, db_url: str) -> None:
     requests: list[list[ModelMessage]] = []
 

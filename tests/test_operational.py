@@ -4,6 +4,7 @@ WAL mode, provider errors retried inside the model step, and what DBOS itself re
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,3 +95,16 @@ def test_pinned_version_wal_and_json_step_outputs(make_runtime: Any, db_url: str
     names = [s[0] for s in steps]
     assert names[:3] == ["helix.prepare", "helix.model", "helix.append"] and "helix.body.echo" in names and names[-1] == "helix.commit"
     assert {s[1] for s in steps} == {"portable_json"}  # step outputs are JSON, readable in SQL
+
+
+def test_concurrent_first_launches_on_one_sqlite_file_migrate_once(tmp_path: Path) -> None:
+    """Workers started together on a fresh SQLite file (a rolling deploy's first boot) all migrate
+    the ledger without 'table ... already exists': the migration is serialized by a file lock."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'fresh.sqlite'}"
+    code = "import sys; from helix_dbos.ledger.migrate import upgrade; upgrade(sys.argv[1])"
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
+    assert all(code == 0 for code, _ in results), [err[-1500:] for _, err in results]

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from helix_dbos.ledger import store
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import upgrade
+from helix_dbos.runtime.executor_lock import LOCK_LOST_EXIT_CODE
 from tests.crashkit import Kit, calls_by_tool
 
 
@@ -66,10 +67,12 @@ def test_a_late_body_after_recovery_paired_it_is_refused(ledger: sa.Engine) -> N
 def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: str, tmp_path: Path) -> None:
     """Postgres only (a SQLite file lock cannot be cut off from a live process; the ledger-level
     tests above prove the fence on both): the server drops a frozen process's connections (its
-    executor lock with them), another executor takes the run over, then the frozen body wakes up."""
+    executor lock with them), another executor takes the run over, then the frozen body wakes up.
+    Awake, the process finds its executor id taken: its lock watchdog exits it loudly (status 75),
+    or, if the late body's write gets in first, the ledger refuses it; either way it never lands."""
     db_url = pg_url
     k = Kit(db_url, tmp_path, scenario="slow")
-    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "4"})
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "4", "HELIX_DBOS_TAKEOVER_AFTER": "2"})
     deadline = time.monotonic() + 30
     while not k.lines("bodies"):
         assert time.monotonic() < deadline and proc.poll() is None, "the slow body never started"
@@ -81,6 +84,8 @@ def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: s
         with admin.begin() as conn:
             conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d"), {"d": name})
         admin.dispose()
+        # another executor may act for it only once its lease (2 s here) plus the margin has lapsed
+        time.sleep(2 + 1.5 + 1)
         out = k.entry("continue", executor=f"{k.executor}-b", extra_env={"SCENARIO_DELAY": "0.2"})
         assert out.code == 0 and out.result is not None, out.stderr[-3000:]
         call = calls_by_tool(out.result)["slow_safe"]
@@ -94,10 +99,14 @@ def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: s
             with engine.connect() as conn:
                 attempts = store.attempts_of(conn, [call["dispatch_id"]])[call["dispatch_id"]]
                 row = store.get_call(conn, call["dispatch_id"])
-            if attempts[0]["outcome"] == "refused" or time.monotonic() > deadline:
+            if attempts[0]["outcome"] == "refused" or proc.poll() is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert [a["outcome"] for a in attempts] == ["refused", "ok"]
+        if proc.poll() is not None and attempts[0]["outcome"] is None:  # the lock watchdog was first
+            assert proc.returncode == LOCK_LOST_EXIT_CODE
+            assert [a["outcome"] for a in attempts] == [None, "ok"]
+        else:
+            assert [a["outcome"] for a in attempts] == ["refused", "ok"]
         assert row is not None and row["result"]["attempt"] == 2  # the late body's result never landed
         assert k.bodies()["slow_safe"] == 2  # both bodies ran: a safe tool's promise is that this is harmless
     finally:

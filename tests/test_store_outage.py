@@ -122,6 +122,8 @@ def test_an_outage_past_the_window_fails_typed_and_retry_recovers(pg_url: str, p
 
 def _seed(conn: sa.Connection, tool: str) -> None:
     store.insert_session(conn, "s1", "gatekeeper")
+    session = store.get_session(conn, "s1")
+    assert session is not None and store.claim_session(conn, session, "r1")  # r1 is the current run (the fence)
     store.insert_run(conn, run_id="r1", session_id="s1", seq=1, agent_name="gatekeeper", entry="start", max_steps=5)
     store.insert_calls(conn, [dict(dispatch_id="d1", session_id="s1", run_id="r1", checkpoint_id="cp1", step=0, position=0,
                                    tool_call_id="c1", tool_name=tool, kind="tool", args={}, replay="unsafe", status="saved")])
@@ -260,7 +262,7 @@ def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: 
 def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
     """The outage ended the session holding the executor id's advisory lock, and the server dropped
     the lock with it; the live process takes it again, so a second process on its id is still refused."""
-    from helix_dbos.runtime.executor_lock import KEEP_INTERVAL
+    from helix_dbos.runtime.executor_lock import CHECK_INTERVAL
 
     k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "12", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
@@ -271,7 +273,7 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     with proxy.outage(2):
         pass
     assert proxy.dropped > 0
-    time.sleep(2 * KEEP_INTERVAL + 1)  # the keeper notices, then re-takes the lock on its next tick
+    time.sleep(2 * CHECK_INTERVAL + 1)  # the watchdog notices, then re-takes the lock on its next tick
     twin = Kit(pg_url, tmp_path / "twin", scenario="slow", executor=k.executor)
     out = twin.run("start", timeout=60)
     assert out.code != 0 and "ExecutorIdInUseError" in out.stderr, (out.code, out.stderr[-2000:])

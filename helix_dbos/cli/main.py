@@ -164,6 +164,29 @@ def sessions(
 
 @app.command()
 @typed_errors
+def executors(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Executors with their lease (live, lapsed, released, taken_over), pending runs and takeovers."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..runtime.leases import list_executors
+
+    with ledger(db) as conn:
+        rows = list_executors(conn)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("executor", "host", "pid", "status", "renewed", "lease s", "pending runs", "taken over by", "took over")
+    for r in rows:
+        table.add_row(
+            escape(str(r["executor_id"])), escape(str(r["host"] or "")), str(r["pid"] or ""), str(r["status"]), str(r["renewed_at"]),
+            f"{r['lease_seconds']:g}", str(r["pending_runs"]), escape(str(r["taken_over_by"] or "")), escape(", ".join(r["took_over"])),
+        )
+    console.print(table)
+
+
+@app.command()
+@typed_errors
 def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """A session as a readable timeline: every ledger event, its runs and its calls."""
     from ..service.views import session_out

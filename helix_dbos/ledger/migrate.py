@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -25,5 +29,51 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
+def _at_head(cfg: Config, url: str) -> bool:
+    """Whether a Postgres ledger is already at head: then a launch takes no migration lock at all, so
+    a role that squats that (computable) advisory lock, the read-only audit role say, cannot hang it."""
+    import sqlalchemy as sa
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from .engine import create_sync_engine, is_sqlite
+    from .tables import SCHEMA
+
+    if is_sqlite(url):
+        return False  # SQLite's migrations serialize on its single writer, not on a lock others can take
+    heads = set(ScriptDirectory.from_config(cfg).get_heads())
+    engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            opts = {"version_table": "alembic_version", "version_table_schema": SCHEMA}
+            return set(MigrationContext.configure(conn, opts=opts).get_current_heads()) == heads
+    finally:
+        engine.dispose()
+
+
 def upgrade(url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(url), revision)
+    cfg = alembic_config(url)
+    if revision == "head" and _at_head(cfg, url):
+        return
+    with _sqlite_migration_lock(url):
+        command.upgrade(cfg, revision)
+
+
+@contextmanager
+def _sqlite_migration_lock(url: str) -> Iterator[None]:
+    """Serialize concurrent first launches on one SQLite file. Its single writer does not: Python's
+    sqlite3 opens no transaction for the version read or for DDL, so two launchers both found no
+    tables and the second failed with "table ... already exists". A file lock beside the database
+    does (Postgres migrations serialize on an advisory lock in migrations/env.py)."""
+    from .engine import is_sqlite, sqlite_path
+
+    path = sqlite_path(url) if is_sqlite(url) else None
+    if not path:
+        yield
+        return
+    fd = os.open(f"{path}.migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -325,6 +325,9 @@ def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str 
     ts = now()
     if call.get("transactional") and not transactional:
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(transactional=False))
+    # An earlier attempt still open lost its process (recovery is starting this one): close it, so
+    # no attempt stays open; a late write of it is refused all the same (the call moved on).
+    close_open_attempts(conn, call["dispatch_id"])
     conn.execute(
         t.attempts.insert().values(
             dispatch_id=call["dispatch_id"], attempt=attempt, run_id=run_id, executor_id=executor_id, started_at=ts

@@ -216,3 +216,33 @@ sa.Index("ix_calls_session", calls.c.session_id)
 sa.Index("ix_calls_status", calls.c.status)
 sa.Index("ix_calls_run", calls.c.run_id)
 sa.Index("ix_usage_session", usage.c.session_id)
+
+#: One row per executor id: its lease (renewed while its process holds the executor lock) and the
+#: last takeover of its runs (migration 0006). Times are epoch seconds from the database's clock.
+executors = sa.Table(
+    "executors",
+    metadata,
+    sa.Column("executor_id", sa.String(200), primary_key=True),
+    sa.Column("host", sa.String(255)),
+    sa.Column("pid", sa.Integer),
+    sa.Column("generation", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("lease_seconds", sa.Float, nullable=False),
+    sa.Column("started_epoch", sa.Float, nullable=False),
+    sa.Column("renewed_epoch", sa.Float, nullable=False),
+    sa.Column("released_epoch", sa.Float),
+    sa.Column("taken_over_by", sa.String(200)),
+    sa.Column("taken_over_epoch", sa.Float),
+    sa.Column("taken_runs", sa.Integer),
+)
+
+#: Every takeover, once per (executor id, generation): the database decides the one taker.
+executor_takeovers = sa.Table(
+    "executor_takeovers",
+    metadata,
+    sa.Column("executor_id", sa.String(200), primary_key=True),
+    sa.Column("generation", sa.Integer, primary_key=True),
+    sa.Column("taken_by", sa.String(200), nullable=False),
+    sa.Column("taken_epoch", sa.Float, nullable=False),
+    sa.Column("why", sa.String(16), nullable=False),
+    sa.Column("workflow_ids", sa.JSON),
+)

@@ -24,15 +24,22 @@ import sqlalchemy as sa
 
 from ..definitions import Agent, CheckContext, ToolContext
 from ..ledger import store
-from . import commits, fence, reconcile, transactional, transcript
+from . import commits, executor_lock, fence, reconcile, transactional, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
 from .state import env
 
 
+async def _hold_executor_lock() -> None:
+    """Wait while the watchdog re-acquires a lost executor lock (it exits the process if it cannot)."""
+    if not executor_lock.held():
+        await asyncio.to_thread(executor_lock.wait_held)
+
+
 async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     e = env()
+    await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
     gate = await plain_tx(gate_once, run_id, dispatch_id, uuid.uuid4().hex)
     while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
         await _reconcile(run_id, dispatch_id, gate)
@@ -52,6 +59,7 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     )
     crash_point("before_body", name)
     fail_point("before_body", name)
+    await _hold_executor_lock()  # nor does it start the body
     tool = agent.tool(name)
     if gate.get("transactional") and tool is not None and tool.transactional:
         out = await asyncio.to_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx)
@@ -127,4 +135,5 @@ async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> Non
                            args=gate["args"], attempts=gate["attempts"], run_id=run_id)
         verdict = await reconcile.ask(tool, ctx)
     crash_point("after_check", gate["tool_name"])
+    await _hold_executor_lock()  # a process that lost its executor id records no verdict either
     await plain_tx(commits.record_check, run_id, dispatch_id, gate["attempts"], verdict)

@@ -138,6 +138,16 @@ def dbos_status(conn: sa.Connection, workflow_id: str) -> str | None:
     return None if value is None else str(value)
 
 
+def pending_workflows(conn: sa.Connection, executor_id: str) -> int:
+    """How many PENDING workflows DBOS holds for ``executor_id`` (what a takeover would recover).
+
+    Plain SQL on DBOS's table, for the same reason as ``dbos_status``; checked against dbos 3.4.
+    """
+    table = "workflow_status" if is_sqlite(str(conn.engine.url)) else "dbos.workflow_status"
+    sql = f"SELECT COUNT(*) FROM {table} WHERE executor_id = :e AND status = 'PENDING'"
+    return int(conn.execute(sa.text(sql), {"e": executor_id}).scalar() or 0)
+
+
 def poll_interval() -> float:
     """How often a waiting parent re-reads the ledger: SQLite polls anyway, Postgres round trips are cheap."""
     return 0.05 if env().settings.sqlite else 0.1

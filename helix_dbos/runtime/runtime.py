@@ -33,6 +33,7 @@ from .config import (
     resolve_database_url,
     resolve_store_retry_window,
 )
+from . import executor_lock, leases
 from .executor_lock import ExecutorLock
 from .results import RunResult, SessionView
 
@@ -144,6 +145,8 @@ class Runtime:
         auto_continue: bool = True,
         serve_queue: bool = True,
         store_retry_window: float | None = None,
+        takeover_after: float | None = None,
+        takeover: bool = True,
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
@@ -161,11 +164,20 @@ class Runtime:
         # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
         # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
         self.store_retry_window = resolve_store_retry_window(store_retry_window)
+        # Seconds this process may go without confirming its executor lock before it exits (and
+        # another may act for its id); None: HELIX_DBOS_TAKEOVER_AFTER, default 30.
+        if takeover_after is not None and not (0.5 <= float(takeover_after) <= 86400):
+            raise ConfigurationError(f"takeover_after must be from 0.5 to 86400 seconds, not {takeover_after!r}")
+        self.takeover_after = takeover_after
         self.settings: Settings | None = None
         self._engine: sa.Engine | None = None
         self._lock: ExecutorLock | None = None
         self._owns_dbos = False
         self._datasource: Any = None
+        # Watch for gone executors and take over their pending runs (False: only this executor's own).
+        self.takeover = takeover
+        self._takeover: leases.Takeover | None = None
+        self._lease_generation: int | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -186,12 +198,13 @@ class Runtime:
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
-        self._lock = ExecutorLock(url)
+        self._lock = ExecutorLock(url, lease=self.takeover_after)
         wanted = requested_executor_id(self._executor_id)
         if existing is not None:
             wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
         executor_id = self._lock.acquire(wanted)
-        self._lock.keep()
+        self._lock.watch()  # a lost lock is re-acquired before any more bodies run, or the process exits
+        executor_lock.install(self._lock)
         self.settings = Settings(
             url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
         )
@@ -219,7 +232,49 @@ class Runtime:
             DBOS.launch()
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
         self._settle_cancelled_runs()
+        self._start_lease(executor_id)
         return self
+
+    def _start_lease(self, executor_id: str) -> None:
+        """Register this executor's lease (renewed by the lock's watchdog) and start watching for
+        gone executors whose pending runs this process should take over (docs/operations.md)."""
+        assert self._lock is not None
+        lease = self._lock.lease
+        with self.engine.begin() as conn:
+            generation = self._lease_generation = leases.register(conn, executor_id, lease)
+
+        def renew() -> bool | None:
+            with self.engine.begin() as conn:
+                return leases.renew(conn, executor_id, generation)
+
+        self._lock.set_renewer(renew, leases.renew_interval(lease))
+        if self.takeover:
+            self._takeover = leases.Takeover(
+                self.engine,
+                executor_id,
+                poll=max(0.25, min(5.0, lease / 4)),
+                probe_free=self._executor_free,
+                has_pending=self._has_pending,
+                recover=self._recover_workflows,
+            )
+            self._takeover.start()
+
+    def _executor_free(self, executor_id: str) -> bool:
+        probe = ExecutorLock(self.settings.database_url if self.settings else "")
+        try:
+            probe.acquire(executor_id, wait=False)
+            return True
+        except ExecutorIdInUseError:
+            return False
+        finally:
+            probe.release()
+
+    def _has_pending(self, executor_id: str) -> bool:
+        with self.engine.connect() as conn:
+            return durable.pending_workflows(conn, executor_id) > 0
+
+    def _recover_workflows(self, executor_id: str) -> list[str]:
+        return [h.get_workflow_id() for h in DBOS._recover_pending_workflows([executor_id])]
 
     def _settle_cancelled_runs(self) -> None:
         """Runs of this executor that an operator cancelled with DBOS's tools while no process of
@@ -250,14 +305,25 @@ class Runtime:
         the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
         rather than ``ERROR`` (see ``durable.ProcessStopping``).
         """
+        if self._takeover is not None:
+            self._takeover.stop()
+            self._takeover = None
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
             self._owns_dbos = False
         state.install(None)
+        if self._engine is not None and self._lease_generation is not None and self.settings is not None:
+            try:
+                with self._engine.begin() as conn:
+                    leases.release(conn, self.settings.executor_id, self._lease_generation)
+            except Exception:  # the database is gone: the lease lapses instead
+                log.warning("could not release executor %s's lease", self.settings.executor_id, exc_info=True)
+            self._lease_generation = None
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
         if self._lock is not None:
+            executor_lock.install(None)
             self._lock.release()
             self._lock = None
 
@@ -312,9 +378,9 @@ class Runtime:
             return None
         probe = ExecutorLock(self.settings.database_url if self.settings else "")
         try:
-            probe.acquire(owner)
+            probe.acquire(owner, wait=False)
         except ExecutorIdInUseError:
-            return None  # its executor is alive and will finish it
+            return None  # its executor is alive (or may be, until its lease lapses) and will finish it
         finally:
             probe.release()
         DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
@@ -424,10 +490,18 @@ class Runtime:
         """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
         probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self.database_url))
         try:
-            probe.acquire(executor_id)
+            probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
+            # Held while the runs are handed over, so that executor cannot relaunch and recover them too.
+            with self.engine.begin() as conn:
+                row = conn.execute(sa.select(t.executors.c.generation).where(t.executors.c.executor_id == executor_id)).first()
+                claimed = row is not None and leases.claim(conn, executor_id, int(row.generation), self.executor_id, "operator")
+            handles = DBOS._recover_pending_workflows([executor_id])
+            if claimed:
+                assert row is not None
+                with self.engine.begin() as conn:
+                    leases.record_taken(conn, executor_id, int(row.generation), [h.get_workflow_id() for h in handles])
         finally:
             probe.release()
-        handles = DBOS._recover_pending_workflows([executor_id])
         return [h.get_workflow_id() for h in handles]
 
     start_async = _async_twin(start)

@@ -19,7 +19,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
 

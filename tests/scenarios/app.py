@@ -40,11 +40,12 @@ def effect(kind: str, **data: Any) -> None:
 
 def _body(name: str, delay: float = 0.0) -> Any:
     async def run(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
-        effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+        effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key, pid=os.getpid(), t=time.time())
         if delay:
             import asyncio
 
             await asyncio.sleep(delay)
+            effect("body_ends", tool=name, attempt=ctx.attempt, pid=os.getpid(), t=time.time())
         return {"tool": name, "key": key, "dispatch_id": ctx.dispatch_id, "attempt": ctx.attempt}
 
     run.__name__ = name
@@ -185,6 +186,16 @@ def model_function(scenario: str) -> Any:
 def build_runtime(args: argparse.Namespace) -> hx.Runtime:
     agent = hx.Agent("crashy", FunctionModel(model_function(args.scenario)), tools=build_tools(args.variant))
     return hx.Runtime([agent], database_url=args.db, executor_id=args.executor, recovery=args.recovery)
+
+
+def cli_runtime() -> hx.Runtime:
+    """``HELIX_DBOS_APP=tests.scenarios.app:cli_runtime``: the scenario's agent for ``helix-dbos`` commands
+    (``SCENARIO``, ``SCENARIO_EFFECTS``), so an operator command can take over this app's runs."""
+    global EFFECTS
+    EFFECTS = Path(os.environ["SCENARIO_EFFECTS"])
+    scenario = os.environ.get("SCENARIO", "mixed")
+    agent = hx.Agent("crashy", FunctionModel(model_function(scenario)), tools=build_tools("v1"))
+    return hx.Runtime([agent])
 
 
 def report(rt: hx.Runtime, result: hx.RunResult) -> dict[str, Any]:

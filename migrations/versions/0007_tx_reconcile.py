@@ -9,8 +9,8 @@ the views never drift apart), plus the new columns.
 Plain ``ADD COLUMN`` on both databases (no table rebuild), so SQLite's views need no special care
 beyond the one being replaced.
 
-Revision ID: 0005_tx_reconcile
-Revises: 0004
+Revision ID: 0007_tx_reconcile
+Revises: 0006
 Create Date: 2026-12-03 13:00:00.000000
 """
 
@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-revision: str = "0005_tx_reconcile"
-down_revision: str | None = "0004"
+revision: str = "0007_tx_reconcile"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -46,7 +46,7 @@ def _call_audit(postgres: bool, extended: bool) -> str:
     views = _migration("0002_audit_views.py", "helix_migration_0002")
     tokens = _migration("0004_attempt_tokens.py", "helix_migration_0004")
     body = views.view_sql("helix." if postgres else "", views._millis_pg if postgres else views._millis_sqlite)["call_audit"]
-    assert tokens._OLD_LOST in body and body.count(_ANCHOR) == 1, "call_audit changed shape; update 0005's rewrite"
+    assert tokens._OLD_LOST in body and body.count(_ANCHOR) == 1, "call_audit changed shape; update 0007's rewrite"
     body = body.replace(tokens._OLD_LOST, tokens._NEW_LOST)
     return body.replace(_ANCHOR, _ADDED) if extended else body
 
