@@ -8,6 +8,9 @@ other call is answered ``outcome_unknown``, so the model decides what to do with
 
 from .definitions import (
     Agent,
+    Applied,
+    CheckContext,
+    NotApplied,
     SubAgent,
     Tool,
     ToolContext,
@@ -27,8 +30,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AnswerReceipt",
+    "Applied",
     "CallView",
+    "CheckContext",
     "HelixError",
+    "NotApplied",
     "PendingCall",
     "PydanticAgent",
     "RunHandle",

@@ -6,6 +6,8 @@ The ledger is populated the way production fills it: a worker process really cra
 
 from __future__ import annotations
 
+import json
+
 import os
 import re
 import subprocess
@@ -52,6 +54,7 @@ def crash_and_wake(db_url: str, workdir: Path) -> str:
     session, executor = uuid.uuid4().hex, f"audit-{uuid.uuid4().hex[:6]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
     env["HELIX_DBOS_DEMO_EFFECTS"] = str(workdir / "effects.jsonl")
+    env["HELIX_DBOS_DEMO_PAYMENTS"] = str(workdir / "payments.jsonl")  # the provider outlives the worker
     args = [sys.executable, "-m", "helix_dbos.cli", "_demo-worker", "--db", db_url, "--executor", executor, "--session", session]
     crashed = subprocess.run([*args[:4], "start", *args[4:]], cwd=ROOT, env={**env, "HELIX_DBOS_CRASH_AT": "after_body:send_email"}, check=False, capture_output=True, text=True, timeout=120)
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
@@ -121,10 +124,10 @@ def test_every_documented_query_runs_and_the_views_hold_the_facts(db_url: str, p
 
     transcript = answer("AS part_kind")
     kinds = [r["part_kind"] for r in transcript]
-    assert kinds[0] == "user-prompt" and kinds.count("tool-call") == 4 and kinds.count("tool-return") == 4
+    assert kinds[0] == "user-prompt" and kinds.count("tool-call") == 6 and kinds.count("tool-return") == 6
     told = next(r for r in transcript if r["part_kind"] == "tool-return" and r["tool_name"] == "send_email")
     assert "outcome_unknown" in str(told["content"])
-    assert [r["status"] for r in answer("approval_actor, result")] == ["ok", "outcome_unknown", "ok", "ok"]
+    assert [r["status"] for r in answer("approval_actor, result")] == ["ok", "outcome_unknown", "ok", "ok", "ok", "ok"]
     [dbos_run] = answer("dbos.workflow_status" if dialect == "postgres" else "LEFT JOIN workflow_status")
     assert dbos_run["status"] == "completed" and dbos_run["workflow_status"] == "SUCCESS"
     timeline = answer("FROM helix.events" if dialect == "postgres" else "FROM events")
@@ -133,8 +136,13 @@ def test_every_documented_query_runs_and_the_views_hold_the_facts(db_url: str, p
     # the views' own columns, beyond what the documented queries pick
     prefix = "" if is_sqlite(db_url) else "helix."
     calls = run(db_url, f"SELECT * FROM {prefix}call_audit WHERE session_id = :s ORDER BY step, position", {"s": populated["crashed"]})
-    assert [c["tool_name"] for c in calls] == ["set_preference", "send_email", "reserve_seat", "reserve_seat"]
-    assert [c["policy"] for c in calls] == ["safe", "unsafe", "safe", "safe"]
+    assert [c["tool_name"] for c in calls] == ["set_preference", "send_email", "reserve_seat", "reserve_seat", "book_venue", "pay_deposit"]
+    assert [c["policy"] for c in calls] == ["safe", "unsafe", "safe", "safe", "unsafe", "unsafe"]
+    # what proved the outcome of the two calls that never leave doubt
+    assert [c["decided_by"] for c in calls] == [None, None, None, None, "database", "check"]
+    assert [bool(c["transactional"]) for c in calls] == [False] * 4 + [True, False]
+    outcome = calls[5]["check_outcome"]
+    assert (json.loads(outcome) if isinstance(outcome, str) else outcome)["verdict"] == "applied"  # JSON text on SQLite
     assert calls[2]["concurrency_group"] == "venue" and calls[1]["dispatch_id"] and calls[1]["run_entry"] == "start"
     assert all(c["model_name"] == "scripted-errands" and c["step_total_tokens"] > 0 for c in calls)
     assert all(c["duration_ms"] is None or c["duration_ms"] >= 0 for c in calls)

@@ -114,9 +114,33 @@ def test_demo_shows_the_recovery_end_to_end(tmp_path: Path) -> None:
     calls = view["session"]["calls"]
     email = next(c for c in calls if c["tool_name"] == "send_email")
     assert email["status"] == "outcome_unknown" and len(email["attempts"]) == 1
-    assert sorted(len(c["attempts"]) for c in calls if c["tool_name"] != "send_email") == [1, 1, 2]
-    bodies = [json.loads(line) for line in (Path(url.removeprefix("sqlite:///")).parent / "effects.jsonl").read_text().splitlines()]
+    by_tool = {c["tool_name"]: c for c in calls if c["tool_name"] != "reserve_seat"}
+    assert sorted(len(c["attempts"]) for c in calls if c["tool_name"] == "reserve_seat") == [1, 2]
+    assert len(by_tool["set_preference"]["attempts"]) == 1
+    workdir = Path(url.removeprefix("sqlite:///")).parent
+    bodies = [json.loads(line) for line in (workdir / "effects.jsonl").read_text().splitlines()]
     assert [b["tool"] for b in bodies].count("send_email") == 1
+    # the transactional booking, interrupted mid-transaction, left no row: the database decided, it ran again once
+    booking = by_tool["book_venue"]
+    assert booking["status"] == "ok" and len(booking["attempts"]) == 2 and [b["tool"] for b in bodies].count("book_venue") == 2
+    import sqlite3
+
+    with sqlite3.connect(workdir / "helix_demo.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM demo_bookings WHERE dispatch_id = ?", (booking["dispatch_id"],)).fetchone() == (1,)
+    # the deposit was charged before the kill: the provider said so, it was answered ok with the receipt, never charged twice
+    deposit = by_tool["pay_deposit"]
+    charges = [json.loads(line) for line in (workdir / "payments.jsonl").read_text().splitlines()]
+    assert len(charges) == 1 and deposit["status"] == "ok" and deposit["result"] == charges[0]["receipt"]
+    assert [b["tool"] for b in bodies].count("pay_deposit") == 1
+    for expected in (
+        "[decided by the database]",
+        "pay_deposit",
+        "asked the outside system about attempt 1: it took effect",
+        "Decided by the database: book_venue",
+        "Decided by asking the outside system: pay_deposit",
+        "The model must decide: send_email",
+    ):
+        assert expected in out, f"missing {expected!r} in:\n{out}"
 
 
 def test_operating_a_session_from_the_shell(helix: Any) -> None:

@@ -1,9 +1,12 @@
-"""One scenario mixing safe, unsafe, grouped and sequential calls, crashed at every fault point in turn.
+"""One scenario mixing safe, unsafe, grouped, sequential, transactional and reconciled calls, crashed
+at every fault point in turn.
 
 Invariants after the relaunch: unsafe bodies <= 1, safe bodies <= 3, every call answered exactly
-once, a transcript a provider accepts, and the saved step never sent to the model again. The soak
-(``pytest -m soak``) does the same with random points and random SIGKILLs, SIGINTs and SIGTERMs, and on
-Postgres random connection cuts (``tests/tcpproxy.py``) that the run must ride out with every body run exactly once.
+once, a transcript a provider accepts, and the saved step never sent to the model again; the
+transactional call's row in its own table exactly once and answered ok, the reconciled call's
+outside effect exactly once and answered ok with it. The soak (``pytest -m soak``) does the same
+with random points and random SIGKILLs, SIGINTs and SIGTERMs, and on Postgres random connection cuts
+(``tests/tcpproxy.py``) that the run must ride out with every body run exactly once.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.faults import CRASH_POINTS
 from tests.crashkit import Kit, transcript_problems
 from tests.tcpproxy import TcpProxy
+from tests.test_txtools import tx_rows
 
-UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe"}
+UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe", "rec_charge"}
 
 
 def check_invariants(k: Kit, result: dict) -> None:
@@ -38,18 +42,23 @@ def check_invariants(k: Kit, result: dict) -> None:
     assert transcript_problems(k.db_url, k.session) == []
     steps = k.model_steps()
     assert steps[0] == 1, steps  # the saved reply was never asked for again
+    for c in step0:
+        if c["tool"] == "tx_book":  # decided by the database: its effect is exactly once, and ok
+            assert c["status"] == "ok" and tx_rows(k, c["dispatch_id"]) == 1, c
+        if c["tool"] == "rec_charge":  # decided by asking the outside system: exactly once, and ok
+            assert c["status"] == "ok" and len([x for x in k.lines("charges") if x["dispatch_id"] == c["dispatch_id"]]) == 1, c
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
-    k = Kit(db_url, tmp_path, scenario="mixed")
+    k = Kit(db_url, tmp_path, scenario="full")
     k.crash(point)
     result = k.wake().result
     assert result is not None
     check_invariants(k, result)
     if point in ("after_model", "after_append", "before_step_commit", "after_step_commit"):
         # crashed before or after every body: each body ran exactly once, nothing is in doubt
-        assert set(k.bodies().values()) == {1} and len(k.bodies()) == 6
+        assert set(k.bodies().values()) == {1} and len(k.bodies()) == 8
         assert all(c["status"] == "ok" for c in result["calls"])
 
 
@@ -60,7 +69,7 @@ def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
     outcomes = []
     proxy = None if is_sqlite(db_url) else TcpProxy.for_url(db_url)
     for i in range(rounds):
-        k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe"]))
+        k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe", "tx", "reconcile", "full"]))
         roll = rng.random()
         if roll < 0.5:
             point = rng.choice(CRASH_POINTS)

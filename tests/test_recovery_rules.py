@@ -201,3 +201,100 @@ def test_dbos_compat_recovers_remote_children_only() -> None:
 def test_lanes_join_groups_and_the_chain() -> None:
     calls = [call(0, concurrency_group="g"), call(1), call(2, sequential=True), call(3, concurrency_group="g", sequential=True), call(4, concurrency_group="h")]
     assert [[c.position for c in ln] for ln in lanes(calls)] == [[0, 2, 3], [1], [4]]
+
+
+# --- transactional tools: no committed result means no effect (decided by the database) -------
+
+
+def test_transactional_call_without_a_result_runs_again_even_when_unsafe() -> None:
+    for attempts in (1, 2):
+        d = one(call(0, "u", replay="unsafe", attempts=attempts, transactional=True))
+        assert (d.action, d.decided_by) == ("run_again", "database"), d
+
+
+def test_transactional_call_stops_after_three_bodies_saying_nothing_took_effect() -> None:
+    d = one(call(0, "u", replay="unsafe", attempts=MAX_BODIES, transactional=True))
+    assert (d.action, d.status, d.decided_by) == ("pair", "replay_limit_reached", "database")
+    assert d.note is not None and d.note.startswith(REPLAY_LIMIT_REACHED) and "Nothing took effect" in d.note
+
+
+def test_transactional_limit_puts_nothing_behind_it_in_doubt() -> None:
+    first = call(0, "u", replay="unsafe", attempts=MAX_BODIES, transactional=True, concurrency_group="g")
+    second = call(1, "t", attempts=0, status="saved", concurrency_group="g")
+    assert [d.action for d in decide([first, second], SAFE)] == ["pair", "run"]
+    kept = call(0, "u", replay="unsafe", status="replay_limit_reached", attempts=MAX_BODIES, transactional=True, concurrency_group="g")
+    assert [d.action for d in decide([kept, second], SAFE)] == ["keep", "run"]
+
+
+def test_transactional_call_is_never_outcome_unknown_under_a_redirect() -> None:
+    d = one(call(0, "u", replay="unsafe", transactional=True), entry="redirect")
+    assert (d.status, d.decided_by) == ("not_started", "database") and "did not take effect" in (d.note or "")
+
+
+def test_transactional_call_that_can_no_longer_run_is_not_started_not_in_doubt() -> None:
+    removed = one(call(0, "gone", replay="unsafe", transactional=True))
+    assert (removed.status, removed.decided_by) == ("not_started", "database")
+    changed = one(SavedCall("d0", 0, "u", "tool", "unsafe", "running", 1, args={"other": 1}, transactional=True))
+    assert changed.status == "not_started" and "schema" in (changed.note or "")
+
+
+def test_started_transactional_call_behind_doubt_did_not_take_effect() -> None:
+    doubt = call(0, "u", replay="unsafe", sequential=True)
+    tx = call(1, "u", replay="unsafe", sequential=True, transactional=True)
+    d = decide([doubt, tx], SAFE)[1]
+    assert (d.status, d.decided_by) == ("not_started", "database")
+
+
+def test_a_call_whose_body_once_ran_outside_a_transaction_is_judged_normally() -> None:
+    assert one(call(0, "u", replay="unsafe", transactional=False)).status == "outcome_unknown"
+
+
+# --- reconcile checks: ask the outside system before answering outcome_unknown -------------------
+
+CHECKED = {**SAFE, "r": ToolNow("r", "unsafe", lambda args: isinstance(args, dict) and "k" in args, reconcile=True)}
+
+
+def test_started_unsafe_call_with_a_check_is_reconciled_before_outcome_unknown() -> None:
+    d = one(call(0, "r", replay="unsafe"), CHECKED)
+    assert d.action == "reconcile" and d.decided_by is None
+
+
+def test_check_not_applied_runs_again_within_the_limit_even_if_unsafe() -> None:
+    d = one(call(0, "r", replay="unsafe", attempts=2, check="not_applied"), CHECKED)
+    assert (d.action, d.decided_by) == ("run_again", "check")
+    limit = one(call(0, "r", replay="unsafe", attempts=MAX_BODIES, check="not_applied"), CHECKED)
+    assert (limit.status, limit.decided_by) == ("replay_limit_reached", "check")
+    assert "Nothing took effect" in (limit.note or "")
+
+
+def test_check_that_cannot_tell_leaves_outcome_unknown() -> None:
+    d = one(call(0, "r", replay="unsafe", check="unknown"), CHECKED)
+    assert (d.status, d.note, d.decided_by) == ("outcome_unknown", OUTCOME_UNKNOWN, None)
+    assert "could not tell" in d.reason
+
+
+def test_no_check_and_never_started_are_not_reconciled() -> None:
+    assert one(call(0, "u", replay="unsafe"), CHECKED).status == "outcome_unknown"  # no check defined
+    assert one(call(0, "r", replay="unsafe", attempts=0, status="saved"), CHECKED).action == "run"  # provably never started
+    assert one(call(0, "r", replay="unsafe"), CHECKED, entry="redirect").status == "outcome_unknown"  # a redirect asks nobody
+
+
+def test_an_undecided_check_holds_its_lane_and_a_decided_one_frees_it() -> None:
+    first = call(0, "r", replay="unsafe", sequential=True)
+    behind = call(1, "t", status="saved", attempts=0, sequential=True)
+    assert [d.action for d in decide([first, behind], CHECKED)] == ["reconcile", "pair"]
+    # applied: the runtime settled it ok, so the call ordered after it runs
+    applied = call(0, "r", replay="unsafe", status="ok", sequential=True, check="applied")
+    assert [d.action for d in decide([applied, behind], CHECKED)] == ["keep", "run"]
+    # not applied: it runs again first, and the call behind it after
+    not_applied = call(0, "r", replay="unsafe", sequential=True, check="not_applied")
+    assert [d.action for d in decide([not_applied, behind], CHECKED)] == ["run_again", "run"]
+
+
+def test_started_reconciled_call_behind_doubt_is_checked_too() -> None:
+    doubt = call(0, "u", replay="unsafe", concurrency_group="g")
+    behind = call(1, "r", replay="unsafe", concurrency_group="g")
+    assert decide([doubt, behind], CHECKED)[1].action == "reconcile"
+    not_applied = call(1, "r", replay="unsafe", concurrency_group="g", check="not_applied")
+    d = decide([doubt, not_applied], CHECKED)[1]
+    assert (d.status, d.decided_by) == ("not_started", "check") and "ordered after" in (d.note or "")

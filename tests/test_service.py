@@ -351,7 +351,7 @@ def test_crash_mid_tool_then_restart_streams_each_event_once(db_url: str, tmp_pa
     with restarted.client() as http:
         view = http.get(f"/sessions/{sid}").json()
     by_name = {c["args"].get("seat", c["tool_name"]): c for c in view["calls"]}
-    assert by_name["A2"]["status"] == "ok" and [a["outcome"] for a in by_name["A2"]["attempts"]] == [None, "ok"]
+    assert by_name["A2"]["status"] == "ok" and [a["outcome"] for a in by_name["A2"]["attempts"]] == ["lost", "ok"]  # the crashed attempt is closed, never left open
     assert by_name["send_email"]["status"] == "outcome_unknown" and by_name["send_email"]["note"] == OUTCOME_UNKNOWN
     assert len(by_name["send_email"]["attempts"]) == 1
     assert view["runs"][0]["status"] == "completed" and len(view["runs"]) == 1  # the same run, recovered

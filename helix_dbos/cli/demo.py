@@ -5,7 +5,10 @@ The demo never fakes the crash. It spawns a worker process with ``HELIX_DBOS_CRA
 outside the runtime) and the process exits before the result reaches the ledger. A second worker
 with the same executor id relaunches, DBOS recovers the run, and the ledger shows what the
 contract promises: the reply was saved first, safe calls keyed on their dispatch id ran again,
-the email was not sent twice but answered ``outcome_unknown``, and the model was told so.
+the email was not sent twice but answered ``outcome_unknown``, and the model was told so. Two calls
+never leave doubt: the transactional booking (its row commits with its result, so the database
+decides: the interrupted booking left nothing and ran again) and the reconciled deposit (recovery
+asks the payments provider by dispatch id, which says it went through: answered ok, not charged twice).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import ConfigurationError, HelixError
-from ..examples import effects
+from ..examples import effects, payments
 from ..ledger import store
 from ..ledger.engine import is_sqlite
 from ..runtime import transcript
@@ -51,10 +54,15 @@ class Demo:
     def effects_path(self) -> Path:
         return self.workdir / "effects.jsonl"
 
+    @property
+    def payments_path(self) -> Path:
+        return self.workdir / "payments.jsonl"
+
     def spawn(self, mode: str, crash_at: str | None) -> subprocess.CompletedProcess[str]:
         """One worker process: ``start`` the session, or ``wake`` (relaunch and wait for recovery)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
         env[effects.ENV] = str(self.effects_path)
+        env[payments.ENV] = str(self.payments_path)
         if crash_at:
             env["HELIX_DBOS_CRASH_AT"] = crash_at
         args = [sys.executable, "-m", "helix_dbos.cli", "_demo-worker", mode, "--db", self.db_url, "--executor", self.executor, "--session", self.session_id]
@@ -115,8 +123,25 @@ def _told(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     return []
 
 
+def decided_by(call: dict[str, Any]) -> str:
+    """Who decided the call's answer: its own body, the database, the outside system, or the model."""
+    if call["decided_by"] == "database":
+        return "the database"
+    if call["decided_by"] == "check":
+        return "asking the outside system"
+    if call["status"] in ("outcome_unknown", "replay_limit_reached"):
+        return "the model must decide"
+    return "its result"
+
+
 def _verdict(call: dict[str, Any], bodies: int, split: int, events: list[dict[str, Any]]) -> str:
     ended = [e["seq"] for e in events if e["type"] == "tool_end" and (e["data"] or {}).get("dispatch_id") == call["dispatch_id"]]
+    if call["decided_by"] == "database" and call["status"] == "ok":
+        return f"its first transaction never committed, so it provably did nothing and ran again (attempt {call['attempts']})"
+    if call["decided_by"] == "check" and call["status"] == "ok" and call["paired_by"] != "body":
+        return "the payments provider says it went through: answered ok with its receipt, not run again"
+    if call["decided_by"] == "check":
+        return f"the provider says it did not happen: ran again (attempt {call['attempts']})"
     if call["status"] in ("outcome_unknown", "replay_limit_reached"):
         return f"paired {call['status']}: its body ran {bodies}× and will not run again"
     if call["attempts"] > 1:
@@ -150,6 +175,8 @@ def summary(demo: Demo, data: dict[str, Any], split: int, crash_code: int) -> di
                 "attempts": c["attempts"],
                 "bodies_started": per_call.get(c["dispatch_id"], 0),
                 "note": c["outcome_note"],
+                "decided_by": decided_by(c),
+                "check_outcome": c["check_outcome"],
                 "verdict": _verdict(c, per_call.get(c["dispatch_id"], 0), split, data["events"]),
             }
             for c in step0
@@ -193,13 +220,21 @@ def render(demo: Demo, data: dict[str, Any], split: int, crash: subprocess.Compl
     console.print(timeline(after, tools))
 
     table = Table(title="3. What recovery did with each saved call", title_justify="left")
-    for name in ("tool", "replay", "group", "dispatch id", "bodies run", "status", "what happened"):
+    for name in ("tool", "replay", "group", "dispatch id", "bodies run", "status", "decided by", "what happened"):
         table.add_column(name, overflow="fold")
     for c in out["calls"]:
-        table.add_row(c["tool"], c["replay"], c["concurrency_group"] or "", short(c["dispatch_id"]), str(c["bodies_started"]), styled(c["status"]), c["verdict"])
+        table.add_row(c["tool"], c["replay"], c["concurrency_group"] or "", short(c["dispatch_id"]), str(c["bodies_started"]), styled(c["status"]), c["decided_by"], c["verdict"])
     console.print()
     console.print(table)
     console.print("[dim]bodies run = body starts counted by the tools themselves, outside the runtime.[/]")
+    for who, label, what in (
+        ("the database", "Decided by the database", "transactional: its writes commit with its result, so no result means no effect"),
+        ("asking the outside system", "Decided by asking the outside system", "reconciled: recovery asked its check by dispatch id"),
+        ("the model must decide", "The model must decide", "the runtime cannot know; the model is told to check before repeating"),
+    ):
+        names = sorted({c["tool"] for c in out["calls"] if c["decided_by"] == who})
+        if names:
+            console.print(f"[bold]{label}:[/] {', '.join(names)} [dim]({what})[/]")
 
     told = Table(title="4. What the model was told (the step's tool results)", title_justify="left")
     told.add_column("tool")

@@ -77,9 +77,13 @@ def describe(event: Mapping[str, Any], tools: Mapping[str, str]) -> str:
         return f"{ref} attempt {d.get('attempt', '-')} → {d.get('status')}"
     if kind == "call_paired":
         note = f": {d['note']}" if d.get("note") else ""
-        return f"{ref} answered {d.get('status')} (by {d.get('paired_by')}){note}"
+        return f"{ref} answered {d.get('status')} (by {d.get('paired_by')}){note}{_who_decided(d)}"
     if kind == "recovery":
-        return f"{ref} recovery: {d.get('action')} ({d.get('reason')})"
+        by = {"database": " [decided by the database]", "check": " [decided by asking the outside system]"}.get(str(d.get("decided_by")), "")
+        return f"{ref} recovery: {d.get('action')} ({d.get('reason')}){by}"
+    if kind == "reconciled":
+        said = {"applied": "it took effect", "not_applied": "it did not take effect"}.get(str(d.get("verdict")), f"cannot tell: {d.get('reason')}")
+        return f"{ref} asked the outside system about attempt {d.get('attempt')}: {said}"
     if kind == "checkpoint":
         return f"{d.get('kind')} checkpoint, step {d.get('step')} ({short(d.get('checkpoint_id'), 11)})"
     if kind == "approval_decided":
@@ -104,6 +108,18 @@ def tool_names(events: Iterable[Mapping[str, Any]], calls: Iterable[Mapping[str,
         if d.get("dispatch_id") and d.get("tool_name"):
             names[str(d["dispatch_id"])] = str(d["tool_name"])
     return names
+
+
+def _who_decided(d: Mapping[str, Any]) -> str:
+    """Which of the three deciders answered a paired call, as the demo's timeline says it."""
+    reason = str(d.get("reason") or "")
+    if reason.startswith("check") or "; check:" in reason:
+        return " [decided by asking the outside system]"
+    if "transactional" in reason:
+        return " [decided by the database]"
+    if d.get("status") == "outcome_unknown":
+        return " [the model must decide]"
+    return ""
 
 
 def timeline(events: Sequence[Mapping[str, Any]], tools: Mapping[str, str], title: str | None = None) -> Table:

@@ -1,13 +1,17 @@
 """Definitions: tools, agents and sub-agents, as plain data the runtime resolves by name."""
 
 from .agents import FINISH_TOOL, SUBAGENT_PREFIX, Agent, SubAgent, companion_agent, local_agent, remote_agent
-from .context import ToolContext
+from .context import CheckContext, ToolContext
+from .reconcile import Applied, NotApplied
 from .tools import Tool, client_tool, define_tool, tool
 
 __all__ = [
     "FINISH_TOOL",
     "SUBAGENT_PREFIX",
     "Agent",
+    "Applied",
+    "CheckContext",
+    "NotApplied",
     "SubAgent",
     "Tool",
     "ToolContext",

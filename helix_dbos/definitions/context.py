@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ..errors import DispatchIdUnavailableError
+import sqlalchemy as sa
+
+from ..errors import ConfigurationError, DispatchIdUnavailableError
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,15 @@ class ToolContext:
     attempt: int
     agent_name: str
     tool_name: str = ""
+    #: A transactional tool's connection, inside the one transaction that also records the call's
+    #: result (None for other tools). Write through it only; never commit or roll it back yourself.
+    connection: sa.Connection | None = None
+
+    def require_connection(self) -> sa.Connection:
+        """The transaction's connection, or a loud failure in a tool that is not ``transactional``."""
+        if self.connection is None:
+            raise ConfigurationError(f"tool {self.tool_name!r} has no ctx.connection: define it with transactional=True")
+        return self.connection
 
     def require_dispatch_id(self) -> str:
         """The dispatch id, or a loud failure where the profile mints none (``dbos_compat``)."""
@@ -47,3 +59,19 @@ class RunScope:
     run_id: str
     step: int = 0
     deps_input: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckContext:
+    """What a ``reconcile`` check is given: the call as it was saved, and the key its body used.
+
+    ``args`` are the saved arguments (a dict of JSON values); ``attempts`` is how many bodies have
+    started. Look the effect up by ``f"{session_id}:{dispatch_id}"``, the key the body sent.
+    """
+
+    session_id: str
+    dispatch_id: str
+    tool_name: str
+    args: Any
+    attempts: int
+    run_id: str

@@ -19,9 +19,12 @@ from pydantic_ai.tools import ToolDefinition
 
 from ..errors import ConfigurationError
 from .context import ToolContext
+from .reconcile import ReconcileCheck
 
 ReplayPolicy = Literal["safe", "unsafe"]
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+#: Seconds a ``reconcile`` check may take before recovery counts it as "cannot tell".
+DEFAULT_RECONCILE_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class Tool:
     takes_ctx: bool = False
     unpack_args: bool = True
     strict: bool | None = None
+    transactional: bool = False
+    reconcile: ReconcileCheck | None = None
+    reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT
     _schema: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -47,7 +53,29 @@ class Tool:
             raise ConfigurationError(f"tool {self.name!r}: replay must be 'safe' or 'unsafe', not {self.replay!r}")
         if self.client and self.requires_approval:
             raise ConfigurationError(f"tool {self.name!r}: a client tool cannot also require approval")
+        self._check_recovery_options()
         object.__setattr__(self, "_schema", self.input_model.model_json_schema())
+
+    def _check_recovery_options(self) -> None:
+        """Refuse combinations whose promise the runtime could not keep, at definition time."""
+        if self.transactional:
+            if self.client:
+                raise ConfigurationError(f"tool {self.name!r}: a client tool cannot be transactional")
+            if self.reconcile is not None:
+                raise ConfigurationError(f"tool {self.name!r}: a transactional tool needs no reconcile check (its result commits with its writes)")
+            if self.execute is not None and inspect.iscoroutinefunction(self.execute):
+                # The body runs on the ledger's blocking connection, inside one database transaction,
+                # in a worker thread; an async body would need an async connection the runtime does not have.
+                raise ConfigurationError(
+                    f"tool {self.name!r}: a transactional body must be a plain (sync) function; it runs in a worker thread on ctx.connection"
+                )
+        if self.reconcile is not None:
+            if self.client:
+                raise ConfigurationError(f"tool {self.name!r}: a client tool cannot have a reconcile check")
+            if not callable(self.reconcile):
+                raise ConfigurationError(f"tool {self.name!r}: reconcile must be a callable check(ctx)")
+        if not self.reconcile_timeout > 0:
+            raise ConfigurationError(f"tool {self.name!r}: reconcile_timeout must be positive, not {self.reconcile_timeout!r}")
 
     @property
     def kind(self) -> str:
@@ -75,16 +103,30 @@ class Tool:
         rule = self.requires_approval
         return bool(rule(args)) if callable(rule) else bool(rule)
 
-    async def invoke(self, args: pydantic.BaseModel, ctx: ToolContext) -> Any:
-        """Run the body; sync bodies go to a worker thread so they never block the DBOS loop."""
+    def _call_args(self, args: pydantic.BaseModel, ctx: ToolContext) -> tuple[list[Any], dict[str, Any]]:
         if self.execute is None:
             raise ConfigurationError(f"tool {self.name!r} is executed by the client, not the runtime")
         positional: list[Any] = [ctx] if self.takes_ctx else []
         if self.unpack_args:
-            kwargs = {name: getattr(args, name) for name in type(args).model_fields}
-        else:
-            positional.append(args)
-            kwargs = {}
+            return positional, {name: getattr(args, name) for name in type(args).model_fields}
+        positional.append(args)
+        return positional, {}
+
+    def invoke_sync(self, args: pydantic.BaseModel, ctx: ToolContext) -> Any:
+        """Run a transactional body in the calling thread (which holds the transaction)."""
+        positional, kwargs = self._call_args(args, ctx)
+        assert self.execute is not None
+        result = self.execute(*positional, **kwargs)
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()
+            raise ConfigurationError(f"tool {self.name!r}: a transactional body returned an awaitable; it must be sync")
+        return result
+
+    async def invoke(self, args: pydantic.BaseModel, ctx: ToolContext) -> Any:
+        """Run the body; sync bodies go to a worker thread so they never block the DBOS loop."""
+        positional, kwargs = self._call_args(args, ctx)
+        assert self.execute is not None
         if inspect.iscoroutinefunction(self.execute):
             return await self.execute(*positional, **kwargs)
         result = await asyncio.to_thread(self.execute, *positional, **kwargs)
@@ -128,6 +170,9 @@ def tool(
     sequential: bool = False,
     requires_approval: ApprovalRule = False,
     strict: bool | None = None,
+    transactional: bool = False,
+    reconcile: ReconcileCheck | None = None,
+    reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -140,12 +185,21 @@ def tool(
     sequential: bool = False,
     requires_approval: ApprovalRule = False,
     strict: bool | None = None,
+    transactional: bool = False,
+    reconcile: ReconcileCheck | None = None,
+    reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a function; its type hints are the input schema and its docstring the description.
 
     ``replay="unsafe"`` (the default) means a body that may have run is never run again: recovery
     tells the model ``outcome_unknown``. Mark ``replay="safe"`` only when two overlapping attempts
     leave the same result as one (an upsert, a read, a call keyed on ``ctx.dispatch_id``).
+
+    ``transactional=True``: a sync body that writes only through ``ctx.connection`` (tables in the
+    ledger's database); its writes commit with its result, so it is exactly once and never in doubt.
+    ``reconcile=check``: recovery asks ``check(ctx)`` before answering a call ``outcome_unknown``; it
+    returns ``hx.Applied(result)``, ``hx.NotApplied()`` or ``None`` within ``reconcile_timeout`` s.
+    See docs/writing-tools.md.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -162,6 +216,9 @@ def tool(
             requires_approval=requires_approval,
             takes_ctx=takes_ctx,
             strict=strict,
+            transactional=transactional,
+            reconcile=reconcile,
+            reconcile_timeout=reconcile_timeout,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -178,8 +235,14 @@ def define_tool(
     sequential: bool = False,
     requires_approval: ApprovalRule = False,
     strict: bool | None = None,
+    transactional: bool = False,
+    reconcile: ReconcileCheck | None = None,
+    reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT,
 ) -> Tool:
-    """A tool with an explicit pydantic input schema; ``execute(args, ctx)`` gets the validated model."""
+    """A tool with an explicit pydantic input schema; ``execute(args, ctx)`` gets the validated model.
+
+    ``transactional`` and ``reconcile`` as for ``@tool``.
+    """
 
     def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
         return execute(args, ctx)
@@ -199,6 +262,9 @@ def define_tool(
         takes_ctx=True,
         unpack_args=False,
         strict=strict,
+        transactional=transactional,
+        reconcile=reconcile,
+        reconcile_timeout=reconcile_timeout,
     )
 
 

@@ -331,10 +331,17 @@ def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, l
     return out
 
 
-def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str | None) -> int:
-    """Commit a body start before the body runs: a re-executed step then knows a body may have run."""
+def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str | None, *, transactional: bool = False) -> int:
+    """Commit a body start before the body runs: a re-executed step then knows a body may have run.
+
+    For a transactional body this row is only a marker (it carries no effect: the body's writes
+    commit with its result); it still counts toward the 3-body limit. A body that runs outside a
+    transaction clears the call's ``transactional`` mark for good: its effect may exist alone.
+    """
     attempt = int(call["attempts"]) + 1
     ts = now()
+    if call.get("transactional") and not transactional:
+        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(transactional=False))
     # An earlier attempt still open lost its process (recovery is starting this one): close it, so
     # no attempt stays open; a late write of it is refused all the same (the call moved on).
     close_open_attempts(conn, call["dispatch_id"])
@@ -358,11 +365,13 @@ def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str 
     return attempt
 
 
-def close_open_attempts(conn: sa.Connection, dispatch_id: str) -> None:
+def close_open_attempts(conn: sa.Connection, dispatch_id: str, outcome: str = "lost") -> None:
+    """Close a call's open attempts: ``lost`` when it is answered without them, or what recovery
+    proved about them (``rolled_back``, ``not_applied``: no effect; ``applied``: a check confirmed it)."""
     conn.execute(
         t.attempts.update()
         .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.outcome.is_(None))
-        .values(ended_at=now(), outcome="lost")
+        .values(ended_at=now(), outcome=outcome)
     )
 
 
@@ -425,6 +434,14 @@ def record_result(
             },
         )
     return written
+
+
+def mark_decided(conn: sa.Connection, dispatch_id: str, by: str) -> None:
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(decided_by=by))
+
+
+def record_check(conn: sa.Connection, call: Row, outcome: dict[str, Any]) -> None:
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(check_outcome=outcome))
 
 
 def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:

@@ -128,6 +128,13 @@ calls = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("started_at", Timestamp),
     sa.Column("ended_at", Timestamp),
+    # Every body started so far ran inside the transaction that records its result (a transactional
+    # tool): no result means no effect. Saved from the tool's policy; cleared if a body ever ran without.
+    sa.Column("transactional", sa.Boolean, nullable=False, server_default=sa.false()),
+    # What proved the outcome when recovery, not the body, answered: "database" or "check".
+    sa.Column("decided_by", sa.String(16)),
+    # The reconcile check's last answer: {"verdict", "attempt", "result"?, "reason"?, "at"}.
+    sa.Column("check_outcome", Json),
     sa.UniqueConstraint("checkpoint_id", "position", name="uq_calls_checkpoint_position"),
 )
 
@@ -142,6 +149,7 @@ attempts = sa.Table(
     sa.Column("ended_at", Timestamp),
     # ok | error | refused (a late body whose write was fenced off) | lost (the call was answered
     # without this body's result) | NULL while running, or lost by a crash not yet recovered
+    # rolled_back (a transactional body that never committed), applied / not_applied (a check said)
     sa.Column("outcome", sa.String(16)),
     # The gate execution that opened it: a gate retried after a lost commit acknowledgement finds
     # its own attempt by this token instead of taking it for a crashed one (migration 0004).

@@ -23,6 +23,22 @@ The rules, in the order they apply to a call:
    fewer than 3 bodies have started; otherwise ``replay_limit_reached`` (3 bodies) or
    ``outcome_unknown``.
 
+Two kinds of call are never left in doubt, because something other than the body can prove what
+happened (``decided_by`` on the decision says what):
+
+- **Transactional** (``database``): every body so far wrote only inside the transaction that also
+  records its result, so an attempt without a recorded result provably had no effect. It runs again
+  whatever its ``replay`` (its attempt rows are committed apart, before the body, as markers that
+  carry no effect, so the 3-body limit still counts), ``replay_limit_reached`` after 3 with a note
+  saying nothing took effect; under a redirect, behind a call in doubt, or when it can no longer
+  run (removed, schema changed) it is ``not_started`` with a note saying it did not take effect.
+- **Reconciled** (``check``): where rule 5 or 8 would answer a started call ``outcome_unknown`` and
+  the tool now has a ``reconcile`` check that has not answered for its latest attempt, the action is
+  ``reconcile``: the runtime asks the check, records its verdict on the call, and decides again.
+  ``applied`` settles the call ``ok`` (the runtime does it); ``not_applied`` runs it again within the
+  3-body limit even if unsafe (``not_started`` when the order rule or the schema forbids a run);
+  ``unknown`` (``None``, raised, timed out) leaves ``outcome_unknown``.
+
 Under ``profile="dbos_compat"`` (the seed's DBOS row) only remote children recover; every other
 interrupted call is ``outcome_unknown``.
 """
@@ -35,9 +51,16 @@ from typing import Any, Final, Literal
 
 from ..ledger.statuses import CALL_IN_DOUBT, CALL_SETTLED
 from .texts import (
+    CHECKED_NOT_APPLIED,
+    NOT_COMMITTED,
+    NOT_RUN_AGAIN_ORDERED,
+    NOT_RUN_AGAIN_REMOVED,
+    NOT_RUN_AGAIN_SCHEMA,
     NOT_STARTED,
     ORDERED_AFTER_DOUBT,
     OUTCOME_UNKNOWN,
+    REPLAY_LIMIT_NOT_APPLIED,
+    REPLAY_LIMIT_NOTHING_COMMITTED,
     REPLAY_LIMIT_REACHED,
     RUN_STOPPED,
 )
@@ -54,7 +77,10 @@ Entry = Literal["recover", "redirect", "stop", "retry"]
 
 Profile = Literal["full", "dbos_compat"]
 
-Action = Literal["keep", "run", "run_again", "reattach", "reenter", "wait", "pair"]
+Action = Literal["keep", "run", "run_again", "reattach", "reenter", "wait", "pair", "reconcile"]
+
+Verdict = Literal["applied", "not_applied", "unknown"]
+DecidedBy = Literal["database", "check"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +100,10 @@ class SavedCall:
     requires_approval: bool = False
     approved: bool | None = None
     paired_by: str | None = None
+    #: Every body started so far ran inside the transaction that records its result.
+    transactional: bool = False
+    #: What the tool's reconcile check said about the latest attempt (None: not asked since it began).
+    check: Verdict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +113,7 @@ class ToolNow:
     name: str
     replay: str
     accepts: Callable[[Any], bool]
+    reconcile: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +123,16 @@ class Decision:
     status: str | None = None  # the status to pair with, when action == "pair"
     note: str | None = None  # what the model is told, when paired
     reason: str = ""  # why, for the audit trail and the event stream
+    decided_by: DecidedBy | None = None  # what proved the outcome, when not the body's own result
 
 
-def _pair(call: SavedCall, status: str, note: str, reason: str) -> Decision:
-    return Decision(call.dispatch_id, "pair", status, note, reason)
+def _pair(call: SavedCall, status: str, note: str, reason: str, by: DecidedBy | None = None) -> Decision:
+    return Decision(call.dispatch_id, "pair", status, note, reason, by)
+
+
+def _certain(call: SavedCall, status: str | None) -> bool:
+    """A ``replay_limit_reached`` whose attempts provably had no effect puts nothing in doubt."""
+    return status == "replay_limit_reached" and (call.transactional or call.check == "not_applied")
 
 
 def _lanes_of(call: SavedCall) -> list[str]:
@@ -134,8 +171,10 @@ def decide(
         decision = _decide_one(call, tools_now, entry, profile, doubted_lanes, waiting_lanes)
         if decision.action == "wait":
             waiting_lanes.update(_lanes_of(call))
-        in_doubt = (decision.action == "pair" and decision.status in CALL_IN_DOUBT) or (
-            decision.action == "keep" and call.status in CALL_IN_DOUBT
+        in_doubt = (
+            (decision.action == "pair" and decision.status in CALL_IN_DOUBT and not _certain(call, decision.status))
+            or (decision.action == "keep" and call.status in CALL_IN_DOUBT and not _certain(call, call.status))
+            or decision.action == "reconcile"  # not known yet: what follows it must not overtake it
         )
         if in_doubt:
             doubted_lanes.update(_lanes_of(call))
@@ -166,6 +205,8 @@ def _decide_one(
             return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "redirected while awaiting the client")
         if never_started:
             return _pair(call, "not_started", NOT_STARTED, "redirected before its body started")
+        if call.transactional:
+            return _pair(call, "not_started", NOT_COMMITTED, "redirected; transactional: no result committed, so no effect", "database")
         return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "redirected after its body started")
 
     if waiting_answer and _awaits_answer(call):
@@ -175,14 +216,23 @@ def _decide_one(
         return Decision(call.dispatch_id, "wait", reason="ordered after a call awaiting an answer")
 
     if any(lane in doubted_lanes for lane in _lanes_of(call)):
+        if not never_started and call.transactional:
+            return _pair(call, "not_started", NOT_COMMITTED + NOT_RUN_AGAIN_ORDERED, "ordered after a call in doubt; transactional: no effect", "database")
+        if not never_started and call.kind == "tool":
+            checked = _by_check(call, tools_now.get(call.tool_name), "ordered after a call in doubt")
+            if checked is not None:
+                return checked
         note = OUTCOME_UNKNOWN + (ORDERED_AFTER_DOUBT if never_started else "")
-        return _pair(call, "outcome_unknown", note, "ordered after a call in doubt")
+        return _pair(call, "outcome_unknown", note, _unknown_why(call, "ordered after a call in doubt"))
 
     if call.kind == "remote":
         return Decision(call.dispatch_id, "reattach", reason="remote child: re-attach by dispatch id")
 
     if never_started:
         return Decision(call.dispatch_id, "run", reason="no body ever started")
+
+    if call.kind == "tool" and call.transactional:
+        return _transactional(call, tools_now.get(call.tool_name))
 
     if profile == "dbos_compat":
         return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "dbos_compat recovers remote children only")
@@ -196,12 +246,50 @@ def _decide_one(
     tool = tools_now.get(call.tool_name)
     if tool is None:
         return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "tool no longer defined")
+    doubt = None
     if call.replay != "safe":
-        return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "saved policy is unsafe")
-    if tool.replay != "safe":
-        return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "tool is unsafe now")
-    if not tool.accepts(call.args):
-        return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "saved arguments fail the current schema")
+        doubt = "saved policy is unsafe"
+    elif tool.replay != "safe":
+        doubt = "tool is unsafe now"
+    elif not tool.accepts(call.args):
+        doubt = "saved arguments fail the current schema"
+    if doubt is not None:
+        return _by_check(call, tool, doubt) or _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, _unknown_why(call, doubt))
     if call.attempts >= MAX_BODIES:
         return _pair(call, "replay_limit_reached", REPLAY_LIMIT_REACHED, f"{call.attempts} bodies already started")
     return Decision(call.dispatch_id, "run_again", reason=f"safe: attempt {call.attempts + 1} of {MAX_BODIES}")
+
+
+def _transactional(call: SavedCall, tool: ToolNow | None) -> Decision:
+    """A started transactional call without a result: its bodies provably had no effect."""
+    why = "transactional: no result committed, so no effect"
+    if tool is None:
+        return _pair(call, "not_started", NOT_COMMITTED + NOT_RUN_AGAIN_REMOVED, f"{why}; tool no longer defined", "database")
+    if not tool.accepts(call.args):
+        return _pair(call, "not_started", NOT_COMMITTED + NOT_RUN_AGAIN_SCHEMA, f"{why}; saved arguments fail the current schema", "database")
+    if call.attempts >= MAX_BODIES:
+        return _pair(call, "replay_limit_reached", REPLAY_LIMIT_NOTHING_COMMITTED, f"{why}; {call.attempts} bodies already started", "database")
+    return Decision(call.dispatch_id, "run_again", reason=f"{why}: attempt {call.attempts + 1} of {MAX_BODIES}", decided_by="database")
+
+
+def _unknown_why(call: SavedCall, doubt: str) -> str:
+    return f"{doubt}; its reconcile check could not tell" if call.check == "unknown" else doubt
+
+
+def _by_check(call: SavedCall, tool: ToolNow | None, doubt: str) -> Decision | None:
+    """Where a started call would be in doubt, its reconcile check decides (None: no check to ask,
+    or it could not tell, so the caller pairs ``outcome_unknown``)."""
+    if tool is None or not tool.reconcile:
+        return None
+    if call.check is None:
+        return Decision(call.dispatch_id, "reconcile", reason=f"{doubt}: ask the tool's reconcile check")
+    if call.check != "not_applied":
+        return None  # "applied" is settled by the runtime as it records the verdict; "unknown" stays in doubt
+    why = f"{doubt}; check: not applied"
+    if doubt.startswith("ordered after"):
+        return _pair(call, "not_started", CHECKED_NOT_APPLIED + NOT_RUN_AGAIN_ORDERED, why, "check")
+    if not tool.accepts(call.args):
+        return _pair(call, "not_started", CHECKED_NOT_APPLIED + NOT_RUN_AGAIN_SCHEMA, why, "check")
+    if call.attempts >= MAX_BODIES:
+        return _pair(call, "replay_limit_reached", REPLAY_LIMIT_NOT_APPLIED, f"{why}; {call.attempts} bodies already started", "check")
+    return Decision(call.dispatch_id, "run_again", reason=f"{why}: attempt {call.attempts + 1} of {MAX_BODIES}", decided_by="check")

@@ -16,6 +16,17 @@ DENIED: Final = "the call was denied"
 ORDERED_AFTER_DOUBT: Final = (
     " It did not start: it was ordered after a call whose outcome is unknown."
 )
+NOT_COMMITTED: Final = "it did not take effect: it ran inside a database transaction that never committed"
+CHECKED_NOT_APPLIED: Final = "it did not take effect: the outside system reports it was not applied"
+NOT_RUN_AGAIN_ORDERED: Final = " It was not run again: it was ordered after a call whose outcome is unknown."
+NOT_RUN_AGAIN_SCHEMA: Final = " It was not run again: its saved arguments fail the tool's current schema."
+NOT_RUN_AGAIN_REMOVED: Final = " It was not run again: the tool is no longer defined."
+REPLAY_LIMIT_NOTHING_COMMITTED: Final = (
+    REPLAY_LIMIT_REACHED + ". Nothing took effect: none of its attempts committed its database transaction."
+)
+REPLAY_LIMIT_NOT_APPLIED: Final = (
+    REPLAY_LIMIT_REACHED + ". Nothing took effect: the outside system reports no attempt was applied."
+)
 
 PAIRING_TEXTS: Final = {
     "outcome_unknown": OUTCOME_UNKNOWN,

@@ -7,6 +7,11 @@ if recovery says so (safe on both sides, under 3 bodies); otherwise it answers t
 Both ledger writes here ride out store outages (``plain_tx`` retries transient errors), and a retry
 after a commit whose acknowledgement was lost must not see its own write as someone else's: the gate
 stamps its attempt with a token minted per step execution, the result write recognises its own answer.
+
+Where the gate would answer a started call ``outcome_unknown`` and its tool has a reconcile check,
+the step asks the check (outside any transaction), commits the verdict to the call's row, and gates
+again; the step's recorded output is the call's final answer. A transactional tool's body runs in
+``transactional.run``: its writes and its result in one transaction.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..definitions import Agent, ToolContext
+from ..definitions import Agent, CheckContext, ToolContext
 from ..ledger import store
-from . import commits, executor_lock, fence, scopes, tracing, transcript
+from . import commits, executor_lock, fence, reconcile, scopes, tracing, transactional, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
@@ -43,6 +48,9 @@ async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
     with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
         await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
         gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex)
+        while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
+            await _reconcile(run_id, dispatch_id, gate)
+            gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex)
         tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
         out = await _body(run_id, dispatch_id, gate)
         tracing.annotate(s, status=out.get("status"))
@@ -69,6 +77,12 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
     crash_point("before_body", name)
     fail_point("before_body", name)
     await _hold_executor_lock()  # nor does it start the body
+    tool = agent.tool(name)
+    if gate.get("transactional") and tool is not None and tool.transactional:
+        out = await asyncio.to_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx)
+        fence.raise_if_refused(out)
+        crash_point("after_result", name)
+        return dict(out)
     try:
         sub = agent.sub_agent(name)
         if sub is not None:
@@ -108,9 +122,10 @@ def gate_once(conn: sa.Connection, run_id: str, dispatch_id: str, token: str) ->
         assert call is not None and run is not None
         if call["status"] != "running" or call["attempts"] != mine["attempt"]:
             return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
+        tool = env().agent(run["agent_name"]).tool(call["tool_name"])
         return {"action": "run", "attempt": mine["attempt"], "args": call["args"], "tool_call_id": call["tool_call_id"],
                 "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-                "agent_name": run["agent_name"]}
+                "agent_name": run["agent_name"], "transactional": tool is not None and tool.transactional}
     gate = commits.gate(conn, run_id, dispatch_id)
     if "attempt" in gate:
         store.stamp_attempt(conn, dispatch_id, gate["attempt"], token)
@@ -125,3 +140,17 @@ def record_once(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
             return {"status": status, "written": True}
     return dict(commits.record(conn, run_id, dispatch_id, attempt, status, result, error))
+
+
+async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> None:
+    """Ask the call's reconcile check and commit its verdict (a tool removed meanwhile cannot tell)."""
+    tool = env().agent(gate["agent_name"]).tool(gate["tool_name"])
+    if tool is None or tool.reconcile is None:
+        verdict: dict[str, Any] = {"verdict": "unknown", "reason": "the tool or its check is no longer defined"}
+    else:
+        ctx = CheckContext(session_id=gate["session_id"], dispatch_id=dispatch_id, tool_name=tool.name,
+                           args=gate["args"], attempts=gate["attempts"], run_id=run_id)
+        verdict = await reconcile.ask(tool, ctx)
+    crash_point("after_check", gate["tool_name"])
+    await _hold_executor_lock()  # a process that lost its executor id records no verdict either
+    await plain_tx(commits.record_check, run_id, dispatch_id, gate["attempts"], verdict)

@@ -27,7 +27,15 @@ TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your 
 
 
 def tools_now(agent: Agent) -> dict[str, ToolNow]:
-    return {tool.name: ToolNow(tool.name, tool.replay, tool.accepts) for tool in agent.tools}
+    return {tool.name: ToolNow(tool.name, tool.replay, tool.accepts, tool.reconcile is not None) for tool in agent.tools}
+
+
+def _check_of(row: Row) -> Any:
+    """The check's verdict about the call's latest attempt; an answer about an older one is stale."""
+    outcome = row.get("check_outcome")
+    if isinstance(outcome, dict) and outcome.get("attempt") == row["attempts"]:
+        return outcome.get("verdict")
+    return None
 
 
 def saved_call(row: Row) -> SavedCall:
@@ -45,6 +53,8 @@ def saved_call(row: Row) -> SavedCall:
         requires_approval=bool(row["requires_approval"]),
         approved=row["approved"],
         paired_by=row["paired_by"],
+        transactional=bool(row.get("transactional")),
+        check=_check_of(row),
     )
 
 
@@ -61,11 +71,22 @@ def _decisions(conn: sa.Connection, agent: Agent, calls: Sequence[Row], entry: s
     return {d.dispatch_id: d for d in out}
 
 
+_PROVED_OUTCOME = {"database": "rolled_back", "check": "not_applied"}
+
+
+def _mark_proved(conn: sa.Connection, dispatch_id: str, d: Decision) -> None:
+    """Record what proved the outcome, and close the attempts it proved had no effect."""
+    if d.decided_by is not None:
+        store.mark_decided(conn, dispatch_id, d.decided_by)
+        store.close_open_attempts(conn, dispatch_id, _PROVED_OUTCOME[d.decided_by])
+
+
 def _apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[Row], decisions: dict[str, Decision], paired_by: str) -> None:
     for call in calls:
         d = decisions[call["dispatch_id"]]
         if d.action == "pair":
             assert d.status is not None
+            _mark_proved(conn, call["dispatch_id"], d)  # before the settle, which closes what is left open as lost
             store.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
 
 
@@ -194,6 +215,7 @@ def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, check
                 "concurrency_group": p["concurrency_group"],
                 "sequential": p["sequential"],
                 "requires_approval": p["requires_approval"],
+                "transactional": bool(p.get("transactional")),
                 "status": p["status"],
                 "result": p["result"],
                 "error": p["error"],
@@ -362,17 +384,50 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
     calls = calls_of_step(conn, call["run_id"], call["step"])
     d = _decisions(conn, agent, calls, "recover")[dispatch_id]
     if d.action in ("run", "run_again", "reattach", "reenter"):
-        attempt = store.start_attempt(conn, call, run_id, env().settings.executor_id)
+        _mark_proved(conn, dispatch_id, d)
+        tool = agent.tool(call["tool_name"])
+        transactional = tool is not None and tool.transactional
+        attempt = store.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional)
         if d.action != "run":
-            store.emit(conn, call["session_id"], run_id, "recovery", {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason})
+            store.emit(conn, call["session_id"], run_id, "recovery",
+                       {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
         return {"action": d.action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
                 "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-                "agent_name": run["agent_name"]}
+                "agent_name": run["agent_name"], "transactional": transactional}
+    if d.action == "reconcile":
+        # Ask the outside system (the body step does, outside this transaction), then gate again.
+        return {"action": "reconcile", "attempts": call["attempts"], "args": call["args"], "tool_name": call["tool_name"],
+                "session_id": call["session_id"], "agent_name": run["agent_name"], "reason": d.reason}
     if d.action == "pair":
         assert d.status is not None
+        _mark_proved(conn, dispatch_id, d)
         store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
         return {"action": "done", "status": d.status}
     return {"action": "done", "status": call["status"]}
+
+
+def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: int, verdict: dict[str, Any]) -> dict[str, Any]:
+    """Commit what a reconcile check answered about the call's latest attempt, before anything acts
+    on it; ``applied`` settles the call ``ok`` with the check's result in the same transaction.
+
+    A re-executed body step then reads the verdict instead of asking again. A verdict about an
+    attempt that is no longer the latest (or a call already answered) is dropped.
+    """
+    fence.check(conn, run_id, "reconcile verdict")
+    call = store.get_call(conn, dispatch_id, for_update=True)
+    assert call is not None
+    if call["status"] in CALL_SETTLED or call["attempts"] != attempts:
+        return {"status": call["status"], "recorded": False}
+    outcome = {**verdict, "attempt": attempts, "at": store.now().isoformat()}
+    store.record_check(conn, call, outcome)
+    store.emit(conn, call["session_id"], run_id, "reconciled",
+               {"dispatch_id": dispatch_id, "tool_name": call["tool_name"], "attempt": attempts, **verdict})
+    if verdict["verdict"] == "applied":
+        store.mark_decided(conn, dispatch_id, "check")
+        store.close_open_attempts(conn, dispatch_id, "applied")
+        store.settle_call(conn, call, "ok", run_id=run_id, paired_by="recovery", result=verdict.get("result"), reason="check: applied")
+        return {"status": "ok", "recorded": True}
+    return {"status": call["status"], "recorded": True}
 
 
 def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) -> tuple[dict[str, Any], Row | None, Any]:

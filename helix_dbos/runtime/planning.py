@@ -70,6 +70,7 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[Planned]:
             "concurrency_group": None,
             "sequential": False,
             "requires_approval": False,
+            "transactional": False,
             "result": None,
             "error": None,
             "paired_by": None,
@@ -103,6 +104,7 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[Planned]:
                     "concurrency_group": tool.concurrency_group,
                     "sequential": tool.sequential,
                     "requires_approval": (not tool.client) and gated,
+                    "transactional": tool.transactional,
                     "status": "pending" if gated else "saved",
                 }
             )

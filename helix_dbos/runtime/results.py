@@ -75,6 +75,10 @@ class CallView:
     approved: bool | None = None
     approval_actor: str | None = None
     child_session_id: str | None = None
+    #: "database" or "check" when recovery, not the body, proved the outcome (see docs/writing-tools.md).
+    decided_by: str | None = None
+    #: What the tool's reconcile check last answered: {"verdict", "attempt", "result" | "reason", "at"}.
+    check_outcome: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,8 @@ def read_session(conn: sa.Connection, session_id: str) -> SessionView:
                 approved=c["approved"],
                 approval_actor=c["approval_actor"],
                 child_session_id=c["child_session_id"],
+                decided_by=c["decided_by"],
+                check_outcome=c["check_outcome"],
             )
             for c in calls
         ],

@@ -191,6 +191,8 @@ class CallOut(BaseModel):
     approved: bool | None
     approval_actor: str | None
     child_session_id: str | None
+    decided_by: str | None = Field(default=None, description="'database' or 'check' when recovery, not the body, proved the outcome.")
+    check_outcome: Any = Field(default=None, description="The reconcile check's last answer: verdict, attempt, result or reason.")
 
 
 class RunRow(BaseModel):

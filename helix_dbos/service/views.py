@@ -60,6 +60,8 @@ def session_out(view: SessionView, owner: str | None = None) -> s.SessionOut:
                 approved=c.approved,
                 approval_actor=c.approval_actor,
                 child_session_id=c.child_session_id,
+                decided_by=c.decided_by,
+                check_outcome=c.check_outcome,
             )
             for c in view.calls
         ],

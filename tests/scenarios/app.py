@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -61,6 +62,11 @@ SCENARIOS: dict[str, list[str]] = {
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
     "cancel": ["slow_seq", "seq_b"],
+    # transactional and reconciled tools (issue 12)
+    "tx": ["tx_book"],
+    "reconcile": ["rec_charge"],
+    "reconcile_seq": ["rec_seq", "seq_b"],
+    "full": ["safe_set", "unsafe_send", "group_a", "group_b", "seq_a", "seq_b", "tx_book", "rec_charge"],
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
     "slow_pair": ["slow_safe", "slow_unsafe"],
     "outage": ["slow_safe", "slow_unsafe"],  # two bodies in flight while a test cuts the database
@@ -68,6 +74,58 @@ SCENARIOS: dict[str, list[str]] = {
 
 #: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
 ODD = "nul:\x00 high:\ud800 low:\udfff esc:\u241b0000 end"
+
+#: The transactional tool's own table, in the ledger's database (an app would create it with its own
+#: Alembic migration; the scenario creates it at launch).
+tx_meta = sa.MetaData()
+tx_effects = sa.Table(
+    "scenario_tx_effects",
+    tx_meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dispatch_id", sa.String(64), nullable=False),
+    sa.Column("key", sa.String(64), nullable=False),
+)
+
+
+def _tx_book(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+    """Book a slot: one row in the app's own table, through the call's transaction."""
+    effect("bodies", tool="tx_book", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+    conn = ctx.require_connection()
+    conn.execute(tx_effects.insert().values(dispatch_id=ctx.require_dispatch_id(), key=key))
+    if os.environ.get("SCENARIO_TX_FAIL"):
+        raise RuntimeError("the booking system refused the slot")
+    booked = conn.execute(sa.select(sa.func.count()).select_from(tx_effects).where(tx_effects.c.dispatch_id == ctx.dispatch_id)).scalar()
+    return {"tool": "tx_book", "key": key, "rows_seen": booked}
+
+
+def _charge(name: str) -> Any:
+    def charge(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+        """Charge a card: the outside system's ledger is the charges file, keyed on the dispatch id."""
+        effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+        receipt = {"charge_id": f"ch-{ctx.require_dispatch_id()[:8]}", "key": key, "attempt": ctx.attempt}
+        effect("charges", dispatch_id=ctx.dispatch_id, receipt=receipt)
+        return receipt
+
+    charge.__name__ = name
+    return charge
+
+
+def check_charge(ctx: hx.CheckContext) -> hx.Applied | hx.NotApplied | None:
+    """Ask the outside system (the charges file) whether the charge keyed on the dispatch id exists."""
+    effect("checks", tool=ctx.tool_name, dispatch_id=ctx.dispatch_id, attempts=ctx.attempts)
+    how = os.environ.get("SCENARIO_CHECK", "")
+    if how == "raise":
+        raise ConnectionError("the payments API is down")
+    if how == "timeout":
+        time.sleep(5)
+    if how == "none":
+        return None
+    path = EFFECTS / "charges.jsonl"
+    for line in (path.read_text().splitlines() if path.exists() else []):
+        row = json.loads(line)
+        if row["dispatch_id"] == ctx.dispatch_id:
+            return hx.Applied(row["receipt"])
+    return hx.NotApplied()
 
 
 def build_tools(variant: str) -> list[hx.Tool]:
@@ -83,6 +141,9 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(sequential=True, name="seq_unsafe")(_body("seq_unsafe")),
         hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
         hx.tool(replay="safe", sequential=True, name="slow_seq")(_body("slow_seq", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(transactional=True, name="tx_book")(_tx_book),
+        hx.tool(reconcile=check_charge, reconcile_timeout=0.5, name="rec_charge")(_charge("rec_charge")),
+        hx.tool(reconcile=check_charge, reconcile_timeout=0.5, sequential=True, name="rec_seq")(_charge("rec_seq")),
         hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
@@ -180,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     EFFECTS = Path(args.effects)
     EFFECTS.mkdir(parents=True, exist_ok=True)
+    from helix_dbos.ledger.engine import create_sync_engine
+
+    engine = create_sync_engine(args.db, poolclass=sa.pool.NullPool)
+    tx_meta.create_all(engine)
+    engine.dispose()
     rt = build_runtime(args).launch()
     try:
         if args.cmd == "serve":
