@@ -207,3 +207,18 @@ def test_the_ui_cookie_is_httponly_strict_and_only_for_a_valid_key(services: Cal
         http.post("/ui/logout")
         http.cookies.clear()
         expect_error(http.get("/sessions"), 401, "unauthenticated")
+
+
+def test_executors_are_listed_for_operators_only(db_url: str, services: Callable[..., Service]) -> None:
+    """GET /executors: the service's own executor with a live lease, for the operator role; another
+    principal is refused 403, no key 401; a live-output stream of another owner's session is 404."""
+    service = services(extra_env=KEYS_ENV)
+    http = service.client()
+    expect_error(http.get("/executors"), 401, "unauthenticated")
+    expect_error(http.get("/executors", headers=as_("alice")), 403, "forbidden")
+    rows = http.get("/executors", headers=as_("ops")).json()
+    mine = [r for r in rows if r["executor_id"] == http.get("/healthz").json()["executor_id"]]
+    assert len(mine) == 1 and mine[0]["status"] == "live" and mine[0]["pending_runs"] == 0, rows
+    run = http.post("/sessions", headers=as_("alice"), params={"wait": 30}, json={"agent": "concierge", "message": "Dinner for two in Porto"}).json()
+    expect_error(http.get(f"/sessions/{run['session_id']}/live", headers=as_("bob"), params={"timeout": 1}), 404, "session_not_found")
+    expect_error(http.get(f"/sessions/{run['session_id']}/live", params={"timeout": 1}), 401, "unauthenticated")

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
-from ..errors import RunNotFoundError, SessionNotFoundError, ValidationError
+from ..errors import ForbiddenError, RunNotFoundError, SessionNotFoundError, ValidationError
 from ..ledger import store
 from ..ledger.engine import is_sqlite
 from ..runtime import AnswerReceipt, RunHandle, Runtime
@@ -120,6 +120,21 @@ async def health(request: Request) -> s.Health:
     runtime = rt(request)
     assert runtime.settings is not None
     return s.Health(status="ok", executor_id=runtime.executor_id, database="sqlite" if is_sqlite(runtime.settings.database_url) else "postgresql")
+
+
+def _executors(runtime: Runtime) -> list[dict[str, Any]]:
+    from ..runtime.leases import list_executors
+
+    with runtime.engine.connect() as conn:
+        return list_executors(conn)
+
+
+@router.get("/executors", response_model=list[s.ExecutorOut], tags=["service"], responses=_errors(403))
+async def list_executors(request: Request, caller: Caller) -> list[s.ExecutorOut]:
+    """Every executor with its lease, pending runs and takeovers (the ``operator`` role only)."""
+    if caller.authenticated and "operator" not in caller.roles:
+        raise ForbiddenError(f"{caller.name!r} may not list executors (that takes the operator role)", detail={"roles": sorted(caller.roles)})
+    return [s.ExecutorOut(**row) for row in await asyncio.to_thread(_executors, rt(request))]
 
 
 @router.get("/agents", response_model=list[s.AgentOut], tags=["service"], responses=_errors())

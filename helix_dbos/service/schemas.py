@@ -276,6 +276,25 @@ class AgentOut(BaseModel):
     tools: list[ToolOut]
 
 
+class ExecutorOut(BaseModel):
+    """One executor's lease, as ``helix-dbos executors`` and the ``executor_audit`` view show it."""
+
+    executor_id: str
+    host: str | None
+    pid: int | None
+    generation: int
+    lease_seconds: float
+    status: Literal["live", "lapsed", "released", "taken_over"]
+    started_at: Any = None
+    renewed_at: Any = None
+    released_at: Any = None
+    taken_over_by: str | None
+    taken_over_at: Any = None
+    taken_runs: int | None
+    pending_runs: int = Field(description="Workflows DBOS still holds pending for this executor id.")
+    took_over: list[str] = Field(description="Executors whose runs this one took over.")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     executor_id: str
