@@ -228,6 +228,14 @@ class UnsupportedFeatureError(ConfigurationError):
     code = "unsupported_feature"
 
 
+class UsageLimitExceededError(HelixError):
+    """A run went past one of its agent's pydantic-ai ``UsageLimits`` (tokens, tool calls): it fails
+    typed, as ``agent.run`` raises ``UsageLimitExceeded``; ``retry()`` gives it a fresh budget."""
+
+    code = "usage_limit_exceeded"
+    status = 409
+
+
 class ToolTimeoutError(HelixError):
     """A tool (an MCP server's, typically) gave no answer within the agent's ``tool_timeout``."""
 

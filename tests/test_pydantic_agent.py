@@ -205,8 +205,6 @@ def test_refused_features_are_typed() -> None:
     with pytest.raises(UnsupportedFeatureError) as err:
         hx.from_pydantic_ai(prompted)
     assert err.value.code == "unsupported_feature"
-    with pytest.raises(UnsupportedFeatureError, match="tokens_limit"):
-        hx.from_pydantic_ai(Agent(model, name="u"), usage_limits=UsageLimits(total_tokens_limit=10))
     assert hx.from_pydantic_ai(Agent(model, name="u"), usage_limits=UsageLimits(request_limit=7)).max_steps == 7
     texty = Agent(model, name="t")
     texty.output_validator(lambda s: s)
@@ -309,3 +307,40 @@ def test_pydantic_agent_as_remote_sub_agent(make_runtime: Any) -> None:
     assert call.status == "ok" and call.result == "child says HI"
     child_calls = rt.session(call.child_session_id).calls
     assert [(c.tool_name, c.replay, c.result) for c in child_calls] == [("shout", "safe", "HI")]
+
+
+def test_usage_limits_fail_the_run_typed(make_runtime: Any) -> None:
+    """pydantic-ai's token and tool-call limits hold over a run: the run fails
+    ``usage_limit_exceeded`` with the reply that went over recorded, and no body of it runs."""
+    from pydantic_ai.usage import RequestUsage
+
+    ran: list[str] = []
+
+    def reply(messages: list[Any], info: Any) -> ModelResponse:
+        n = sum(isinstance(m, ModelResponse) for m in messages)
+        if n == 0:
+            return ModelResponse(parts=[ToolCallPart("note", {"text": "a"}, tool_call_id="c1"), ToolCallPart("note", {"text": "b"}, tool_call_id="c2")],
+                                 usage=RequestUsage(input_tokens=40, output_tokens=10))
+        return ModelResponse(parts=[TextPart("done")], usage=RequestUsage(input_tokens=40, output_tokens=10))
+
+    def build(name: str, limits: UsageLimits) -> Any:
+        agent = Agent(FunctionModel(reply), name=name)
+
+        @agent.tool_plain(metadata={"replay": "safe"})
+        def note(text: str) -> str:
+            ran.append(text)
+            return text
+
+        return hx.from_pydantic_ai(agent, usage_limits=limits)
+
+    calls = build("calls", UsageLimits(tool_calls_limit=1))
+    tokens = build("tokens", UsageLimits(total_tokens_limit=80))
+    fine = build("fine", UsageLimits(total_tokens_limit=1000, tool_calls_limit=5))
+    rt = make_runtime([calls, tokens, fine])
+    over = rt.start("calls", "go").result(timeout=60)
+    assert (over.status, over.error_code) == ("failed", "usage_limit_exceeded") and ran == [], (over, ran)
+    assert "tool_calls_limit" in (over.error or "")
+    over = rt.start("tokens", "go").result(timeout=60)  # 50 tokens, then 100 > 80 at the second request
+    assert (over.status, over.error_code) == ("failed", "usage_limit_exceeded") and sorted(ran) == ["a", "b"], (over, ran)
+    ok = rt.start("fine", "go").result(timeout=60)
+    assert ok.status == "completed" and ok.output == "done"

@@ -184,6 +184,7 @@ class PydanticAgent(Agent):
     deps_factory: DepsFactory | None = None
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     system_prompts: tuple[str, ...] = ()
+    usage_limits: UsageLimits | None = None
     _listed: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
     _deps: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
@@ -380,14 +381,10 @@ def _output_type(agent: PydanticAIAgent[Any, Any]) -> type[Any] | None:
 
 
 def _max_steps(usage_limits: UsageLimits | None, max_steps: int | None, name: str) -> int:
+    """``request_limit`` is the run's ``max_steps``; token and tool-call limits are checked in each
+    model step (``runtime/model_step.check_usage_limits``)."""
     if usage_limits is None:
         return max_steps or 50
-    others = {k: getattr(usage_limits, k, None) for k in ("input_tokens_limit", "output_tokens_limit", "total_tokens_limit", "tool_calls_limit")}
-    set_ = {k: v for k, v in others.items() if v is not None}
-    if set_:
-        raise UnsupportedFeatureError(
-            f"agent {name!r}: usage limits {sorted(set_)} are not supported (only request_limit, which is max_steps)"
-        )
     return usage_limits.request_limit or max_steps or 50
 
 
@@ -464,4 +461,5 @@ def from_pydantic_ai(
         tool_timeout=float(timeout),
         system_prompts=tuple(getattr(agent, "_system_prompts", ()) or ()),
         sub_agents=list(sub_agents or []),
+        usage_limits=usage_limits,
     )

@@ -81,6 +81,36 @@ def _read(conn: sa.Connection, run_id: str, session_id: str) -> tuple[str | None
     return None, [r["body"] for r in store.active_messages(conn, session_id)]
 
 
+def _run_usage(conn: sa.Connection, run_id: str) -> dict[str, int]:
+    """What the run has used so far: tokens of its recorded model requests, and its tool calls."""
+    from ..ledger import tables as t
+
+    u = t.usage.c
+    row = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0), sa.func.coalesce(sa.func.sum(u.output_tokens), 0),
+                  sa.func.coalesce(sa.func.sum(u.total_tokens), 0)).where(u.run_id == run_id)
+    ).one()
+    calls = conn.execute(sa.select(sa.func.count()).select_from(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.kind == "tool")).scalar()
+    return {"input_tokens": int(row[0]), "output_tokens": int(row[1]), "total_tokens": int(row[2]), "tool_calls": int(calls or 0)}
+
+
+def check_usage_limits(limits: Any, used: dict[str, int], reply: dict[str, Any]) -> None:
+    """pydantic-ai's ``UsageLimits`` over a run: its recorded requests plus this reply; the request
+    count is ``max_steps``. Raised inside the model step, so the reply that went over is recorded
+    with the failure, as pydantic-ai raises after the response."""
+    from ..errors import UsageLimitExceededError
+
+    u = reply["usage"]
+    inp, out = used["input_tokens"] + int(u["input_tokens"] or 0), used["output_tokens"] + int(u["output_tokens"] or 0)
+    this = int(u["input_tokens"] or 0) + int(u["output_tokens"] or 0)
+    totals = {"input_tokens_limit": inp, "output_tokens_limit": out, "total_tokens_limit": used["total_tokens"] + this}
+    totals["tool_calls_limit"] = used["tool_calls"] + sum(1 for p in reply["planned"] if p["kind"] == "tool")
+    for name, value in totals.items():
+        limit = getattr(limits, name, None)
+        if limit is not None and value > limit:
+            raise UsageLimitExceededError(f"the run exceeded its {name} of {limit} ({value})", detail={name: limit, "used": value})
+
+
 async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
         reply = await _model_request(run_id, session_id, agent_name, step)
@@ -115,10 +145,14 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
         )
     # Planned here, inside the step, so the plan is recorded with the reply: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
-    return {
+    reply = {
         "response": transcript.dump(response),
         "usage": _usage(response),
         "model_name": response.model_name,
         "step": step,
         "planned": await agent.review_plan(plan_calls(agent, response), scope),
     }
+    limits = getattr(agent, "usage_limits", None)
+    if limits is not None:
+        check_usage_limits(limits, await plain_tx(_run_usage, run_id), reply)
+    return reply
