@@ -121,7 +121,7 @@ def test_service_streams_live_output_over_sse(db_url: str) -> None:
 
     rt = hx.Runtime([hx.Agent("live", streaming_model(), tools=[look])], database_url=db_url,
                     executor_id=f"svc-{uuid.uuid4().hex[:8]}", live_output=True)
-    with TestClient(create_app(rt)) as client:
+    with TestClient(create_app(rt), base_url="http://localhost") as client:  # a Host the service trusts
         handle = rt.start("live", "go")
         events: list[tuple[str, Any]] = []
         with client.stream("GET", f"/sessions/{handle.session_id}/live", params={"timeout": 30}) as response:

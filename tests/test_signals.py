@@ -152,7 +152,7 @@ def test_signal_to_the_service_mid_body_then_restart_finishes_the_run(
     with restarted.client() as http:
         view = http.get(f"/sessions/{sid}").json()
     by_name = {c["args"].get("seat", c["tool_name"]): c for c in view["calls"]}
-    assert by_name["A2"]["status"] == "ok" and [a["outcome"] for a in by_name["A2"]["attempts"]] == [None, "ok"]
+    assert by_name["A2"]["status"] == "ok" and [a["outcome"] for a in by_name["A2"]["attempts"]] == ["lost", "ok"]  # closed, never left open
     assert by_name["send_email"]["status"] == "outcome_unknown" and len(by_name["send_email"]["attempts"]) == 1
     assert [r["status"] for r in view["runs"]] == ["completed"]  # the same run, recovered
     bodies = [json.loads(line)["tool"] for line in effects.read_text().splitlines()]

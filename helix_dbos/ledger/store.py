@@ -449,7 +449,8 @@ def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:
     exists): its external effect may have happened, its ledger write does not."""
     conn.execute(
         t.attempts.update()
-        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt, t.attempts.c.outcome.is_(None))
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt,
+               sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"))
         .values(ended_at=now(), outcome="refused")
     )
 
