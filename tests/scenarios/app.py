@@ -26,16 +26,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 import helix_dbos as hx
+from tests.scenarios import effects
 
 EFFECTS: Path = Path(".")
 
 
 def effect(kind: str, **data: Any) -> None:
     """Append one fsynced line: the test's own record of what really happened."""
-    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
-        f.write(json.dumps(data) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    effects.append(EFFECTS, kind, data)
 
 
 def _body(name: str, delay: float = 0.0) -> Any:

@@ -21,15 +21,14 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
+from tests.scenarios import effects
 
 EFFECTS: Path = Path(".")
 
 
 def effect(kind: str, **data: Any) -> None:
-    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
-        f.write(json.dumps(data) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one fsynced line: the test's own record of what really happened."""
+    effects.append(EFFECTS, kind, data)
 
 
 @dataclass

@@ -40,16 +40,14 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
+from tests.scenarios import effects
 
 EFFECTS: Path = Path(os.environ.get("FAMILY_EFFECTS", "."))
 
 
 def effect(kind: str, **data: Any) -> None:
     """Append one fsynced line: the test's own record of what really happened, and where."""
-    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
-        f.write(json.dumps({**data, "pid": os.getpid()}) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    effects.append(EFFECTS, kind, {**data, "pid": os.getpid()})
 
 
 async def hold(key: str) -> None:

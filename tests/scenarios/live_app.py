@@ -19,17 +19,14 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 import helix_dbos as hx
+from tests.scenarios import effects
 
 EFFECTS: Path | None = None  # set by main(); the CLI's build_runtime() counts nothing
 
 
 def effect(kind: str, **data: object) -> None:
-    if EFFECTS is None:
-        return
-    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
-        f.write(json.dumps(data) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one fsynced line: the test's own record of what really happened."""
+    effects.append(EFFECTS, kind, data)
 
 
 async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:

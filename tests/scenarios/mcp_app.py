@@ -21,16 +21,15 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
+from tests.scenarios import effects
 
 HERE = Path(__file__).resolve().parent
 EFFECTS: Path = Path(".")
 
 
 def effect(kind: str, **data: Any) -> None:
-    with open(EFFECTS / f"{kind}.jsonl", "a") as f:
-        f.write(json.dumps(data) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one fsynced line: the test's own record of what really happened."""
+    effects.append(EFFECTS, kind, data)
 
 
 def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -1,0 +1,20 @@
+"""The side-effect record every scenario app keeps outside the runtime: one fsynced JSON line per
+body start or model request, so a line written just before ``os._exit`` or a SIGKILL survives it
+and a test counts what really happened, not what the ledger says."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def append(folder: Path | None, kind: str, data: dict[str, Any]) -> None:
+    """Append ``data`` to ``folder/kind.jsonl`` and fsync it (no folder: record nothing)."""
+    if folder is None:
+        return
+    with open(folder / f"{kind}.jsonl", "a") as f:
+        f.write(json.dumps(data) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
