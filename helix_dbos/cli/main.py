@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 import os
 from enum import Enum
 from typing import Annotated, Any
@@ -139,8 +140,8 @@ def _wait_live(runtime: Runtime, handle: RunHandle, timeout: float, live: bool) 
                         console.print(f"\n→ {d['tool_name']}", end="", highlight=False, markup=False)
                 if value.get("type") == "end":
                     console.print()
-        except Exception:  # best effort: the result below is what counts
-            pass
+        except Exception:  # best effort: the result below is what counts; say why the live view stopped
+            logging.getLogger("helix_dbos").debug("live output display stopped", exc_info=True)
 
     printer = threading.Thread(target=show, daemon=True)
     printer.start()

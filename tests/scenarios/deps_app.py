@@ -8,7 +8,6 @@ it in whichever process runs the step, and records each build in ``deps.jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -98,15 +97,8 @@ def main(argv: list[str]) -> int:
     global EFFECTS
     if os.environ.get("SPANS_FILE"):
         install_span_file(os.environ["SPANS_FILE"])
-    p = argparse.ArgumentParser()
-    p.add_argument("--db", required=True)
-    p.add_argument("--effects", required=True)
-    p.add_argument("--executor", required=True)
-    p.add_argument("cmd", choices=["start", "wake"])
-    p.add_argument("--session", required=True)
-    args = p.parse_args(argv)
+    args = effects.app_args(argv)
     EFFECTS = Path(args.effects)
-    EFFECTS.mkdir(parents=True, exist_ok=True)
     rt = hx.Runtime([build_agent()], database_url=args.db, executor_id=args.executor, deps_factories={"keeper": make_deps}).launch()
     try:
         if args.cmd == "start":

@@ -4,6 +4,7 @@ and a test counts what really happened, not what the ledger says."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -18,3 +19,16 @@ def append(folder: Path | None, kind: str, data: dict[str, Any]) -> None:
         f.write(json.dumps(data) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def app_args(argv: list[str], *required: str) -> argparse.Namespace:
+    """The command line the pydantic-ai crash apps share: ``--db --effects --executor`` (plus
+    ``required`` options), ``start`` or ``wake``, ``--session``; the effects folder is created."""
+    p = argparse.ArgumentParser()
+    for name in ("--db", "--effects", "--executor", *required):
+        p.add_argument(name, required=True)
+    p.add_argument("cmd", choices=["start", "wake"])
+    p.add_argument("--session", required=True)
+    args = p.parse_args(argv)
+    Path(args.effects).mkdir(parents=True, exist_ok=True)
+    return args

@@ -7,7 +7,6 @@ Runs with ``HELIX_DBOS_LIVE_OUTPUT=1``; ``model.jsonl`` counts the model request
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -54,15 +53,8 @@ def build_runtime() -> hx.Runtime:
 
 def main(argv: list[str]) -> int:
     global EFFECTS
-    p = argparse.ArgumentParser()
-    p.add_argument("--db", required=True)
-    p.add_argument("--effects", required=True)
-    p.add_argument("--executor", required=True)
-    p.add_argument("cmd", choices=["start", "wake"])
-    p.add_argument("--session", required=True)
-    args = p.parse_args(argv)
+    args = effects.app_args(argv)
     EFFECTS = Path(args.effects)
-    EFFECTS.mkdir(parents=True, exist_ok=True)
 
     @hx.tool(replay="safe")
     def look(key: str) -> str:

@@ -9,7 +9,6 @@ the server counts its own bodies (``mcp_bodies.jsonl``), the model its requests 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -54,16 +53,8 @@ def mcp_toolset(where: str, effects: Path) -> Any:
 
 def main(argv: list[str]) -> int:
     global EFFECTS
-    p = argparse.ArgumentParser()
-    p.add_argument("--db", required=True)
-    p.add_argument("--effects", required=True)
-    p.add_argument("--executor", required=True)
-    p.add_argument("--mcp", required=True)
-    p.add_argument("cmd", choices=["start", "wake"])
-    p.add_argument("--session", required=True)
-    args = p.parse_args(argv)
+    args = effects.app_args(argv, "--mcp")
     EFFECTS = Path(args.effects)
-    EFFECTS.mkdir(parents=True, exist_ok=True)
     agent = Agent(FunctionModel(reply), name="stockist", toolsets=[mcp_toolset(args.mcp, EFFECTS)])
     rt = hx.Runtime([agent], database_url=args.db, executor_id=args.executor).launch()
     try:
