@@ -9,6 +9,7 @@ loop sends, so the model can correct itself.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pydantic
@@ -20,6 +21,8 @@ from ..ledger.statuses import BODY_KINDS
 
 Planned = dict[str, Any]
 
+
+log = logging.getLogger("helix_dbos")
 
 def _args_of(part: ToolCallPart) -> tuple[Any, str | None]:
     """The arguments as a dict, or the raw text and why it is not one."""
@@ -52,6 +55,7 @@ def _needs_approval(tool: Any, args: dict[str, Any]) -> bool:
     try:
         return bool(tool.needs_approval(args))
     except Exception:
+        log.warning("approval rule of tool %r raised; asking a human instead", getattr(tool, "name", tool), exc_info=True)
         return True
 
 

@@ -45,7 +45,7 @@ async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
         async for value in live.read_async(run_id, timeout=timeout):
             yield f"event: live\ndata: {json.dumps(value)}\n\n".encode()
     except (TimeoutError, asyncio.TimeoutError):
-        pass
+        pass  # the caller's ?timeout= ran out: the stream ends with its end frame, as a finished run's does
     yield b"event: end\ndata: {}\n\n"
 
 
