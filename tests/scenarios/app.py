@@ -123,6 +123,7 @@ def check_charge(ctx: hx.CheckContext) -> hx.Applied | hx.NotApplied | None:
         row = json.loads(line)
         if row["dispatch_id"] == ctx.dispatch_id:
             return hx.Applied(row["receipt"])
+    effect("not_applied", tool=ctx.tool_name, dispatch_id=ctx.dispatch_id)  # the verdict that lets the body run again
     return hx.NotApplied()
 
 
