@@ -173,4 +173,4 @@ def attach_standard(counter: DbCounter, runtime: Any = None) -> None:
         from helix_dbos.runtime.state import env
 
         counter.attach("helix_sync", runtime.engine)
-        counter.attach("helix_ds", env().datasource.engine)
+        counter.attach("helix_ds", env().tx_engine)

@@ -192,6 +192,17 @@ events = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
 )
 
+# What each ledger transaction of a workflow returned, committed with its work (migration 0010):
+# a replayed or concurrent execution of the workflow reads it instead of writing again.
+tx_outputs = sa.Table(
+    "tx_outputs",
+    metadata,
+    sa.Column("workflow_id", sa.String(64), primary_key=True),
+    sa.Column("op", sa.String(120), primary_key=True),
+    sa.Column("output", Json),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
 # A persistent companion: one child session per (parent session, companion agent), kept across the
 # parent's calls. Each call is one turn: a run of the companion session whose run id is the call's
 # dispatch id. ``workflow_id`` is the live incarnation of its long-lived DBOS workflow (turns arrive by

@@ -71,7 +71,7 @@ def register() -> None:
     registry = _get_or_create_dbos_registry()
     if COMPANION_WORKFLOW in registry.workflow_info_map and _companion_workflow is not None:
         return
-    _companion_workflow = DBOS.workflow(name=COMPANION_WORKFLOW)(durable.keep_pending_on_shutdown(_companion))
+    _companion_workflow = DBOS.workflow(name=COMPANION_WORKFLOW)(durable.workflow_function(_companion))
 
 
 def companion_workflow() -> Callable[..., Any]:

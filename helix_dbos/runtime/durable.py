@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
+from collections import Counter
+from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 import sqlalchemy as sa
 from dbos import DBOS
 
+from ..ledger import store
+from ..ledger import tables as t
 from ..ledger.engine import is_sqlite
 from ..ledger.escape import escape_json, unescape_json
 from .state import env
@@ -25,6 +30,9 @@ from .store_retry import retrying
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 _run_workflow: Callable[..., Any] | None = None
+#: The running workflow execution's count of ledger transactions by name (see ``tx``).
+_ops: ContextVar[Counter[str] | None] = ContextVar("helix_workflow_ops", default=None)
+_REPLAYING = "\0replaying"
 log = logging.getLogger("helix_dbos")
 
 
@@ -71,27 +79,73 @@ def run_workflow() -> Callable[..., Any]:
 
 
 async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """An exactly-once ledger transaction: DBOS records its output with the commit, replay returns it.
+    """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
+    database transaction, and a replay of the workflow returns that output instead of writing again.
 
-    It runs the blocking datasource in a worker thread (the DBOS context travels with it), so a
-    transaction is one tight, blocking unit of work: on SQLite the write lock is never held across
-    event-loop turns, where anything else blocking the loop would wait on that lock until it timed out.
-    The output is recorded escaped (``recorded``).
+    The record is the ledger's own ``tx_outputs`` row, keyed by the workflow id and the operation
+    (``name`` and how many times this workflow execution ran ``name`` before: workflow code runs its
+    transactions in a fixed order, as DBOS runs its steps). A second, concurrent execution of the same
+    workflow fails on the key, rolls its work back and returns the first one's output. DBOS's own
+    datasource transaction did the same at five database transactions each; this is one.
 
-    In an outage DBOS re-runs it (connection and serialization errors, SQLite busy) until the store
-    answers, with no deadline; its commit carries DBOS's record, so a retry after a lost
-    acknowledgement returns the recorded output instead of writing twice.
+    It runs the blocking engine in a worker thread, so a transaction is one tight unit of work: on
+    SQLite the write lock is never held across event-loop turns. In an outage it is re-run until the
+    store answers, with no deadline (a lost commit acknowledgement finds its record and returns it).
     """
-    ds = env().datasource
+    workflow_id = DBOS.workflow_id
+    assert workflow_id is not None, "ledger transactions run in a workflow"
+    ops = _ops.get()
+    if ops is None:  # a workflow function not wrapped by ``workflow_function`` (never in helix_dbos)
+        raise RuntimeError(f"{name}: ledger transactions need the workflow's operation counter")
+    op = f"{name}#{ops[name]}"
+    ops[name] += 1
+    engine = env().tx_engine
+    record = t.tx_outputs
 
-    def body(*a: Any) -> Any:
-        return escape_json(fn(ds.sql_session().connection(), *a))
+    def once() -> Any:
+        try:
+            with engine.begin() as conn:
+                if ops[_REPLAYING]:
+                    done = conn.execute(sa.select(record.c.output).where(record.c.workflow_id == workflow_id, record.c.op == op)).first()
+                    if done is not None:
+                        return done[0]
+                out = fn(conn, *args)
+                conn.execute(record.insert().values(workflow_id=workflow_id, op=op, output=out, created_at=store.now()))
+        except sa.exc.IntegrityError:
+            # another execution of this workflow committed this operation first: its output is the answer
+            with engine.connect() as conn:
+                done = conn.execute(sa.select(record.c.output).where(record.c.workflow_id == workflow_id, record.c.op == op)).first()
+            if done is None:
+                raise
+            return done[0]
+        # Operations commit in workflow order, so once one is new to the record every later one is too.
+        ops[_REPLAYING] = 0
+        return out
 
-    return unescape_json(await asyncio.to_thread(ds.run_tx_step, {"name": name, "isolation_level": env().isolation}, body, *args))
+    return await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
+
+
+def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """Wrap a workflow function: its own operation counter for ``tx``, and a stopping event loop
+    leaves it ``PENDING`` (see ``ProcessStopping``).
+
+    Each execution starts out replaying: its transactions look their record up until the first one
+    that finds none (a recovered or resumed workflow returns what it committed before; a fresh one
+    pays one lookup, in its first transaction).
+    """
+    inner = keep_pending_on_shutdown(fn)
+
+    @functools.wraps(fn)
+    async def workflow(*args: Any, **kwargs: Any) -> Any:
+        ops: Counter[str] = Counter({_REPLAYING: 1})
+        _ops.set(ops)
+        return await inner(*args, **kwargs)
+
+    return workflow
 
 
 def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
-    with env().datasource.engine.begin() as conn:
+    with env().tx_engine.begin() as conn:
         return fn(conn, *args)
 
 

@@ -200,7 +200,7 @@ class Runtime:
         self._engine: sa.Engine | None = None
         self._lock: ExecutorLock | None = None
         self._owns_dbos = False
-        self._datasource: Any = None
+        self._tx_engine: sa.Engine | None = None
         # Watch for gone executors and take over their pending runs (False: only this executor's own).
         self.takeover = takeover
         self._takeover: leases.Takeover | None = None
@@ -243,16 +243,15 @@ class Runtime:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
         workflow.register()
         self._engine = create_sync_engine(url)
-        self._datasource = self._create_datasource(url)
+        self._tx_engine = self._create_tx_engine(url)
         state.install(
             state.Env(
                 agents=self.agents,
                 profile=self.recovery,
                 settings=self.settings,
-                datasource=self._datasource,
+                tx_engine=self._tx_engine,
                 engine=self._engine,
                 queue_name=self.queue_name,
-                isolation="SERIALIZABLE" if is_sqlite(url) else "READ COMMITTED",
                 extra={"live_output": self.live_output},
             )
         )
@@ -316,13 +315,10 @@ class Runtime:
                 if durable.dbos_status(conn, run_id) == "CANCELLED":
                     commits.settle_cancel(conn, run_id)
 
-    def _create_datasource(self, url: str) -> Any:
-        """The DBOS datasource of the ledger's exactly-once transactions, on its own blocking pool
-        (so API callers' threads and the workflows' transactions never starve each other)."""
-        from dbos import DBOSPortableJSONSerializer, SQLAlchemyDatasource
-
-        engine = create_sync_engine(url, **({} if is_sqlite(url) else {"pool_size": 20, "max_overflow": 20}))
-        return SQLAlchemyDatasource.create(sync_url(url), engine=engine, serializer=DBOSPortableJSONSerializer())
+    def _create_tx_engine(self, url: str) -> sa.Engine:
+        """The engine of the workflows' ledger transactions, on its own blocking pool (so API
+        callers' threads and the workflows' transactions never starve each other)."""
+        return create_sync_engine(url, **({} if is_sqlite(url) else {"pool_size": 20, "max_overflow": 20}))
 
     def shutdown(self, wait_seconds: int = 2) -> None:
         """Stop this process's runtime; in-flight runs get ``wait_seconds`` to reach DBOS's own end.
@@ -350,6 +346,9 @@ class Runtime:
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+        if self._tx_engine is not None:
+            self._tx_engine.dispose()
+            self._tx_engine = None
         if self._lock is not None:
             executor_lock.install(None)
             self._lock.release()

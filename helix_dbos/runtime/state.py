@@ -22,10 +22,10 @@ class Env:
     agents: dict[str, Agent]
     profile: Profile
     settings: Settings
-    datasource: Any  # dbos.SQLAlchemyDatasource
+    #: The workflows' ledger transactions' own pool (``durable.tx``, ``durable.plain_tx``).
+    tx_engine: sa.Engine
     engine: sa.Engine
     queue_name: str
-    isolation: str
     extra: dict[str, Any] = field(default_factory=dict)
 
     def agent(self, name: str) -> Agent:

@@ -100,8 +100,9 @@ class Backoff:
         return delay
 
 
-async def retrying(what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-    """Run ``attempt`` (one whole transaction) until it succeeds, a non-transient error, or the window ends."""
+async def retrying(what: str, attempt: Callable[[], Awaitable[T]], window: float | None = None) -> T:
+    """Run ``attempt`` (one whole transaction) until it succeeds, a non-transient error, or the window
+    ends (``store_retry_window`` unless given; ``math.inf``: until the store answers)."""
     backoff: Backoff | None = None
     while True:
         try:
@@ -109,7 +110,7 @@ async def retrying(what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            backoff = backoff or Backoff(what)
+            backoff = backoff or Backoff(what, window)
             await asyncio.sleep(backoff.next_delay(exc))
             continue
         if backoff is not None:

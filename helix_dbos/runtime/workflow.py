@@ -30,7 +30,7 @@ from . import commits, durable, fence, scopes, tracing
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
-from .durable import keep_pending_on_shutdown, plain_tx, recorded, step, tx
+from .durable import plain_tx, recorded, step, tx, workflow_function
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
@@ -50,7 +50,7 @@ def register() -> None:
     if RUN_WORKFLOW in _get_or_create_dbos_registry().workflow_info_map:
         return
     # binds it for children and companions, and registers the companion workflow
-    register_children(DBOS.workflow(name=RUN_WORKFLOW)(keep_pending_on_shutdown(_run)))
+    register_children(DBOS.workflow(name=RUN_WORKFLOW)(workflow_function(_run)))
 
 
 async def _run(run_id: str) -> dict[str, Any]:
@@ -189,17 +189,17 @@ async def _saved_step(
 ) -> dict[str, Any]:
     """Bodies for every unanswered call of a saved step, then its step commit."""
     if calls is None:
-        calls = await step("helix.saved_calls", plain_tx, commits.step_bodies, run_id, ref)
+        calls = await tx("helix.saved_calls", commits.step_bodies, run_id, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
     dispatched = await dispatch_children(run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
 
-    reserved = {c["dispatch_id"]: DBOS.reserve_step() for c in local}
-
+    # A body is not a DBOS step: its attempt gate and its result write are the ledger's two facts
+    # about it, and a replay re-enters the gate, which answers from the ledger what happened.
     async def lane(members: list[Any]) -> None:
         for m in members:
-            await reserved[m.dispatch_id].run_async({"name": f"helix.body.{m.tool_name}"}, body_step, run_id, m.dispatch_id)
+            await body_step(run_id, m.dispatch_id)
 
     # Every lane runs to its end before a failure or a cancellation propagates: a body in flight
     # finishes and records its result, so a cancel settles it as finished, not as stopped.
