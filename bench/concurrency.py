@@ -173,10 +173,17 @@ def _stop_worker(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+def _workflow_status() -> str:
+    """DBOS's workflow table (Postgres only here), named through helix_dbos's one door to DBOS's internals."""
+    from helix_dbos.runtime.dbos_private import system_table
+
+    return system_table("workflow_status", sqlite=False)
+
+
 def _wait_bare(engine: sa.Engine, ids: list[str], timeout: float) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     q = sa.text(
-        "SELECT workflow_uuid, status, created_at, updated_at, executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY(:ids)"
+        f"SELECT workflow_uuid, status, created_at, updated_at, executor_id FROM {_workflow_status()} WHERE workflow_uuid = ANY(:ids)"
     )
     while True:
         with engine.connect() as conn:
@@ -194,7 +201,7 @@ def _wait_helix(engine: sa.Engine, ids: list[str], timeout: float) -> list[dict[
     deadline = time.monotonic() + timeout
     q = sa.text(
         "SELECT r.run_id, r.status, r.error_code, r.error, r.output, r.created_at, r.ended_at, w.executor_id FROM helix.runs r "
-        "LEFT JOIN dbos.workflow_status w ON w.workflow_uuid = r.run_id WHERE r.run_id = ANY(:ids)"
+        f"LEFT JOIN {_workflow_status()} w ON w.workflow_uuid = r.run_id WHERE r.run_id = ANY(:ids)"
     )
     while True:
         with engine.connect() as conn:

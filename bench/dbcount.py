@@ -160,10 +160,10 @@ def totals(counts: dict[str, EngineCounts], pre_ping: dict[str, bool], labels: I
 
 
 def dbos_system_engine() -> sa.Engine:
-    """DBOS's system-database engine (`DBOS._sys_db.engine`, a private attribute of dbos 3.4)."""
-    from dbos._dbos import _get_dbos_instance
+    """DBOS's system-database engine (a private attribute: reached through helix_dbos's one door to DBOS's internals)."""
+    from helix_dbos.runtime.dbos_private import system_database_engine
 
-    return _get_dbos_instance()._sys_db.engine
+    return system_database_engine()
 
 
 def attach_standard(counter: DbCounter, runtime: Any = None) -> None:

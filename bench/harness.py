@@ -197,10 +197,9 @@ def teardown_runners(runners: Mapping[str, Runner]) -> None:
 
 
 def _dbos_launched() -> bool:
-    from dbos import _dbos as dbos_module
+    from helix_dbos.runtime.dbos_private import dbos_launched
 
-    instance = dbos_module._dbos_global_instance
-    return bool(instance is not None and getattr(instance, "_launched", False))
+    return dbos_launched()
 
 
 async def probe(runners: Mapping[str, Runner], spec: WorkloadSpec, tag: str) -> dict[str, dict[str, Any]]:

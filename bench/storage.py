@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from bench.dbs import database_sizes
 from bench.helix_runner import TURN_AGENT_NAME, make_turn_agent
 from bench.workload import WorkloadSpec
+from helix_dbos.runtime.dbos_private import system_table
 
 MARKS = (10, 50, 100, 200)
 
@@ -62,8 +63,8 @@ def measure_idle(runtime: Any, seconds: float) -> dict[str, Any]:
 def _dbos_payload_sizes(url: str, run_ids: list[str]) -> dict[str, int]:
     """Largest step output and workflow input DBOS stored for these runs (bytes of serialized text)."""
     sqlite = url.startswith("sqlite")
-    ops = "operation_outputs" if sqlite else "dbos.operation_outputs"
-    wfs = "workflow_input" if sqlite else "dbos.workflow_input"
+    ops = system_table("operation_outputs", sqlite=sqlite)
+    wfs = system_table("workflow_input", sqlite=sqlite)
     length = "length" if sqlite else "octet_length"
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:

@@ -134,6 +134,16 @@ class ExecutorIdInUseError(ConfigurationError):
     code = "executor_id_in_use"
 
 
+class RuntimeAlreadyLaunchedError(ConfigurationError):
+    """A ``Runtime`` is already launched in this process; a second would take over its workflows.
+
+    DBOS is one per process and resolves workflows by registered name, so two runtimes cannot share
+    it: shut the first down (``runtime.shutdown()``) before launching another.
+    """
+
+    code = "runtime_already_launched"
+
+
 class RunFencedError(ConflictError):
     """A ledger transaction was asked for by a workflow that does not own the run now.
 
@@ -214,6 +224,7 @@ __all__ = [
     "RunFailedError",
     "RunFencedError",
     "RunNotFoundError",
+    "RuntimeAlreadyLaunchedError",
     "SessionNotFoundError",
     "StaleAnswerError",
     "StoreUnavailableError",

@@ -14,16 +14,20 @@ replay sees the same sequence of "still waiting" answers and a live wait costs o
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 
 from ..ledger import store
 from ..ledger.statuses import RUN_AT_REST
 from . import commits, fence
-from .durable import plain_tx
-from .durable import DBOS_TERMINAL, dbos_status, poll_interval, step
+from .dbos_private import workflow_status as dbos_status
+from .durable import DBOS_TERMINAL, plain_tx, poll_interval, step
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 #: Seconds one recorded wait step polls before it records "still waiting" and the next one starts.
 WAIT_SLICE: Final = 30.0
@@ -85,7 +89,7 @@ def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_
     return {"state": "waiting"}
 
 
-async def _wait_slice(parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> Outcome:
+async def _wait_slice(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> Outcome:
     deadline = time.monotonic() + WAIT_SLICE
     delay = 0.01
     while True:
@@ -93,13 +97,14 @@ async def _wait_slice(parent_run_id: str, dispatch_id: str, host_workflow_id: st
         if state["state"] != "waiting" or time.monotonic() >= deadline:
             return state
         await asyncio.sleep(delay)
-        delay = min(delay * 1.5, poll_interval())
+        delay = min(delay * 1.5, poll_interval(registry))
 
 
-async def wait_for_child(parent_run_id: str, dispatch_id: str, host_workflow_id: str | None = None) -> Outcome:
+async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None = None) -> Outcome:
     """Workflow code: recorded wait steps until the child is done or lost (never an endless single wait)."""
+    wait_slice = functools.partial(_wait_slice, registry)
     while True:
-        state: Outcome = await step("helix.child_wait", _wait_slice, parent_run_id, dispatch_id, host_workflow_id)
+        state: Outcome = await step("helix.child_wait", wait_slice, parent_run_id, dispatch_id, host_workflow_id)
         if state["state"] != "waiting":
             return state
 

@@ -19,7 +19,7 @@ reply order, before the step's local bodies, and the waits run in reply order af
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -27,11 +27,15 @@ from dbos import DBOS, SetWorkflowID
 from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import RUN_AT_REST
-from . import commits, companions, durable, fence
+from ..recovery import Profile
+from . import commits, companions, fence, state
 from .child_outcome import lost, record_outcome, unavailable, wait_for_child
-from .durable import dbos_status, tx
+from .dbos_private import workflow_status as dbos_status
+from .durable import tx
 from .faults import crash_point, fail_point
-from .state import env
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 #: Call kinds answered by a child workflow rather than a body step of the parent.
 CHILD_KINDS: Final = frozenset({"remote", "companion"})
@@ -39,13 +43,13 @@ CHILD_KINDS: Final = frozenset({"remote", "companion"})
 Gate = dict[str, Any]
 
 
-def register(run_workflow: Callable[..., Any]) -> None:
+def register(registry: Registry, run_workflow: Callable[..., Any]) -> None:
     """Called by ``workflow.register`` before launch: bind the run workflow, register the companion's."""
-    durable.bind_run_workflow(run_workflow)
-    companions.register()
+    registry.bind_run_workflow(run_workflow)
+    companions.register(registry)
 
 
-def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> Gate:
+def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile) -> Gate:
     """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
     gate, call, sub = commits.child_gate(conn, run_id, dispatch_id, "remote")
     if call is None:
@@ -66,7 +70,7 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> Gate:
             entry="start",
             entry_message=(call["args"] or {}).get("message", ""),
             max_steps=sub.agent.max_steps,
-            recovery=env().profile,
+            recovery=profile,
         )
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_sid))
         store.emit(conn, call["session_id"], run_id, "subagent_start",
@@ -82,44 +86,50 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> Gate:
     return {**gate, "attach": "enqueue"}
 
 
-async def _dispatch_remote(run_id: str, dispatch_id: str, tool_name: str) -> Gate:
-    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id)
+async def _dispatch_remote(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
+    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, registry.env.profile)
     crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
     if gate["action"] != "done" and gate["attach"] == "enqueue":
         with SetWorkflowID(dispatch_id):
-            await DBOS.enqueue_workflow_async(env().queue_name, durable.run_workflow(), dispatch_id)
+            await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.run_workflow, dispatch_id)
     return gate
 
 
-async def _settle_remote(run_id: str, gate: Gate) -> None:
+async def _settle_remote(registry: Registry, run_id: str, gate: Gate) -> None:
     dispatch_id = gate["dispatch_id"]
     if gate["attach"] == "lost":
-        state = lost("not_found", "the sub-agent's workflow cannot be found")
+        outcome = lost("not_found", "the sub-agent's workflow cannot be found")
     else:
-        state = await wait_for_child(run_id, dispatch_id)
+        outcome = await wait_for_child(registry, run_id, dispatch_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], state))
+    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], outcome))
 
 
-async def dispatch_children(run_id: str, calls: Sequence[dict[str, Any]]) -> list[Gate]:
-    """Workflow code: gate and start (or re-attach, or re-send to) every child call, in reply order."""
+async def dispatch_children(run_id: str, calls: Sequence[dict[str, Any]], registry: Registry | None = None) -> list[Gate]:
+    """Workflow code: gate and start (or re-attach, or re-send to) every child call, in reply order.
+
+    ``registry``: the launched runtime's; the run workflow's step code that calls this without one
+    gets the process's (``state.current()``, the one lookup DBOS-started code has)."""
+    registry = registry or state.current()
     gates: list[Gate] = []
     for call in sorted(calls, key=lambda c: c["position"]):
         if call["kind"] == "remote":
-            gate = await _dispatch_remote(run_id, call["dispatch_id"], call["tool_name"])
+            gate = await _dispatch_remote(registry, run_id, call["dispatch_id"], call["tool_name"])
         else:
-            gate = await companions.dispatch(run_id, call["dispatch_id"], call["tool_name"])
+            gate = await companions.dispatch(registry, run_id, call["dispatch_id"], call["tool_name"])
         crash_point("child_dispatched", call["tool_name"])
         gates.append(gate)
     return gates
 
 
-async def settle_children(run_id: str, gates: Sequence[Gate]) -> None:
-    """Workflow code: wait for each dispatched child in reply order and answer its call."""
+async def settle_children(run_id: str, gates: Sequence[Gate], registry: Registry | None = None) -> None:
+    """Workflow code: wait for each dispatched child in reply order and answer its call (``registry``
+    as in ``dispatch_children``)."""
+    registry = registry or state.current()
     for gate in gates:
         if gate["action"] == "done":
             continue
         if gate["kind"] == "remote":
-            await _settle_remote(run_id, gate)
+            await _settle_remote(registry, run_id, gate)
         else:
-            await companions.settle(run_id, gate)
+            await companions.settle(registry, run_id, gate)

@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -44,9 +43,12 @@ from ..ledger import tables as t
 from ..ledger.statuses import CALL_SETTLED, RUN_AT_REST
 from . import commits, durable, fence
 from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
-from .durable import DBOS_TERMINAL, dbos_status, tx
+from .dbos_private import workflow_status as dbos_status
+from .durable import DBOS_TERMINAL, tx
 from .faults import crash_point, fail_point
-from .state import env
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 log = logging.getLogger("helix_dbos")
 
@@ -60,23 +62,19 @@ DEFAULT_IDLE_SECONDS: Final = 24 * 3600.0
 MAX_TURNS_PER_INCARNATION: Final = 100
 
 Row = dict[str, Any]
-_companion_workflow: Callable[..., Any] | None = None
 
 
-def register() -> None:
-    """Register the companion workflow with the DBOS instance about to launch (once per instance)."""
-    global _companion_workflow
-    from dbos._dbos import _get_or_create_dbos_registry
+def register(registry: Registry) -> None:
+    """Register the companion workflow, bound to ``registry``, with the DBOS instance about to launch.
 
-    registry = _get_or_create_dbos_registry()
-    if COMPANION_WORKFLOW in registry.workflow_info_map and _companion_workflow is not None:
-        return
-    _companion_workflow = DBOS.workflow(name=COMPANION_WORKFLOW)(durable.workflow_function(_companion))
+    DBOS finds it by name (``helix.companion``) on recovery; the function under that name closes
+    over the registry of the runtime that launched, which the parent's dispatch enqueues it from.
+    """
 
+    async def companion(companion_session_id: str, idle: float) -> dict[str, Any]:
+        return await _companion(registry, companion_session_id, idle)
 
-def companion_workflow() -> Callable[..., Any]:
-    assert _companion_workflow is not None, "workflows are registered by runtime.launch()"
-    return _companion_workflow
+    registry.bind_companion_workflow(DBOS.workflow(name=COMPANION_WORKFLOW)(durable.workflow_function(companion, registry)))
 
 
 def idle_seconds() -> float:
@@ -187,7 +185,7 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
     return {**gate, "attach": attach, "start": start, "companion_session_id": sid, "workflow_id": comp["workflow_id"], "idle": idle}
 
 
-async def dispatch(run_id: str, dispatch_id: str, tool_name: str) -> dict[str, Any]:
+async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> dict[str, Any]:
     """Workflow code: gate, start the incarnation if it is new, send the turn (idempotent by dispatch id)."""
     gate: dict[str, Any] = await tx("helix.companion.gate", _parent_gate, run_id, dispatch_id, idle_seconds())
     crash_point("child_gated", tool_name)  # bound to its companion, not yet sent
@@ -195,7 +193,7 @@ async def dispatch(run_id: str, dispatch_id: str, tool_name: str) -> dict[str, A
         return gate
     if gate["start"]:
         with SetWorkflowID(gate["workflow_id"]):
-            await DBOS.enqueue_workflow_async(env().queue_name, companion_workflow(), gate["companion_session_id"], gate["idle"])
+            await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.companion_workflow, gate["companion_session_id"], gate["idle"])
     # Keyed by attempt too: a replay of this attempt never sends twice, while a re-entry (a later attempt)
     # does reach the companion even if it already dropped this turn's earlier message (see _begin_turn).
     await DBOS.send_async(gate["workflow_id"], {"dispatch_id": dispatch_id}, TURN_TOPIC,
@@ -216,10 +214,10 @@ def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, st
     return out
 
 
-async def settle(run_id: str, gate: dict[str, Any]) -> None:
+async def settle(registry: Registry, run_id: str, gate: dict[str, Any]) -> None:
     """Workflow code: wait for the turn's run (or its loss) and answer the parent call from the ledger."""
     dispatch_id = gate["dispatch_id"]
-    state = await wait_for_child(run_id, dispatch_id, gate["workflow_id"])
+    state = await wait_for_child(registry, run_id, dispatch_id, gate["workflow_id"])
     fail_point("child_result")
     fence.raise_if_refused(await tx("helix.companion.result", _record, run_id, dispatch_id, gate["attempt"], state, gate["workflow_id"]))
 
@@ -227,7 +225,7 @@ async def settle(run_id: str, gate: dict[str, Any]) -> None:
 # --- the companion's side --------------------------------------------------------------------------
 
 
-def _begin_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) -> dict[str, Any]:
+def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: str, dispatch_id: str) -> dict[str, Any]:
     """Run a turn at most once: a turn with a run row is re-awaited or answered, never started again."""
     turn = store.get_run(conn, dispatch_id)
     if turn is not None:
@@ -238,7 +236,8 @@ def _begin_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str
         return {"action": "dropped"}
     session = store.get_session(conn, companion_session_id, for_update=True)
     assert session is not None
-    agent = env().agent(session["agent_name"])
+    env = registry.env
+    agent = env.agent(session["agent_name"])
     claimed = store.claim_session(conn, session, dispatch_id)
     assert claimed, "the companion session is only entered by its own workflow, under its row lock"
     store.insert_run(
@@ -251,8 +250,8 @@ def _begin_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str
         entry_message=(call["args"] or {}).get("message", ""),
         previous_run_id=session["current_run_id"],
         max_steps=agent.max_steps,
-        recovery=env().profile,
-        executor_id=env().settings.executor_id,
+        recovery=env.profile,
+        executor_id=env.settings.executor_id,
     )
     return {"action": "run"}
 
@@ -289,7 +288,7 @@ def _close_if_idle(conn: sa.Connection, companion_session_id: str, workflow_id: 
     return {"closed": True}
 
 
-async def _companion(companion_session_id: str, idle: float) -> dict[str, Any]:
+async def _companion(registry: Registry, companion_session_id: str, idle: float) -> dict[str, Any]:
     """The long-lived companion: receive a turn, run it once as a child run workflow, repeat; end when idle."""
     me = DBOS.workflow_id
     assert me is not None
@@ -304,12 +303,12 @@ async def _companion(companion_session_id: str, idle: float) -> dict[str, Any]:
                 return {"status": "closed", "turns": served}
             continue
         dispatch_id = str(message["dispatch_id"])
-        begun = await tx("helix.companion.begin", _begin_turn, companion_session_id, dispatch_id)
+        begun = await tx("helix.companion.begin", _begin_turn, registry, companion_session_id, dispatch_id)
         if begun["action"] in ("run", "await"):
             with SetWorkflowID(dispatch_id):
-                handle = await DBOS.start_workflow_async(durable.run_workflow(), dispatch_id)
+                handle = await DBOS.start_workflow_async(registry.run_workflow, dispatch_id)
             try:
-                await handle.get_result(polling_interval_sec=durable.poll_interval())
+                await handle.get_result(polling_interval_sec=durable.poll_interval(registry))
             except Exception:  # cancelled or dead-lettered turn: _end_turn answers it as lost
                 log.warning("companion %s: turn %s ended without a result", companion_session_id, dispatch_id, exc_info=True)
         await tx("helix.companion.end", _end_turn, companion_session_id, dispatch_id)

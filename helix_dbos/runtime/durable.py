@@ -1,8 +1,8 @@
-"""Durable building blocks the child phase shares: exactly-once ledger transactions, steps, and DBOS status.
+"""Durable building blocks the child phase shares: exactly-once ledger transactions and steps.
 
-The child phase (remote sub-agents in ``children.py``, companions in ``companions.py``) is workflow
-code that starts, enqueues and messages other workflows, so it needs the run workflow's function
-without importing ``workflow.py`` (which imports the child phase): ``workflow.register`` binds it here.
+The run workflow's registered function, which the child phase (remote sub-agents in ``children.py``,
+companions in ``companions.py``) starts and enqueues, is not kept here: it lives on the launched
+runtime's ``Registry``, handed down to the child phase.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from dbos import DBOS
@@ -23,8 +23,12 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.engine import is_sqlite
 from ..ledger.escape import escape_json, unescape_json
+from . import dbos_private
 from .state import env
 from .store_retry import retrying
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 #: DBOS statuses after which a workflow will never write again: its ledger outcome is final or lost.
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
@@ -48,8 +52,8 @@ class ProcessStopping(BaseException):
     """
 
 
-def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Coroutine[Any, Any, Any]]:
-    """Wrap a workflow function so a stopping event loop leaves it ``PENDING`` (see ``ProcessStopping``)."""
+def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """Wrap a workflow function of ``registry`` so a stopping event loop leaves it ``PENDING`` (see ``ProcessStopping``)."""
 
     @functools.wraps(fn)
     async def workflow(*args: Any, **kwargs: Any) -> Any:
@@ -58,24 +62,13 @@ def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Cal
         except asyncio.CancelledError as exc:  # only a stopping event loop cancels a workflow's task
             # Nothing here may raise an Exception: DBOS would record it as the workflow's ERROR.
             try:
-                what = f"workflow {DBOS.workflow_id} (executor {env().settings.executor_id})"
+                what = f"workflow {DBOS.workflow_id} (executor {registry.env.settings.executor_id})"
             except Exception:
                 what = "a workflow"
             log.warning("%s interrupted by the process stopping; the next launch with that executor id recovers it", what)
             raise ProcessStopping(f"{what} was interrupted by the process stopping") from exc
 
     return workflow
-
-
-def bind_run_workflow(fn: Callable[..., Any]) -> None:
-    """Called by ``workflow.register``: the registered ``helix.run`` workflow children are started as."""
-    global _run_workflow
-    _run_workflow = fn
-
-
-def run_workflow() -> Callable[..., Any]:
-    assert _run_workflow is not None, "workflows are registered by runtime.launch()"
-    return _run_workflow
 
 
 async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -125,7 +118,7 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     return await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
 
 
-def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Coroutine[Any, Any, Any]]:
+def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:
     """Wrap a workflow function: its own operation counter for ``tx``, and a stopping event loop
     leaves it ``PENDING`` (see ``ProcessStopping``).
 
@@ -133,7 +126,7 @@ def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[.
     that finds none (a recovered or resumed workflow returns what it committed before; a fresh one
     pays one lookup, in its first transaction).
     """
-    inner = keep_pending_on_shutdown(fn)
+    inner = keep_pending_on_shutdown(fn, registry)
 
     @functools.wraps(fn)
     async def workflow(*args: Any, **kwargs: Any) -> Any:
@@ -181,27 +174,10 @@ async def step(name: str, fn: Callable[..., Awaitable[Any]], *args: Any, **optio
     return unescape_json(await DBOS.run_step_async({"name": name, **options}, body, *args))
 
 
-def dbos_status(conn: sa.Connection, workflow_id: str) -> str | None:
-    """DBOS's status of a workflow, read in the caller's ledger transaction (one database); None if no row.
-
-    Read with plain SQL rather than ``DBOS.get_workflow_status`` because that call is itself a
-    recorded operation and cannot run inside a step or a datasource transaction.
-    """
-    table = "workflow_status" if is_sqlite(str(conn.engine.url)) else "dbos.workflow_status"
-    value = conn.execute(sa.text(f"SELECT status FROM {table} WHERE workflow_uuid = :id"), {"id": workflow_id}).scalar()
-    return None if value is None else str(value)
+#: Kept for ``workflow.py``'s cancel settling; new callers use ``dbos_private.workflow_status``.
+dbos_status = dbos_private.workflow_status
 
 
-def pending_workflows(conn: sa.Connection, executor_id: str) -> int:
-    """How many PENDING workflows DBOS holds for ``executor_id`` (what a takeover would recover).
-
-    Plain SQL on DBOS's table, for the same reason as ``dbos_status``; checked against dbos 3.4.
-    """
-    table = "workflow_status" if is_sqlite(str(conn.engine.url)) else "dbos.workflow_status"
-    sql = f"SELECT COUNT(*) FROM {table} WHERE executor_id = :e AND status = 'PENDING'"
-    return int(conn.execute(sa.text(sql), {"e": executor_id}).scalar() or 0)
-
-
-def poll_interval() -> float:
+def poll_interval(registry: Registry) -> float:
     """How often a waiting parent re-reads the ledger: SQLite polls anyway, Postgres round trips are cheap."""
-    return 0.05 if env().settings.sqlite else 0.1
+    return 0.05 if registry.env.settings.sqlite else 0.1

@@ -46,6 +46,7 @@ import sqlalchemy as sa
 
 from ..errors import ConfigurationError, ExecutorIdInUseError
 from ..ledger.engine import create_sync_engine, is_sqlite, sqlite_path
+from .state import installed
 
 MAX_DEFAULT_SLOTS = 64
 #: How often the watchdog confirms the lock.
@@ -418,22 +419,18 @@ class ExecutorLock:
         self.release()
 
 
-_process_lock: ExecutorLock | None = None
-
-
-def install(lock: ExecutorLock | None) -> None:
-    """Make ``lock`` this process's executor lock (the one bodies check), or clear it."""
-    global _process_lock
-    _process_lock = lock
-
-
 def wait_held() -> None:
-    """Block until this process holds its executor lock (bodies call it; no runtime lock: no-op)."""
-    lock = _process_lock
-    if lock is not None:
-        lock.wait_held()
+    """Block until this process holds its executor lock (no launched runtime: no-op).
+
+    Body code DBOS runs has no registry in hand, so it asks the launched one (``state.installed``,
+    the process's one lookup); code that has the registry calls ``registry.wait_lock_held()``.
+    """
+    registry = installed()
+    if registry is not None:
+        registry.wait_lock_held()
 
 
 def held() -> bool:
-    lock = _process_lock
-    return lock is None or lock.held()
+    """Whether this process may act for its executor id now (see ``wait_held``)."""
+    registry = installed()
+    return registry is None or registry.lock_held()

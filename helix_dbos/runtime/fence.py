@@ -26,6 +26,7 @@ from dbos import DBOS
 from ..errors import RunFencedError
 from ..ledger import store
 from ..ledger import tables as t
+from . import dbos_private
 
 Row = dict[str, Any]
 
@@ -40,7 +41,8 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tu
     if workflow_id is not None and workflow_id != run_id:
         return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
     stmt = (
-        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"))
+        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"),
+                  dbos_private.workflow_status_of(t.runs.c.run_id, sqlite=conn.dialect.name == "sqlite").label("dbos_status"))
         .join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id)
         .where(t.runs.c.run_id == run_id)
     )
@@ -52,6 +54,9 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tu
     if row is None:
         return f"run {run_id!r} has no ledger row", None
     current = row.pop("session_current_run_id")
+    dbos_status = row.pop("dbos_status")
+    if workflow_id is not None:
+        row["dbos_status"] = dbos_status
     if current != run_id:
         return f"run {run_id!r} was superseded by run {current!r} of session {row['session_id']!r}", row
     if row["status"] != "running":
@@ -67,8 +72,16 @@ def why_refused_fork(run_id: str, workflow_id: str | None) -> str:
 
 
 def check(conn: sa.Connection, run_id: str, operation: str) -> Row:
-    """Pass the fence or raise ``RunFencedError``; returns the run's row (read under the fence)."""
-    reason, run = why_refused(conn, run_id, current_workflow_id())
+    """Pass the fence or raise ``RunFencedError``; returns the run's row (read under the fence).
+
+    A run DBOS cancelled (``dbos workflow cancel``) raises DBOS's own cancellation here, as a DBOS
+    step would at its start: the run's ledger transactions and bodies are not DBOS steps, and the
+    workflow settles the cancel like an abort (``workflow._settle_cancel``).
+    """
+    workflow_id = current_workflow_id()
+    reason, run = why_refused(conn, run_id, workflow_id)
+    if reason is None and workflow_id is not None and run is not None and run.get("dbos_status") == "CANCELLED":
+        raise dbos_private.DBOSWorkflowCancelledError(f"workflow {workflow_id} was cancelled ({operation})")
     if reason is not None:
         raise RunFencedError(f"{operation} refused: {reason}", detail={"run_id": run_id, "operation": operation})
     assert run is not None

@@ -29,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..ledger import tables as t
+from .dbos_private import pending_workflow_count
 
 log = logging.getLogger("helix_dbos")
 
@@ -216,14 +217,12 @@ class Takeover:
 def list_executors(conn: sa.Connection) -> list[dict[str, Any]]:
     """The operator's view: every executor with its lease status (the ``executor_audit`` view), the
     workflows DBOS still holds pending for it, and whose runs it took over."""
-    from .durable import pending_workflows
-
     view = "executor_audit" if conn.dialect.name == "sqlite" else "helix.executor_audit"
     rows = [dict(r) for r in conn.execute(sa.text(f"SELECT * FROM {view} ORDER BY executor_id")).mappings()]
     took: dict[str, list[str]] = {}
     for h in conn.execute(sa.select(t.executor_takeovers).order_by(t.executor_takeovers.c.taken_epoch)).mappings():
         took.setdefault(h["taken_by"], []).append(h["executor_id"])
     for r in rows:
-        r["pending_runs"] = pending_workflows(conn, r["executor_id"])
+        r["pending_runs"] = pending_workflow_count(conn, r["executor_id"])
         r["took_over"] = took.get(r["executor_id"], [])
     return rows

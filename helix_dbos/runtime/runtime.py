@@ -24,7 +24,7 @@ from ..ledger import tables as t
 from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sync_url
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
-from . import commits, durable, entries, results, state, workflow
+from . import commits, dbos_private, entries, results, state, workflow
 from .config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -33,8 +33,9 @@ from .config import (
     resolve_database_url,
     resolve_store_retry_window,
 )
-from . import executor_lock, leases
+from . import leases
 from .executor_lock import ExecutorLock
+from .registry import Registry
 from .results import RunResult, SessionView
 
 P = ParamSpec("P")
@@ -96,10 +97,7 @@ def _fast_internal_queue() -> None:
     created first with a shorter interval, a relaunch recovers its runs about a second sooner.
     (DBOS offers no public setting for it; if the private hook moves, the default still works.)"""
     try:
-        from dbos._dbos import _get_or_create_dbos_registry
-        from dbos._utils import INTERNAL_QUEUE_NAME
-
-        _get_or_create_dbos_registry()._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=0.1)
+        dbos_private.shorten_internal_queue_polling(0.1)
     except Exception:  # an internal API changed: keep DBOS's default polling
         log.warning("could not shorten DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
 
@@ -205,6 +203,8 @@ class Runtime:
         self.takeover = takeover
         self._takeover: leases.Takeover | None = None
         self._lease_generation: int | None = None
+        # What this launch hands down (its Env, workflows, lock); installed as the process's one.
+        self._registry: Registry | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -215,23 +215,33 @@ class Runtime:
         return self._engine
 
     def launch(self) -> Runtime:
-        """Configure DBOS (unless the app did), migrate the ledger, launch, and wake this executor's runs."""
-        from dbos import _dbos as dbos_module
+        """Configure DBOS (unless the app did), migrate the ledger, launch, and wake this executor's runs.
 
-        existing = dbos_module._dbos_global_instance
+        One runtime per process: while another is launched (not yet shut down) this raises
+        ``RuntimeAlreadyLaunchedError`` before touching anything. A launch that fails part-way
+        releases what it took (``shutdown``), so the process can launch again.
+        """
+        live = state.installed()
+        if live is not None:
+            raise state.already_launched_error(live)
+        try:
+            return self._launch()
+        except BaseException:
+            self.shutdown(wait_seconds=0)
+            raise
+
+    def _launch(self) -> Runtime:
+        existing = dbos_private.configured_dbos()
         url = resolve_database_url(self.database_url)
         if existing is not None and self.database_url is None:
-            url = existing._config.get("system_database_url") or url  # type: ignore[attr-defined]
+            url = dbos_private.dbos_config(existing).get("system_database_url") or url
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
         self._lock = ExecutorLock(url, lease=self.takeover_after)
         wanted = requested_executor_id(self._executor_id)
-        if existing is not None:
-            wanted = existing._config.get("executor_id") or wanted  # type: ignore[attr-defined]
         executor_id = self._lock.acquire(wanted)
         self._lock.watch()  # a lost lock is re-acquired before any more bodies run, or the process exits
-        executor_lock.install(self._lock)
         self.settings = Settings(
             url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
         )
@@ -241,21 +251,22 @@ class Runtime:
             _fast_internal_queue()
             if not self.serve_queue:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
-        workflow.register()
         self._engine = create_sync_engine(url)
         self._tx_engine = self._create_tx_engine(url)
-        state.install(
-            state.Env(
-                agents=self.agents,
-                profile=self.recovery,
-                settings=self.settings,
-                tx_engine=self._tx_engine,
-                engine=self._engine,
-                queue_name=self.queue_name,
-                extra={"live_output": self.live_output},
-            )
+        env = state.Env(
+            agents=self.agents,
+            profile=self.recovery,
+            settings=self.settings,
+            tx_engine=self._tx_engine,
+            engine=self._engine,
+            queue_name=self.queue_name,
+            extra={"live_output": self.live_output},
         )
-        if not getattr(dbos_module._dbos_global_instance, "_launched", False):
+        registry = Registry(env, self._lock)
+        workflow.register(registry)  # the run and companion workflows, bound to this registry
+        state.install(registry)  # before DBOS.launch: recovery starts workflows at once
+        self._registry = registry
+        if not dbos_private.dbos_launched():
             DBOS.launch()
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
         self._settle_cancelled_runs()
@@ -298,10 +309,10 @@ class Runtime:
 
     def _has_pending(self, executor_id: str) -> bool:
         with self.engine.connect() as conn:
-            return durable.pending_workflows(conn, executor_id) > 0
+            return dbos_private.pending_workflow_count(conn, executor_id) > 0
 
     def _recover_workflows(self, executor_id: str) -> list[str]:
-        return [h.get_workflow_id() for h in DBOS._recover_pending_workflows([executor_id])]
+        return dbos_private.recover_pending_workflows(executor_id)
 
     def _settle_cancelled_runs(self) -> None:
         """Runs of this executor that an operator cancelled with DBOS's tools while no process of
@@ -312,7 +323,7 @@ class Runtime:
                 sa.select(t.runs.c.run_id).where(t.runs.c.status == "running", t.runs.c.executor_id == self.executor_id)
             ).scalars().all()
             for run_id in running:
-                if durable.dbos_status(conn, run_id) == "CANCELLED":
+                if dbos_private.workflow_status(conn, run_id) == "CANCELLED":
                     commits.settle_cancel(conn, run_id)
 
     def _create_tx_engine(self, url: str) -> sa.Engine:
@@ -335,7 +346,9 @@ class Runtime:
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
             self._owns_dbos = False
-        state.install(None)
+        if self._registry is not None:
+            state.uninstall(self._registry)  # only this runtime's own: another's stays live
+            self._registry = None
         if self._engine is not None and self._lease_generation is not None and self.settings is not None:
             try:
                 with self._engine.begin() as conn:
@@ -350,7 +363,6 @@ class Runtime:
             self._tx_engine.dispose()
             self._tx_engine = None
         if self._lock is not None:
-            executor_lock.install(None)
             self._lock.release()
             self._lock = None
 
@@ -359,6 +371,11 @@ class Runtime:
 
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
+
+    def _launched_registry(self) -> Registry:
+        if self._registry is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._registry
 
     @property
     def executor_id(self) -> str:
@@ -394,7 +411,7 @@ class Runtime:
                 store_deps(conn, opened["session_id"], opened["run_id"], deps)
         try:
             with SetWorkflowID(opened["run_id"]):
-                handle = DBOS.start_workflow(durable.run_workflow(), opened["run_id"])
+                handle = DBOS.start_workflow(self._launched_registry().run_workflow, opened["run_id"])
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
             with self.engine.begin() as conn:
                 store.end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=f"{type(exc).__name__}: {exc}")
@@ -540,14 +557,14 @@ class Runtime:
             with self.engine.begin() as conn:
                 row = conn.execute(sa.select(t.executors.c.generation).where(t.executors.c.executor_id == executor_id)).first()
                 claimed = row is not None and leases.claim(conn, executor_id, int(row.generation), self.executor_id, "operator")
-            handles = DBOS._recover_pending_workflows([executor_id])
+            recovered = dbos_private.recover_pending_workflows(executor_id)
             if claimed:
                 assert row is not None
                 with self.engine.begin() as conn:
-                    leases.record_taken(conn, executor_id, int(row.generation), [h.get_workflow_id() for h in handles])
+                    leases.record_taken(conn, executor_id, int(row.generation), recovered)
         finally:
             probe.release()
-        return [h.get_workflow_id() for h in handles]
+        return recovered
 
     start_async = _async_twin(start)
     resume_async = _async_twin(resume)

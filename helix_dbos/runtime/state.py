@@ -1,20 +1,28 @@
-"""What the workflow code needs from the launched runtime, reachable without importing the runtime.
+"""The process's one piece of runtime state: the ``Registry`` the launched runtime installed.
 
-DBOS workflows are module-level functions resolved by name on recovery, so they cannot close over
-a ``Runtime``; they find the launched one here. One runtime per process, as DBOS is one per process.
+Everything the runtime starts is handed its registry explicitly (``registry.py``), except where
+DBOS itself calls in. DBOS is one per process and resolves a workflow by its registered name on
+recovery, so a workflow DBOS starts, and the step code under it, can only find the launched runtime
+through one process-wide lookup. That lookup is here and nowhere else: ``current()`` (and ``env()``,
+its Env, for the workflow code written against it). ``install`` refuses a second registry while one
+is live, so a second ``Runtime`` in one process fails typed instead of taking over the first's
+workflows; ``uninstall`` at shutdown lets the next one launch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ..definitions import Agent
-from ..errors import ConfigurationError, UnknownAgentError
+from ..errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
 from ..recovery import Profile
 from .config import Settings
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 
 @dataclass
@@ -35,15 +43,42 @@ class Env:
             raise UnknownAgentError(f"no agent named {name!r} is defined in this process") from None
 
 
-_env: Env | None = None
+_installed: Registry | None = None
 
 
-def install(env: Env | None) -> None:
-    global _env
-    _env = env
+def already_launched_error(live: Registry) -> RuntimeAlreadyLaunchedError:
+    return RuntimeAlreadyLaunchedError(
+        f"a runtime is already launched in this process ({live!r}); shut it down before launching another",
+        detail="DBOS is one per process and finds workflows by name: a second runtime would take over the first's",
+    )
+
+
+def install(registry: Registry) -> None:
+    """Make ``registry`` the process's one registry; refused while another is installed."""
+    global _installed
+    if _installed is not None and _installed is not registry:
+        raise already_launched_error(_installed)
+    _installed = registry
+
+
+def uninstall(registry: Registry) -> None:
+    """Clear the process's registry if it is ``registry`` (a failed or second launch clears nothing)."""
+    global _installed
+    if _installed is registry:
+        _installed = None
+
+
+def installed() -> Registry | None:
+    return _installed
+
+
+def current() -> Registry:
+    """The launched runtime's registry, for code DBOS calls into (workflows and their steps)."""
+    if _installed is None:
+        raise ConfigurationError("helix_dbos runtime is not launched in this process (call runtime.launch())")
+    return _installed
 
 
 def env() -> Env:
-    if _env is None:
-        raise ConfigurationError("helix_dbos runtime is not launched in this process (call runtime.launch())")
-    return _env
+    """The launched runtime's Env (``current().env``)."""
+    return current().env

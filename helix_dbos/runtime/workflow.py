@@ -20,7 +20,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from dbos import DBOS
-from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
 from ..definitions import Agent
 from ..errors import HelixError, RunFencedError, helix_code
@@ -30,10 +29,12 @@ from . import commits, durable, fence, scopes, tracing
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
+from .dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from .durable import plain_tx, recorded, step, tx, workflow_function
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
+from .registry import Registry
 from .state import env
 
 RUN_WORKFLOW = "helix.run"
@@ -43,14 +44,18 @@ class MaxStepsReached(Exception):
     """The run used its ``max_steps`` model requests; it fails typed and ``retry()`` gets a fresh budget."""
 
 
-def register() -> None:
-    """Register the run workflow with the DBOS instance about to launch (once per DBOS instance)."""
-    from dbos._dbos import _get_or_create_dbos_registry
+def register(registry: Registry) -> None:
+    """Register the run workflow, bound to ``registry``, with the DBOS instance about to launch.
 
-    if RUN_WORKFLOW in _get_or_create_dbos_registry().workflow_info_map:
-        return
-    # binds it for children and companions, and registers the companion workflow
-    register_children(DBOS.workflow(name=RUN_WORKFLOW)(workflow_function(_run)))
+    DBOS resolves it by name (``helix.run``) on recovery, so the function under that name is this
+    launch's closure; children and companions start it from the registry, never from a module.
+    """
+
+    async def run(run_id: str) -> dict[str, Any]:
+        return await _run(run_id)
+
+    # binds it on the registry for entries, children and companions, and registers the companion workflow
+    register_children(registry, DBOS.workflow(name=RUN_WORKFLOW)(workflow_function(run, registry)))
 
 
 async def _run(run_id: str) -> dict[str, Any]:

@@ -1,0 +1,190 @@
+"""The one door to DBOS's private API: every use of ``dbos._*`` and of DBOS's own tables lives here.
+
+helix_dbos needs a few things DBOS does not offer publicly. Each is one function or constant below,
+with why the public API does not serve, checked against ``CHECKED_AGAINST`` (the installed dbos,
+read in its source). Nothing else in helix_dbos/ or bench/ touches DBOS's private names or tables
+(``tests/test_dbos_private.py`` checks both that and that each of these still has the shape used,
+so a DBOS upgrade that moves one fails that test loudly rather than a run quietly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+# Public: ``dbos.error`` is DBOS's exported alias of its ``_error`` module (``dbos.__all__``), so the
+# two exceptions the run workflow catches are reached without a private import.
+from dbos import DBOS
+from dbos import error as _dbos_error
+
+#: The dbos release every use below was read against (``.venv/lib/python3.11/site-packages/dbos``).
+CHECKED_AGAINST: Final = "3.4.0"
+
+DBOSWorkflowCancelledError = _dbos_error.DBOSWorkflowCancelledError
+DBOSWorkflowConflictIDError = _dbos_error.DBOSWorkflowConflictIDError
+
+#: DBOS's system schema on Postgres (``dbos_system_schema``, default ``dbos``; helix never changes it).
+#: On SQLite DBOS's tables live unqualified in the same file as the ledger.
+SYSTEM_SCHEMA: Final = "dbos"
+
+#: The columns of DBOS's tables that helix_dbos and bench/ read with plain SQL (the test checks them).
+SYSTEM_COLUMNS: Final[Mapping[str, frozenset[str]]] = {
+    "workflow_status": frozenset({"workflow_uuid", "status", "executor_id", "created_at", "updated_at"}),
+    "operation_outputs": frozenset({"workflow_uuid", "function_name", "output"}),
+    "workflow_input": frozenset({"workflow_uuid", "inputs"}),
+}
+
+
+def _dbos_module() -> Any:
+    from dbos import _dbos  # the module holding DBOS's process-wide instance and registry
+
+    return _dbos
+
+
+# --- the process's DBOS instance --------------------------------------------------------------------
+
+
+def configured_dbos() -> Any | None:
+    """The DBOS instance configured in this process (by the app or a runtime), or None.
+
+    ``dbos._dbos._dbos_global_instance``: ``DBOS(config=...)`` creates the instance if there is none,
+    so the public constructor cannot be used to ask whether an app configured DBOS itself (and a
+    runtime must then adopt its database rather than configure its own).
+    """
+    return _dbos_module()._dbos_global_instance
+
+
+def dbos_config(instance: Any) -> Mapping[str, Any]:
+    """The processed configuration of ``instance`` (``DBOS._config``, a ``ConfigFile`` dict).
+
+    DBOS exposes no public read of its configuration; a runtime launched on an app's DBOS reads its
+    ``system_database_url`` here so the ledger lives in that database. (The processed config holds
+    no ``executor_id``: DBOS keeps that in ``GlobalParams``, public as ``DBOS.executor_id``.)
+    """
+    config: Mapping[str, Any] = instance._config
+    return config
+
+
+def dbos_launched() -> bool:
+    """Whether this process's DBOS instance has been launched (``DBOS._launched``).
+
+    ``DBOS.launch()`` twice only logs a warning, but there is no public "is launched" to tell an app
+    that launched DBOS itself apart from one that left launching to the runtime.
+    """
+    instance = configured_dbos()
+    return bool(instance is not None and getattr(instance, "_launched", False))
+
+
+def system_database_engine() -> sa.Engine:
+    """DBOS's own system-database engine (``DBOS._sys_db.engine``), for bench/'s statement counters.
+
+    DBOS offers no public handle on the engine it opens for its system database.
+    """
+    engine: sa.Engine = _dbos_module()._get_dbos_instance()._sys_db.engine
+    return engine
+
+
+# --- DBOS's registry of workflows and internal queues ------------------------------------------------
+
+
+def registered_workflow(name: str) -> Callable[..., Any] | None:
+    """The function registered under workflow name ``name`` in DBOS's registry, or None.
+
+    ``_get_or_create_dbos_registry().workflow_info_map``: DBOS resolves a workflow by this name on
+    recovery, and offers no public lookup of what is registered.
+    """
+    found: Callable[..., Any] | None = _dbos_module()._get_or_create_dbos_registry().workflow_info_map.get(name)
+    return found
+
+
+def shorten_internal_queue_polling(seconds: float) -> None:
+    """Create DBOS's internal queue with a shorter polling interval than its default 1 s.
+
+    Recovery re-enqueues pending workflows on the internal queue (``dbos._utils.INTERNAL_QUEUE_NAME``),
+    made on first use by ``DBOSRegistry._register_internal_queue``; ``DBOSConfig`` has no setting for
+    its interval (only Kafka's internal queues have one), so it is made first, here, before launch.
+    """
+    from dbos._utils import INTERNAL_QUEUE_NAME
+
+    _dbos_module()._get_or_create_dbos_registry()._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=seconds)
+
+
+# --- recovery of another executor's workflows --------------------------------------------------------
+
+
+def recover_pending_workflows(executor_id: str) -> list[str]:
+    """Hand ``executor_id``'s PENDING workflows to DBOS's recovery; their workflow ids.
+
+    ``DBOS._recover_pending_workflows``: DBOS recovers only the launching process's own executor id
+    publicly (at launch); taking over a gone executor's workflows (``recover_executor``, takeovers)
+    has no public call.
+    """
+    handles = DBOS._recover_pending_workflows([executor_id])
+    return [h.get_workflow_id() for h in handles]
+
+
+# --- DBOS's tables, read in the caller's transaction ---------------------------------------------------
+
+
+def system_table(name: str, *, sqlite: bool) -> str:
+    """The qualified name of DBOS's system table ``name`` (one of ``SYSTEM_COLUMNS``)."""
+    if name not in SYSTEM_COLUMNS:
+        raise KeyError(f"{name!r} is not a DBOS table helix_dbos reads")
+    return name if sqlite else f"{SYSTEM_SCHEMA}.{name}"
+
+
+def _table(conn: sa.Connection, name: str) -> str:
+    return system_table(name, sqlite=conn.dialect.name == "sqlite")
+
+
+def workflow_status(conn: sa.Connection, workflow_id: str) -> str | None:
+    """DBOS's status of a workflow, read in the caller's ledger transaction (one database); None if no row.
+
+    Plain SQL on ``workflow_status`` rather than ``DBOS.get_workflow_status``: that call is itself a
+    recorded operation, so it cannot run inside a step or a datasource transaction, and it reads on
+    DBOS's own connection, not in the ledger transaction deciding on the answer.
+    """
+    sql = f"SELECT status FROM {_table(conn, 'workflow_status')} WHERE workflow_uuid = :id"
+    value = conn.execute(sa.text(sql), {"id": workflow_id}).scalar()
+    return None if value is None else str(value)
+
+
+def workflow_status_of(workflow_id: Any, *, sqlite: bool) -> Any:
+    """DBOS's status of a workflow as a scalar subquery, for the run fence's one statement.
+
+    Plain SQL on ``workflow_status`` for the reason of ``workflow_status``; the run fence reads it in
+    the same statement as the run and its session, so a cancel costs no extra round trip to notice.
+    """
+    table = sa.table("workflow_status", sa.column("workflow_uuid"), sa.column("status"), schema=None if sqlite else SYSTEM_SCHEMA)
+    return sa.select(table.c.status).where(table.c.workflow_uuid == workflow_id).scalar_subquery()
+
+
+def pending_workflow_count(conn: sa.Connection, executor_id: str) -> int:
+    """How many PENDING workflows DBOS holds for ``executor_id`` (what a takeover would recover).
+
+    Plain SQL for the reasons of ``workflow_status``, and because operator commands (``executors``)
+    ask without a launched DBOS, which ``DBOS.list_workflows`` needs.
+    """
+    sql = f"SELECT COUNT(*) FROM {_table(conn, 'workflow_status')} WHERE executor_id = :e AND status = 'PENDING'"
+    return int(conn.execute(sa.text(sql), {"e": executor_id}).scalar() or 0)
+
+
+__all__ = [
+    "CHECKED_AGAINST",
+    "DBOSWorkflowCancelledError",
+    "DBOSWorkflowConflictIDError",
+    "SYSTEM_COLUMNS",
+    "SYSTEM_SCHEMA",
+    "configured_dbos",
+    "dbos_config",
+    "dbos_launched",
+    "pending_workflow_count",
+    "recover_pending_workflows",
+    "registered_workflow",
+    "shorten_internal_queue_polling",
+    "system_database_engine",
+    "system_table",
+    "workflow_status",
+]

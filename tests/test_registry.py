@@ -1,0 +1,96 @@
+"""One registry per launch, one launched runtime per process (runtime/registry.py, runtime/state.py).
+
+Real runtimes on both stores: a second runtime launched while one is live is refused, typed, and the
+first keeps its workflows; after ``shutdown`` the next one launches and DBOS runs *its* workflows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+from pydantic_ai.models.test import TestModel
+
+import helix_dbos as hx
+from helix_dbos import errors
+from helix_dbos.errors import ConfigurationError, ExecutorIdInUseError, RuntimeAlreadyLaunchedError
+from helix_dbos.runtime import dbos_private, executor_lock, state
+from helix_dbos.runtime.executor_lock import ExecutorLock
+
+
+def _agent(text: str = "hi") -> hx.Agent:
+    return hx.Agent("echo", TestModel(custom_output_text=text))
+
+
+def _runtime(db_url: str, text: str = "hi") -> hx.Runtime:
+    return hx.Runtime([_agent(text)], database_url=db_url, executor_id=f"test-{uuid.uuid4().hex[:8]}")
+
+
+def test_the_error_is_typed_and_exported() -> None:
+    assert "RuntimeAlreadyLaunchedError" in errors.__all__
+    assert RuntimeAlreadyLaunchedError.code == "runtime_already_launched"
+    assert issubclass(RuntimeAlreadyLaunchedError, ConfigurationError)
+
+
+def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_workflows(
+    make_runtime: Callable[..., hx.Runtime], db_url: str
+) -> None:
+    first = make_runtime([_agent("first")])
+    mine = state.current()
+    run_workflow = mine.run_workflow
+    second = _runtime(db_url, "second")
+    try:
+        with pytest.raises(RuntimeAlreadyLaunchedError) as caught:
+            second.launch()
+        assert caught.value.code == "runtime_already_launched"
+        with pytest.raises(RuntimeAlreadyLaunchedError):
+            first.launch()  # nor can the live one launch twice
+    finally:
+        second.shutdown()  # a refused runtime's shutdown leaves the live one alone
+    assert state.current() is mine
+    assert dbos_private.registered_workflow("helix.run") is run_workflow
+    assert executor_lock.held()
+    result = first.start("echo", "go").result(timeout=30)
+    assert result.status == "completed" and result.output == "first"
+
+
+def test_after_shutdown_the_next_runtime_launches_and_dbos_runs_its_workflows(db_url: str) -> None:
+    first = _runtime(db_url, "first").launch()
+    try:
+        old = state.current()
+        assert first.start("echo", "go").result(timeout=30).output == "first"
+    finally:
+        first.shutdown()
+    assert state.installed() is None
+    with pytest.raises(ConfigurationError):
+        state.env()
+    second = _runtime(db_url, "second").launch()
+    try:
+        new = state.current()
+        assert new is not old and new.env.agents["echo"] is not old.env.agents["echo"]
+        # DBOS resolves the name to the new launch's closures, and entries start those
+        assert dbos_private.registered_workflow("helix.run") is new.run_workflow is not old.run_workflow
+        assert dbos_private.registered_workflow("helix.companion") is new.companion_workflow
+        assert second.start("echo", "go").result(timeout=30).output == "second"
+    finally:
+        second.shutdown()
+
+
+def test_a_launch_that_fails_leaves_nothing_installed(db_url: str) -> None:
+    """A runtime refused its executor id installs no registry: the process can launch another."""
+    holder = ExecutorLock(db_url)
+    taken = holder.acquire(f"held-{uuid.uuid4().hex[:8]}")
+    try:
+        refused = hx.Runtime([_agent()], database_url=db_url, executor_id=taken)
+        with pytest.raises(ExecutorIdInUseError):
+            refused.launch()
+        assert state.installed() is None
+        assert dbos_private.configured_dbos() is None
+    finally:
+        holder.release()
+    rt = _runtime(db_url).launch()
+    try:
+        assert rt.start("echo", "go").result(timeout=30).status == "completed"
+    finally:
+        rt.shutdown()
