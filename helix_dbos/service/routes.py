@@ -98,8 +98,9 @@ async def _allowed(request: Request, caller: auth.Principal, session_id: str, ac
 @public.get("/healthz", response_model=s.Health, tags=["service"])
 async def health(request: Request) -> s.Health:
     runtime = rt(request)
-    assert runtime.settings is not None
-    return s.Health(status="ok", executor_id=runtime.executor_id, database="sqlite" if is_sqlite(runtime.settings.database_url) else "postgresql")
+    executor_id = runtime.executor_id  # a ConfigurationError (500) if the lifespan never launched it
+    url = runtime.settings.database_url if runtime.settings is not None else ""
+    return s.Health(status="ok", executor_id=executor_id, database="sqlite" if is_sqlite(url) else "postgresql")
 
 
 @router.get("/executors", response_model=list[s.ExecutorOut], tags=["service"], responses=_errors(403))
