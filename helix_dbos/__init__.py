@@ -22,8 +22,8 @@ from .definitions import (
     tool,
 )
 from .definitions.pydantic_agent import PydanticAgent, dispatch_id, from_pydantic_ai
-from .errors import HelixError
-from .runtime import AnswerReceipt, CallView, PendingCall, RunHandle, RunResult, Runtime, SessionView, Usage
+from .errors import HelixError, RunTimeoutError
+from .runtime import AnswerReceipt, CallView, PendingCall, RunHandle, RunResult, Runtime, SessionView, StopReceipt, Usage
 
 __version__ = "0.1.0"
 
@@ -39,8 +39,10 @@ __all__ = [
     "PydanticAgent",
     "RunHandle",
     "RunResult",
+    "RunTimeoutError",
     "Runtime",
     "SessionView",
+    "StopReceipt",
     "SubAgent",
     "Tool",
     "ToolContext",

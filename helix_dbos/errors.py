@@ -190,6 +190,18 @@ def helix_code(exc: BaseException) -> str | None:
     return None
 
 
+class RunTimeoutError(HelixError, TimeoutError):
+    """A wait (``RunHandle.result``, ``wait``, ``wait_run``) ran out of time before the run came to rest.
+
+    The run goes on; waiting again sees its end. Also a ``TimeoutError``, so code written against
+    the builtin still catches it.
+    """
+
+    code = "run_timeout"
+    status = 504
+    retryable = True
+
+
 class RunFailedError(HelixError):
     """Raised by ``RunResult.raise_for_status()`` for a failed run; ``detail`` holds the reason."""
 
@@ -225,6 +237,7 @@ __all__ = [
     "RunFencedError",
     "RunNotFoundError",
     "RuntimeAlreadyLaunchedError",
+    "RunTimeoutError",
     "SessionNotFoundError",
     "StaleAnswerError",
     "StoreUnavailableError",

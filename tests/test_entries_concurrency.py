@@ -138,7 +138,7 @@ def test_a_stop_answers_a_step_saved_by_an_earlier_run(make_runtime: Any) -> Non
     first = rt.start("picker", "go").result(timeout=30)
     append = next(c["checkpoint_id"] for c in rt.session(first.session_id).checkpoints if c["kind"] == "append")
     rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=append).result(timeout=30)
-    assert rt.stop(first.session_id, kind="interrupt")["status"] == "interrupted"
+    assert rt.stop(first.session_id, kind="interrupt").status == "interrupted"
     view = rt.session(first.session_id)
     assert [(c.tool_name, c.status) for c in view.calls] == [("nap", "ok"), ("pick", "run_stopped")]
     answered = [p.tool_call_id for p in view.messages[-1].parts]

@@ -13,6 +13,7 @@ from helix_dbos.errors import (
     SessionNotFoundError,
     ValidationError,
 )
+from helix_dbos import StopReceipt
 from helix_dbos.ledger import tables as t
 from helix_dbos.recovery import RUN_STOPPED
 from tests.familykit import Family, dump_ledger
@@ -75,7 +76,7 @@ def test_stop_of_a_suspended_run_settles_at_once(make_runtime: Any, fam: Family)
     first = rt.start("clienty", "ask").result(timeout=60)
     assert first.status == "suspended_client_tool"
     out = rt.stop(first.session_id, kind="interrupt")
-    assert out == {"run_id": first.run_id, "stopped": True, "status": "interrupted"}
+    assert out == StopReceipt(session_id=first.session_id, run_id=first.run_id, kind="interrupt", stopped=True, status="interrupted")
     assert rt.run(first.run_id).status == "interrupted" and rt.run(first.run_id).pending == []
     (ask,) = rt.session(first.session_id).calls_named("ask_user")
     assert ask.status == "run_stopped"
@@ -98,9 +99,9 @@ def test_bad_stops_are_typed_and_change_nothing(make_runtime: Any, fam: Family) 
         with pytest.raises(error):
             call()
         assert dump_ledger(fam.engine) == before
-    assert rt.stop(live.session_id, kind="interrupt")["status"] == "stop_requested"
+    assert rt.stop(live.session_id, kind="interrupt").status == "stop_requested"
     before = dump_ledger(fam.engine)
-    assert rt.stop(live.session_id, kind="abort")["status"] == "stop_already_requested"  # one record per run
+    assert rt.stop(live.session_id, kind="abort").status == "stop_already_requested"  # one record per run
     assert dump_ledger(fam.engine) == before
     fam.release("slow1")
     assert live.result(timeout=60).status == "interrupted"

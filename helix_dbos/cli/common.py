@@ -1,13 +1,14 @@
 """What every command shares: the database URL, the app's runtime, JSON output and typed errors.
 
-Reads (``sessions``, ``show``, ``calls``) go straight to the ledger and never launch DBOS, so they
-are safe beside a live service. Commands that open or answer runs launch the app's runtime in this
+Reads (``sessions``, ``show``, ``calls``) go through the runtime's ``Reader`` on a bare engine and
+never launch DBOS, so they are safe beside a live service. Commands that open or answer runs launch the app's runtime in this
 process and wait until the run is at rest: a run left mid-flight by a CLI that exits would wait for
 this executor id's next launch (or ``helix-dbos recover``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -25,9 +26,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import ConfigurationError, HelixError, ValidationError
-from ..ledger import tables as t
 from ..ledger.engine import check_url, create_sync_engine, sqlite_path
-from ..runtime import Runtime
+from ..runtime import Reader, Runtime
 from ..runtime.config import resolve_database_url
 
 P = ParamSpec("P")
@@ -106,39 +106,36 @@ def unique_prefix(kind: str, given: str, ids: list[str], flag: str) -> str:
     return found[0] if found else given
 
 
-def resolve_session(conn: sa.Connection, given: str) -> str:
-    ids = [str(r) for r in conn.execute(sa.select(t.sessions.c.session_id).where(t.sessions.c.session_id.startswith(given, autoescape=True)).limit(50)).scalars()]
-    return unique_prefix("session id", given, ids, "SESSION_ID")
+def resolve_session(reader: Reader, given: str) -> str:
+    return unique_prefix("session id", given, reader.session_ids_starting(given), "SESSION_ID")
 
 
-def resolve_dispatch(conn: sa.Connection, session_id: str, given: str) -> str:
-    stmt = sa.select(t.calls.c.dispatch_id).where(t.calls.c.session_id == session_id, t.calls.c.dispatch_id.startswith(given, autoescape=True)).limit(50)
-    return unique_prefix("dispatch id", given, [str(r) for r in conn.execute(stmt).scalars()], "DISPATCH_ID")
+def resolve_dispatch(reader: Reader, session_id: str, given: str) -> str:
+    return unique_prefix("dispatch id", given, reader.dispatch_ids_starting(session_id, given), "DISPATCH_ID")
 
 
 def resolve_ids(db: str | None, session_id: str, dispatch_id: str | None = None) -> tuple[str, str | None]:
     """Full ids for the ones a user typed (any unique prefix); unknown ones are left for the runtime to refuse."""
-    with ledger(db) as conn:
-        sid = resolve_session(conn, session_id)
-        return sid, (resolve_dispatch(conn, sid, dispatch_id) if dispatch_id is not None else None)
+    with ledger(db) as reader:
+        sid = resolve_session(reader, session_id)
+        return sid, (resolve_dispatch(reader, sid, dispatch_id) if dispatch_id is not None else None)
 
 
 def executor_ever_ran(db: str | None, executor_id: str) -> bool:
-    with ledger(db) as conn:
-        return bool(conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(t.runs.c.executor_id == executor_id)).scalar())
+    with ledger(db) as reader:
+        return reader.executor_ever_ran(executor_id)
 
 
 @contextmanager
-def ledger(explicit: str | None) -> Iterator[sa.Connection]:
-    """A read connection to the ledger, without DBOS. A missing ledger is a typed error, not a traceback."""
+def ledger(explicit: str | None) -> Iterator[Reader]:
+    """A reader of the ledger, without DBOS. A missing ledger is a typed error, not a traceback."""
     url = database_url(explicit)
     path = sqlite_path(url)
     if path is not None and not path.exists():  # opening it would create an empty file as a side effect
         raise ConfigurationError(f"no database at {path}; run `helix-dbos migrate` or pass --db", detail=url)
     engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
     try:
-        with engine.connect() as conn:
-            yield conn
+        yield Reader(engine)
     except sa.exc.OperationalError as exc:
         explained = explain_database_error(exc)
         if explained is not None:
@@ -157,7 +154,7 @@ def ledger(explicit: str | None) -> Iterator[sa.Connection]:
 @contextmanager
 def launched(explicit: str | None) -> Iterator[Runtime]:
     """The app's runtime (``HELIX_DBOS_APP``), launched in this process for the command's duration."""
-    from ..service.loader import load_runtime
+    from ..loader import load_runtime
 
     runtime = load_runtime(database_url=explicit)
     runtime.launch()
@@ -193,7 +190,11 @@ def _default(value: Any) -> Any:
 
 def model_json(model: Any) -> Any:
     """``model.model_dump(mode="json")``, or its Python form when a string cannot go through pydantic's
-    JSON mode (a lone surrogate in an object key of a tool's result: ``json.dumps`` escapes it)."""
+    JSON mode (a lone surrogate in an object key of a tool's result: ``json.dumps`` escapes it).
+
+    A dataclass view (a ``StopReceipt``) prints as its fields."""
+    if dataclasses.is_dataclass(model) and not isinstance(model, type):
+        return dataclasses.asdict(model)
     try:
         return model.model_dump(mode="json")
     except (UnicodeEncodeError, ValueError):

@@ -30,7 +30,6 @@ from rich.text import Text
 
 from ..errors import ConfigurationError, HelixError
 from ..examples import effects, payments
-from ..ledger import store
 from ..ledger.engine import is_sqlite
 from ..runtime import transcript
 from ..runtime.faults import CRASH_EXIT_CODE
@@ -104,13 +103,12 @@ def worker(mode: str, db_url: str, executor: str, session_id: str, model: str | 
 
 
 def _read(demo: Demo) -> dict[str, Any]:
-    with ledger(demo.db_url) as conn:
-        session = store.get_session(conn, demo.session_id)
-        events = store.events_after(conn, demo.session_id, 0, limit=100_000)
-        calls = store.list_calls(conn, session_id=demo.session_id, limit=1000)
-        runs = store.list_runs(conn, demo.session_id)
-        messages = store.active_messages(conn, demo.session_id)
-    return {"session": session, "events": events, "calls": calls, "runs": runs, "messages": messages}
+    with ledger(demo.db_url) as reader:
+        events = reader.events(demo.session_id, 0, limit=100_000).events
+        calls = reader.calls(session_id=demo.session_id, limit=1000)
+        runs = reader.session(demo.session_id).runs
+        messages = reader.messages(demo.session_id)
+    return {"events": events, "calls": calls, "runs": runs, "messages": messages}
 
 
 def _told(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
@@ -261,8 +259,8 @@ def run_demo(model: str | None, db: str | None, as_json: bool) -> dict[str, Any]
     crash = demo.spawn("start", CRASH_AT)
     if crash.returncode not in (0, CRASH_EXIT_CODE):
         raise HelixError("the demo's first worker failed", detail=crash.stderr[-3000:])
-    with ledger(demo.db_url) as conn:
-        split = max((e["seq"] for e in store.events_after(conn, demo.session_id, 0, limit=100_000)), default=0)
+    with ledger(demo.db_url) as reader:
+        split = max((e["seq"] for e in reader.events(demo.session_id, 0, limit=100_000).events), default=0)
     if crash.returncode == CRASH_EXIT_CODE:
         if not as_json:
             console.print("[dim]relaunching worker 2 with the same executor id …[/]")

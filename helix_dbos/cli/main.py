@@ -18,12 +18,11 @@ import typer
 from rich.panel import Panel
 from rich.text import Text
 
-from .. import apikeys
+from .. import apikeys, wire
 from ..definitions.inputs import check_session_id
-from ..errors import NotFoundError, ValidationError
-from ..ledger import store
+from ..errors import NotFoundError, RunTimeoutError, ValidationError
 from ..ledger.statuses import CallStatus
-from ..runtime import RunHandle, RunResult, Runtime, results
+from ..runtime import RunHandle, RunResult, Runtime
 from . import admin
 from . import demo as demo_mod
 from .common import (
@@ -91,9 +90,7 @@ class WorkerMode(str, Enum):
 
 
 def _run_json(result: RunResult) -> dict[str, Any]:
-    from ..service.views import run_out
-
-    return model_json(run_out(result))
+    return model_json(wire.run_out(result))  # type: ignore[no-any-return]
 
 
 def _print_run(result: RunResult, as_json: bool) -> None:
@@ -156,7 +153,7 @@ def _wait(runtime: Runtime, handle: RunHandle, timeout: float) -> RunResult:
         result = handle.result(timeout=timeout)
         workflow_done(handle.run_id)
         return result
-    except TimeoutError:
+    except RunTimeoutError:
         err_console.print(
             f"[yellow]still running after {timeout:g} s; it goes on when executor {esc(repr(runtime.executor_id))} is next launched "
             f"(or: helix-dbos recover --executor {esc(runtime.executor_id)})[/]"
@@ -202,10 +199,10 @@ def sessions(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, most recently active first."""
-    with ledger(db) as conn:
-        rows = store.list_sessions(conn, limit)
+    with ledger(db) as reader:
+        rows = reader.sessions(limit)
     if as_json:
-        print_json(rows)
+        print_json([wire.summary_out(r) for r in rows])
     else:
         console.print(sessions_table(rows))
 
@@ -217,12 +214,10 @@ def executors(db: DbOption = None, as_json: JsonOption = False) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..runtime.leases import list_executors
-
-    with ledger(db) as conn:
-        rows = list_executors(conn)
+    with ledger(db) as reader:
+        rows = reader.executors()
     if as_json:
-        print_json(rows)
+        print_json([wire.executor_out(r) for r in rows])
         return
     table = Table("executor", "host", "pid", "status", "renewed", "lease s", "pending runs", "taken over by", "took over")
     for r in rows:
@@ -237,20 +232,17 @@ def executors(db: DbOption = None, as_json: JsonOption = False) -> None:
 @typed_errors
 def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """A session as a readable timeline: every ledger event, its runs and its calls."""
-    from ..service.views import session_out
-
     check_session_id(session_id)
 
-    with ledger(db) as conn:
-        session_id = resolve_session(conn, session_id)
-        view = results.read_session(conn, session_id)
-        row = store.get_session(conn, session_id)
-        events = store.events_after(conn, session_id, 0, limit=1_000_000)
-        calls = store.list_calls(conn, session_id=session_id, limit=100_000)
+    with ledger(db) as reader:
+        session_id = resolve_session(reader, session_id)
+        view = reader.session(session_id)
+        events = reader.events(session_id, 0, limit=1_000_000).events
+        calls = reader.calls(session_id=session_id, limit=100_000)
     if as_json:
-        print_json({"session": model_json(session_out(view, owner=row["owner"] if row else None)), "events": events})
+        print_json({"session": model_json(wire.session_out(view)), "events": events})
         return
-    owner = f"  owner [cyan]{esc(row['owner'])}[/]" if row and row["owner"] else ""
+    owner = f"  owner [cyan]{esc(view.owner)}[/]" if view.owner else ""
     console.print(f"session [cyan]{esc(view.session_id)}[/]  agent [cyan]{esc(view.agent_name)}[/]{owner}  status ", styled(view.status))
     console.print(runs_table(view.runs))
     console.print(timeline(events, tool_names(events, calls), title="timeline"))
@@ -276,8 +268,8 @@ def calls(
         check_session_id(session)
     if status is not None and status not in CALL_STATUSES:
         raise ValidationError(f"unknown call status {status!r}; one of: {', '.join(CALL_STATUSES)}")
-    with ledger(db) as conn:
-        rows = store.list_calls(conn, session_id=session, status=status, tool_name=tool, limit=limit)
+    with ledger(db) as reader:
+        rows = reader.calls(session_id=session, status=status, tool_name=tool, limit=limit)
     if as_json:
         print_json(rows)
     else:
@@ -369,15 +361,15 @@ def stop(
     check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
-        out = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())  # type: ignore[arg-type]
+        receipt = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())  # type: ignore[arg-type]
         try:
             result = rt.wait(session_id, timeout=timeout)
-        except TimeoutError:
-            result = rt.run(out["run_id"])
+        except RunTimeoutError:
+            result = rt.run(receipt.run_id)
     if as_json:
-        print_json({**out, "run": _run_json(result)})
+        print_json({**model_json(receipt), "run": _run_json(result)})
     else:
-        console.print(f"stop recorded for run [cyan]{esc(out['run_id'])}[/] ({esc(out['status'])})")
+        console.print(f"stop recorded for run [cyan]{esc(receipt.run_id)}[/] ({esc(receipt.status)})")
         _print_run(result, False)
 
 
@@ -483,7 +475,7 @@ def recover(
             try:
                 done.append(_run_json(rt.wait_run(run_id, timeout=timeout)))
                 workflow_done(run_id)
-            except TimeoutError:
+            except RunTimeoutError:
                 done.append({"run_id": run_id, "status": "running"})
     if as_json:
         print_json({"executor_id": executor, "runs": done})
@@ -558,9 +550,13 @@ def serve(
     Beyond loopback it refuses to start without HELIX_DBOS_API_KEYS or HELIX_DBOS_AUTHENTICATE,
     unless --insecure (docs/service.md, "Deploying").
     """
+    import importlib
+
     import uvicorn
 
-    from ..service.app import create_app
+    # The one command that runs the service hands over to it by name: nothing else in the CLI
+    # depends on the service (its reads and JSON go through the runtime's reader and wire.py).
+    create_app = importlib.import_module("helix_dbos.service.app").create_app
 
     os.environ["HELIX_DBOS_HOST"] = host  # the service's settings read the bound address from here
     if insecure:

@@ -146,18 +146,22 @@ class Agent:
             schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
         return ToolDefinition(name=FINISH_TOOL, description="Give the final result.", parameters_json_schema=schema)
 
+    def _adapter(self) -> pydantic.TypeAdapter[Any]:
+        if self._output_adapter is None:
+            raise ConfigurationError(f"agent {self.name!r} has no output_type: its output is the model's text")
+        return self._output_adapter
+
     def validate_output(self, args: Any) -> Any:
         """The validated structured output; raises ``pydantic.ValidationError``."""
-        assert self._output_adapter is not None
-        schema = self._output_adapter.json_schema()
+        adapter = self._adapter()
+        schema = adapter.json_schema()
         if isinstance(args, str):
             import json
 
             args = json.loads(args or "{}")
         if schema.get("type") != "object":
             args = (args or {}).get("response")
-        return self._output_adapter.validate_python(args)
+        return adapter.validate_python(args)
 
     def dump_output(self, value: Any) -> Any:
-        assert self._output_adapter is not None
-        return self._output_adapter.dump_python(value, mode="json")
+        return self._adapter().dump_python(value, mode="json")

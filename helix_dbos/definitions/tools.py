@@ -103,9 +103,13 @@ class Tool:
         rule = self.requires_approval
         return bool(rule(args)) if callable(rule) else bool(rule)
 
-    def _call_args(self, args: pydantic.BaseModel, ctx: ToolContext) -> tuple[list[Any], dict[str, Any]]:
+    def _body(self) -> Callable[..., Any]:
         if self.execute is None:
             raise ConfigurationError(f"tool {self.name!r} is executed by the client, not the runtime")
+        return self.execute
+
+    def _call_args(self, args: pydantic.BaseModel, ctx: ToolContext) -> tuple[list[Any], dict[str, Any]]:
+        self._body()
         positional: list[Any] = [ctx] if self.takes_ctx else []
         if self.unpack_args:
             return positional, {name: getattr(args, name) for name in type(args).model_fields}
@@ -115,8 +119,7 @@ class Tool:
     def invoke_sync(self, args: pydantic.BaseModel, ctx: ToolContext) -> Any:
         """Run a transactional body in the calling thread (which holds the transaction)."""
         positional, kwargs = self._call_args(args, ctx)
-        assert self.execute is not None
-        result = self.execute(*positional, **kwargs)
+        result = self._body()(*positional, **kwargs)
         if inspect.isawaitable(result):
             if inspect.iscoroutine(result):
                 result.close()
@@ -126,10 +129,10 @@ class Tool:
     async def invoke(self, args: pydantic.BaseModel, ctx: ToolContext) -> Any:
         """Run the body; sync bodies go to a worker thread so they never block the DBOS loop."""
         positional, kwargs = self._call_args(args, ctx)
-        assert self.execute is not None
-        if inspect.iscoroutinefunction(self.execute):
-            return await self.execute(*positional, **kwargs)
-        result = await asyncio.to_thread(self.execute, *positional, **kwargs)
+        body = self._body()
+        if inspect.iscoroutinefunction(body):
+            return await body(*positional, **kwargs)
+        result = await asyncio.to_thread(body, *positional, **kwargs)
         if inspect.isawaitable(result):
             return await result
         return result

@@ -24,7 +24,8 @@ from ..ledger import tables as t
 from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sync_url
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
-from . import commits, dbos_private, entries, results, state, workflow
+from ..views import RunResult, SessionView, StopReceipt
+from . import commits, dbos_private, entries, state, workflow
 from .config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -35,8 +36,8 @@ from .config import (
 )
 from . import leases
 from .executor_lock import ExecutorLock
+from .reader import Reader
 from .registry import Registry
-from .results import RunResult, SessionView
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -115,15 +116,16 @@ class RunHandle:
         self.runtime = runtime
         self.run_id = run_id
         self.session_id = session_id
+        # DBOS's handle of the run's workflow; never waited on: the ledger, not the workflow's end,
+        # says when a run is at rest (a suspended run's workflow has ended; a stopping one has not).
         self._workflow_handle = workflow_handle
 
     def result(self, timeout: float | None = None) -> RunResult:
-        if self._workflow_handle is not None and timeout is None:
-            try:
-                self._workflow_handle.get_result()
-            except Exception:  # the ledger has the run's real outcome; read it below (a ProcessStopping passes:
-                # the runtime shut down under this wait, and the run is the next launch's to finish)
-                log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
+        """The run once at rest, read from the ledger; ``RunTimeoutError`` if not within ``timeout``.
+
+        With or without a timeout it is the same wait (``Runtime.wait_run``): the same polling, and
+        a database outage is ridden out for ``store_retry_window`` either way.
+        """
         return self.runtime.wait_run(self.run_id, timeout)
 
     async def result_async(self, timeout: float | None = None) -> RunResult:
@@ -379,7 +381,8 @@ class Runtime:
 
     @property
     def executor_id(self) -> str:
-        assert self.settings is not None
+        if self.settings is None:
+            raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
         return self.settings.executor_id
 
     # --- entries -------------------------------------------------------------------------------
@@ -505,48 +508,42 @@ class Runtime:
         check_text("error", error)
         return self._answer(session_id, dispatch_id, kind="client", result=result, error=error)
 
-    def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> dict[str, Any]:
-        """Record a durable stop for the session's current run and return at once."""
+    def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> StopReceipt:
+        """Record a durable stop for the session's current run and return at once.
+
+        A suspended run stops in this call (``stopped=True``, ``status`` its end); a running one at
+        its next boundary (``status`` ``stop_requested``): ``wait(session_id)`` sees it end.
+        """
         check_session_id(session_id)
         check_text("requested_by", requested_by, 200)
         with self.engine.begin() as conn:
-            return entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
+            out = entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
+        return StopReceipt(session_id=session_id, run_id=out["run_id"], kind=kind, stopped=out["stopped"], status=out["status"])
 
     # --- reads ---------------------------------------------------------------------------------
 
-    def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
-        def check() -> RunResult | None:
-            with self.engine.connect() as conn:
-                return results.at_rest(conn, run_id)
+    @property
+    def reader(self) -> Reader:
+        """Every read of this runtime's ledger (what the service and the CLI read through too)."""
+        return Reader(self.engine, store_retry_window=self.store_retry_window)
 
-        return results.poll(check, timeout, f"run {run_id}", self.store_retry_window)
+    def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
+        """The run once at rest; ``RunTimeoutError`` (also a ``TimeoutError``) past ``timeout``."""
+        check_text("run_id", run_id)
+        return self.reader.wait_run(run_id, timeout)
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
         check_session_id(session_id)
-
-        def check() -> RunResult | None:
-            with self.engine.connect() as conn:
-                session = store.get_session(conn, session_id)
-                if session is None:
-                    from ..errors import SessionNotFoundError
-
-                    raise SessionNotFoundError(f"no session {session_id!r}")
-                if session["current_run_id"] is None:
-                    return None
-                return results.at_rest(conn, session["current_run_id"])
-
-        return results.poll(check, timeout, f"session {session_id}", self.store_retry_window)
+        return self.reader.wait(session_id, timeout)
 
     def session(self, session_id: str) -> SessionView:
         check_session_id(session_id)
-        with self.engine.connect() as conn:
-            return results.read_session(conn, session_id)
+        return self.reader.session(session_id)
 
     def run(self, run_id: str) -> RunResult:
         check_text("run_id", run_id)
-        with self.engine.connect() as conn:
-            return results.read_result(conn, run_id)
+        return self.reader.run(run_id)
 
     def recover_executor(self, executor_id: str) -> list[str]:
         """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
@@ -573,6 +570,7 @@ class Runtime:
     submit_tool_result_async = _async_twin(submit_tool_result)
     stop_async = _async_twin(stop)
     wait_async = _async_twin(wait)
+    wait_run_async = _async_twin(wait_run)
     session_async = _async_twin(session)
     run_async = _async_twin(run)
     launch_async = _async_twin(launch)

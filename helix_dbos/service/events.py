@@ -17,13 +17,12 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
-from ..errors import SessionNotFoundError, ValidationError
-from ..ledger import store
+from ..errors import ValidationError
 from ..ledger.statuses import RUN_AT_REST
+from ..runtime.reader import EVENT_PAGE, Reader
+from ..views import EventPage, EventRecord
 
-PAGE = 500
+PAGE = EVENT_PAGE
 #: Event seqs are 32-bit integers on Postgres; a larger cursor names no event and is refused.
 MAX_SEQ = 2**31 - 1
 KEEPALIVE_SEC = 15.0
@@ -46,27 +45,13 @@ def parse_cursor(last_event_id: str | None, after: int | None) -> int:
     return value
 
 
-def read(engine: sa.Engine, session_id: str, after: int) -> tuple[str, int, list[dict[str, Any]]]:
-    """The session's status and newest seq, then the events after ``after``.
-
-    The session row is read first: if it is at rest with newest seq S, the events read next include
-    every seq up to S (the at-rest ``run_status`` event commits with the status change).
-    """
-    with engine.connect() as conn:
-        session = store.get_session(conn, session_id)
-        if session is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
-        rows = store.events_after(conn, session_id, after, limit=PAGE)
-    return str(session["status"]), int(session["event_seq"]), rows
-
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     return str(value)
 
 
-def frame(row: dict[str, Any]) -> bytes:
+def frame(row: EventRecord) -> bytes:
     data = {
         "seq": row["seq"],
         "session_id": row["session_id"],
@@ -83,15 +68,20 @@ def end_frame(status: str, last: int) -> bytes:
     return f"event: end\ndata: {json.dumps({'status': status, 'last_event_id': last})}\n\n".encode()
 
 
-async def stream(engine: sa.Engine, session_id: str, after: int, follow: bool, first: tuple[str, int, list[dict[str, Any]]] | None = None) -> AsyncIterator[bytes]:
-    """Yield SSE frames from ``after`` on; end once the session is at rest and drained (unless following)."""
+async def stream(reader: Reader, session_id: str, after: int, follow: bool, first: EventPage | None = None) -> AsyncIterator[bytes]:
+    """Yield SSE frames from ``after`` on; end once the session is at rest and drained (unless following).
+
+    Each page is ``reader.events``: the session's status and newest seq are read before its events,
+    so a stream that has delivered the newest seq of a session at rest has delivered everything.
+    """
     last = after
     quiet = 0.0
     interval = poll_interval()
     yield b"retry: 1000\n\n"
     while True:
-        status, top, rows = first if first is not None else await asyncio.to_thread(read, engine, session_id, last)
+        page = first if first is not None else await asyncio.to_thread(reader.events, session_id, last, PAGE)
         first = None
+        status, top, rows = page.status, page.last_seq, page.events
         for row in rows:
             yield frame(row)
             last = int(row["seq"])

@@ -1,46 +1,7 @@
-"""Finding the user's runtime: ``HELIX_DBOS_APP=package.module:attr`` names a ``hx.Runtime`` or a factory.
-
-The service and the CLI resolve the app the same way, so ``helix-dbos resume`` acts with exactly the
-agents the service serves. Unset, the bundled example agents are served.
-"""
+"""Moved to ``helix_dbos/loader.py`` (the CLI loads the app too, and imports nothing from the service)."""
 
 from __future__ import annotations
 
-import importlib
-import os
-from typing import Any
+from ..loader import DEFAULT_APP, ENV, app_spec, load_runtime
 
-from ..errors import ConfigurationError
-from ..runtime import Runtime
-
-ENV = "HELIX_DBOS_APP"
-DEFAULT_APP = "helix_dbos.examples:runtime"
-
-
-def app_spec(explicit: str | None = None) -> str:
-    return explicit or os.environ.get(ENV) or DEFAULT_APP
-
-
-def load_runtime(spec: str | None = None, *, database_url: str | None = None) -> Runtime:
-    """Import the app and return its (not yet launched) runtime.
-
-    ``database_url`` overrides the runtime's own choice (the CLI's ``--db``); without it the runtime
-    resolves its URL as always (argument, ``HELIX_DBOS_DATABASE_URL``, dbos-config.yaml, SQLite).
-    """
-    spec = app_spec(spec)
-    module_name, _, attr = spec.partition(":")
-    attr = attr or "runtime"
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import the app module {module_name!r} ({ENV}={spec!r})", detail=str(exc)) from exc
-    try:
-        target: Any = getattr(module, attr)
-    except AttributeError:
-        raise ConfigurationError(f"module {module_name!r} has no attribute {attr!r} ({ENV}={spec!r})") from None
-    runtime = target if isinstance(target, Runtime) else (target() if callable(target) else None)
-    if not isinstance(runtime, Runtime):
-        raise ConfigurationError(f"{spec!r} is neither a helix_dbos Runtime nor a factory returning one")
-    if database_url:
-        runtime.database_url = database_url  # the operator's --db wins over the app's choice
-    return runtime
+__all__ = ["DEFAULT_APP", "ENV", "app_spec", "load_runtime"]

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
-from ..errors import ForbiddenError, RunNotFoundError, SessionNotFoundError, ValidationError
-from ..ledger import store
+from ..errors import ForbiddenError, RunNotFoundError, RunTimeoutError, SessionNotFoundError, ValidationError
 from ..ledger.engine import is_sqlite
 from ..runtime import AnswerReceipt, RunHandle, Runtime
+from ..views import SessionSummary
+from .. import wire
 from . import auth, events, views
 from . import schemas as s
 from .responses import LedgerJSONResponse, respond
@@ -74,9 +76,9 @@ def rt(request: Request) -> Runtime:
     return request.app.state.runtime  # type: ignore[no-any-return]
 
 
-async def _settle(runtime: Runtime, handle: RunHandle, wait: float) -> s.RunOut:
+async def _settle(runtime: Runtime, handle: RunHandle, wait: float) -> Any:
     if wait > 0:
-        with contextlib.suppress(TimeoutError):  # still running after ?wait=: report it as it stands
+        with contextlib.suppress(RunTimeoutError):  # still running after ?wait=: report it as it stands
             return views.run_out(await handle.result_async(timeout=wait))
     return views.run_out(await runtime.run_async(handle.run_id))
 
@@ -86,47 +88,19 @@ async def _answered(runtime: Runtime, receipt: AnswerReceipt, wait: float) -> s.
     return views.answer_out(receipt, run)
 
 
-def _session_row(runtime: Runtime, session_id: str) -> dict[str, Any]:
-    with runtime.engine.connect() as conn:
-        session = store.get_session(conn, session_id)
-    if session is None:
-        raise SessionNotFoundError(f"no session {session_id!r}")
-    return session
-
-
-async def _allowed(request: Request, caller: auth.Principal, session_id: str, action: auth.Action) -> dict[str, Any]:
+async def _allowed(request: Request, caller: auth.Principal, session_id: str, action: auth.Action) -> SessionSummary:
     """The session's row, once the caller may take ``action`` on it (else 404 or 403)."""
-    row = await asyncio.to_thread(_session_row, rt(request), session_id)
+    row = await asyncio.to_thread(rt(request).reader.summary, session_id)
     auth.check(caller, row.get("owner"), action, session_id)
     return row
-
-
-def _sessions(runtime: Runtime, limit: int, owner: str | None, status: str | None, agent: str | None) -> list[dict[str, Any]]:
-    with runtime.engine.connect() as conn:
-        return store.list_sessions(conn, limit, owner=owner, status=status, agent_name=agent)
-
-
-def _run_session(runtime: Runtime, run_id: str) -> dict[str, Any]:
-    with runtime.engine.connect() as conn:
-        run = store.get_run(conn, run_id)
-        session = store.get_session(conn, run["session_id"]) if run is not None else None
-    if session is None:
-        raise RunNotFoundError(f"no run {run_id!r}")
-    return session
 
 
 @public.get("/healthz", response_model=s.Health, tags=["service"])
 async def health(request: Request) -> s.Health:
     runtime = rt(request)
-    assert runtime.settings is not None
-    return s.Health(status="ok", executor_id=runtime.executor_id, database="sqlite" if is_sqlite(runtime.settings.database_url) else "postgresql")
-
-
-def _executors(runtime: Runtime) -> list[dict[str, Any]]:
-    from ..runtime.leases import list_executors
-
-    with runtime.engine.connect() as conn:
-        return list_executors(conn)
+    executor_id = runtime.executor_id  # a ConfigurationError (500) if the lifespan never launched it
+    url = runtime.settings.database_url if runtime.settings is not None else ""
+    return s.Health(status="ok", executor_id=executor_id, database="sqlite" if is_sqlite(url) else "postgresql")
 
 
 @router.get("/executors", response_model=list[s.ExecutorOut], tags=["service"], responses=_errors(403))
@@ -134,7 +108,7 @@ async def list_executors(request: Request, caller: Caller) -> list[s.ExecutorOut
     """Every executor with its lease, pending runs and takeovers (the ``operator`` role only)."""
     if caller.authenticated and "operator" not in caller.roles:
         raise ForbiddenError(f"{caller.name!r} may not list executors (that takes the operator role)", detail={"roles": sorted(caller.roles)})
-    return [s.ExecutorOut(**row) for row in await asyncio.to_thread(_executors, rt(request))]
+    return [wire.executor_out(row) for row in await asyncio.to_thread(rt(request).reader.executors)]
 
 
 @router.get("/agents", response_model=list[s.AgentOut], tags=["service"], responses=_errors())
@@ -152,8 +126,8 @@ async def list_sessions(
 ) -> list[s.SessionSummary]:
     """The newest sessions first: the caller's own, or every session for an operator or approver."""
     owner = None if caller.sees_all else caller.name
-    rows = await asyncio.to_thread(_sessions, rt(request), limit, owner, status, agent)
-    return [s.SessionSummary(**{k: r[k] for k in s.SessionSummary.model_fields}) for r in rows]
+    rows = await asyncio.to_thread(rt(request).reader.sessions, limit, owner=owner, status=status, agent_name=agent)
+    return [wire.summary_out(r) for r in rows]
 
 
 @router.post("/sessions", status_code=202, response_model=s.RunOut, tags=["sessions"], responses=_errors(404, 409))
@@ -166,8 +140,8 @@ async def start_session(request: Request, caller: Caller, req: s.StartSession, w
 
 @router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_errors(403, 404))
 async def read_session(request: Request, caller: Caller, session_id: SessionId) -> LedgerJSONResponse:
-    row = await _allowed(request, caller, session_id, "read")
-    return respond(views.session_out(await rt(request).session_async(session_id), owner=row.get("owner")))
+    await _allowed(request, caller, session_id, "read")
+    return respond(views.session_out(await rt(request).session_async(session_id)))
 
 
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
@@ -201,7 +175,7 @@ async def retry(request: Request, caller: Caller, session_id: SessionId, req: An
 
 
 @router.post("/sessions/{session_id}/stop", status_code=202, response_model=s.StopOut, tags=["entries"], responses=_errors(403, 404, 409))
-async def stop(request: Request, caller: Caller, session_id: SessionId, req: s.Stop = s.Stop(), wait: Wait = 0) -> s.StopOut:
+async def stop(request: Request, caller: Caller, session_id: SessionId, req: s.Stop = s.Stop(), wait: Wait = 0) -> Any:
     """Record a durable stop. A suspended run stops at once; a running one at its next boundary.
 
     With ``?wait=``, answer once the run has come to rest (or the time is up): ``status`` is then the
@@ -209,13 +183,12 @@ async def stop(request: Request, caller: Caller, session_id: SessionId, req: s.S
     """
     runtime = rt(request)
     await _allowed(request, caller, session_id, "stop")
-    out = await runtime.stop_async(session_id, kind=req.kind, requested_by=caller.actor)
-    status, stopped = out["status"], out["stopped"]
-    if wait > 0 and not stopped:
-        with contextlib.suppress(TimeoutError):
-            final = await asyncio.to_thread(runtime.wait_run, out["run_id"], wait)
-            status, stopped = final.status, final.status == "interrupted" or final.error_code == "run_stopped"
-    return s.StopOut(session_id=session_id, run_id=out["run_id"], stopped=stopped, status=status)
+    receipt = await runtime.stop_async(session_id, kind=req.kind, requested_by=caller.actor)
+    if wait > 0 and not receipt.stopped:
+        with contextlib.suppress(RunTimeoutError):
+            final = await runtime.wait_run_async(receipt.run_id, wait)
+            receipt = dataclasses.replace(receipt, status=final.status, stopped=final.status == "interrupted" or final.error_code == "run_stopped")
+    return s.StopOut.model_validate(receipt)
 
 
 @router.post("/sessions/{session_id}/calls/{dispatch_id}/approval", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
@@ -241,7 +214,7 @@ async def submit_result(request: Request, caller: Caller, session_id: SessionId,
 
 @router.get("/runs/{run_id}", response_model=s.RunOut, tags=["sessions"], responses=_errors(404))
 async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> LedgerJSONResponse:
-    session = await asyncio.to_thread(_run_session, rt(request), run_id)
+    session = await asyncio.to_thread(rt(request).reader.session_of_run, run_id)
     try:
         auth.check(caller, session.get("owner"), "read", str(session["session_id"]))
     except SessionNotFoundError:
@@ -263,12 +236,12 @@ async def session_events(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     """The session's ledger events, each exactly once and in order, resumable with ``Last-Event-ID``."""
-    engine = rt(request).engine
+    reader = rt(request).reader
     cursor = events.parse_cursor(last_event_id, after)
     await _allowed(request, caller, session_id, "read")
-    first = await asyncio.to_thread(events.read, engine, session_id, cursor)  # a 404 before the stream starts
+    first = await asyncio.to_thread(reader.events, session_id, cursor, events.PAGE)  # a 404 before the stream starts
     return StreamingResponse(
-        events.stream(engine, session_id, cursor, follow, first),
+        events.stream(reader, session_id, cursor, follow, first),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -1,18 +1,34 @@
 """The request and response bodies of the HTTP API (what OpenAPI publishes).
 
+The bodies that carry ledger reads (``RunOut``, ``SessionOut``, ``CallOut``...) are derived from the
+Python views in ``helix_dbos/wire.py`` and re-exported here; this module adds the requests and the
+bodies only the service has (answers, stops, agents, health).
+
 Requests forbid unknown fields: a misspelt ``mesage`` is refused with a 400 instead of silently
 starting a turn without its message.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
+from ..wire import (  # noqa: F401  (re-exported: the response bodies of ledger reads)
+    AttemptOut,
+    CallOut,
+    CheckpointOut,
+    ExecutorOut,
+    PendingCallOut,
+    RunOut,
+    RunRow,
+    SessionOut,
+    SessionSummary,
+    StopOut,
+    UsageOut,
+)
 
 
 class Request(BaseModel):
@@ -138,126 +154,11 @@ class ErrorBody(BaseModel):
     detail: Any = Field(default=None, description="Developer-facing specifics.")
 
 
-class UsageOut(BaseModel):
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-
-
-class PendingCallOut(BaseModel):
-    dispatch_id: str
-    tool_name: str
-    kind: Literal["approval", "client"]
-    args: Any
-    tool_call_id: str | None
-
-
-class RunOut(BaseModel):
-    run_id: str
-    session_id: str
-    status: str
-    output: Any = None
-    pending: list[PendingCallOut]
-    error: str | None = None
-    error_code: str | None = None
-    usage: UsageOut
-
-
-class AttemptOut(BaseModel):
-    attempt: int
-    run_id: str
-    executor_id: str | None
-    started_at: datetime
-    ended_at: datetime | None
-    outcome: str | None
-
-
-class CallOut(BaseModel):
-    dispatch_id: str
-    tool_name: str
-    kind: str
-    args: Any
-    status: str
-    attempts: list[AttemptOut]
-    result: Any
-    error: Any
-    replay: str
-    step: int
-    position: int
-    run_id: str
-    note: str | None
-    tool_call_id: str | None
-    approved: bool | None
-    approval_actor: str | None
-    child_session_id: str | None
-    decided_by: str | None = Field(default=None, description="'database' or 'check' when recovery, not the body, proved the outcome.")
-    check_outcome: Any = Field(default=None, description="The reconcile check's last answer: verdict, attempt, result or reason.")
-
-
-class RunRow(BaseModel):
-    run_id: str
-    seq: int
-    entry: str
-    entry_message: str | None
-    checkpoint_id: str | None
-    previous_run_id: str | None
-    status: str
-    error_code: str | None
-    error: str | None
-    output: Any
-    steps: int
-    recovery: str
-    executor_id: str | None
-    created_at: datetime
-    ended_at: datetime | None
-
-
-class CheckpointOut(BaseModel):
-    checkpoint_id: str
-    run_id: str
-    step: int
-    kind: str
-    message_seq: int
-    superseded_by: str | None
-    created_at: datetime
-
-
-class SessionOut(BaseModel):
-    session_id: str
-    agent_name: str
-    owner: str | None = Field(default=None, description="The principal that started the session (none without authentication).")
-    status: str
-    current_run_id: str | None
-    messages: list[dict[str, Any]] = Field(description="The active transcript as pydantic-ai messages (JSON).")
-    runs: list[RunRow]
-    checkpoints: list[CheckpointOut]
-    calls: list[CallOut]
-
-
-class SessionSummary(BaseModel):
-    session_id: str
-    agent_name: str
-    owner: str | None = None
-    status: str
-    current_run_id: str | None
-    run_count: int
-    created_at: datetime
-    updated_at: datetime
-
-
 class AnswerOut(BaseModel):
     session_id: str
     dispatch_id: str
     remaining: list[str] = Field(description="Calls of the step still waiting for an answer.")
     run: RunOut | None = Field(description="The run the last answer continued, if any.")
-
-
-class StopOut(BaseModel):
-    session_id: str
-    run_id: str
-    stopped: bool = Field(description="True when the run stopped in this request (it was suspended).")
-    status: str
 
 
 class ToolOut(BaseModel):
@@ -274,25 +175,6 @@ class AgentOut(BaseModel):
     name: str
     instructions: str | None
     tools: list[ToolOut]
-
-
-class ExecutorOut(BaseModel):
-    """One executor's lease, as ``helix-dbos executors`` and the ``executor_audit`` view show it."""
-
-    executor_id: str
-    host: str | None
-    pid: int | None
-    generation: int
-    lease_seconds: float
-    status: Literal["live", "lapsed", "released", "taken_over"]
-    started_at: Any = None
-    renewed_at: Any = None
-    released_at: Any = None
-    taken_over_by: str | None
-    taken_over_at: Any = None
-    taken_runs: int | None
-    pending_runs: int = Field(description="Workflows DBOS still holds pending for this executor id.")
-    took_over: list[str] = Field(description="Executors whose runs this one took over.")
 
 
 class Health(BaseModel):

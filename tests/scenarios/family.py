@@ -18,6 +18,7 @@ Each command prints one JSON line (the run result, its pending calls and the ses
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 import json
 import os
@@ -300,7 +301,7 @@ def main(argv: list[str]) -> int:
         elif args.cmd == "resume":
             out = report(rt, rt.resume(args.session).result(timeout=90))
         elif args.cmd == "stop":  # --session may list several sessions, comma-separated
-            out = {"pid": os.getpid(), "stops": [rt.stop(sid, kind=args.kind) for sid in args.session.split(",")]}
+            out = {"pid": os.getpid(), "stops": [dataclasses.asdict(rt.stop(sid, kind=args.kind)) for sid in args.session.split(",")]}
         else:
             if args.cmd == "approve":
                 receipt = rt.approve(args.session, args.dispatch, approved=bool(args.approved), reason=args.reason, actor=args.actor)

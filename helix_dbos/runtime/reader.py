@@ -1,0 +1,293 @@
+"""The one way to read the ledger: sessions, runs, waits, events, calls and executors.
+
+``Runtime``, the HTTP service and the CLI all read through a ``Reader`` over an engine, so a read
+means the same everywhere (which keys a view holds, what "at rest" is, what a missing id raises).
+It never writes and never needs DBOS: the CLI's reads run beside a live service on a bare engine.
+The value types it returns live apart, in ``helix_dbos/views.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from ..errors import CallNotFoundError, RunNotFoundError, RunTimeoutError, SessionNotFoundError
+from ..ledger import store
+from ..ledger import tables as t
+from ..ledger.statuses import RUN_AT_REST
+from ..views import (
+    AttemptRecord,
+    CallRecord,
+    CallView,
+    CheckpointRecord,
+    EventPage,
+    EventRecord,
+    ExecutorRecord,
+    MessageRecord,
+    PendingCall,
+    RunRecord,
+    RunResult,
+    SessionSummary,
+    SessionView,
+    Usage,
+    pick,
+)
+from . import transcript
+from .store_retry import retrying_sync
+
+T = TypeVar("T")
+
+#: Events one ``events()`` read returns at most; a stream reads page after page.
+EVENT_PAGE = 500
+
+
+class Reader:
+    """Read-only queries over ``engine``, each in its own short connection.
+
+    ``store_retry_window``: how long a wait rides out a database outage (None: a wait fails on the
+    first transient error, as a plain read does).
+    """
+
+    def __init__(self, engine: sa.Engine, *, store_retry_window: float | None = None) -> None:
+        self.engine = engine
+        self.store_retry_window = store_retry_window
+
+    def _read(self, fn: Callable[[sa.Connection], T]) -> T:
+        with self.engine.connect() as conn:
+            return fn(conn)
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionView:
+        return self._read(lambda conn: read_session(conn, session_id))
+
+    def summary(self, session_id: str) -> SessionSummary:
+        """The session's row as a list shows it (owner, agent, status): what an ownership check reads."""
+        return self._read(lambda conn: _summary(conn, session_id))
+
+    def session_of_run(self, run_id: str) -> SessionSummary:
+        """The session a run belongs to; ``RunNotFoundError`` for an unknown run."""
+
+        def read(conn: sa.Connection) -> SessionSummary:
+            run = store.get_run(conn, run_id)
+            session = store.get_session(conn, run["session_id"]) if run is not None else None
+            if session is None:
+                raise RunNotFoundError(f"no run {run_id!r}")
+            return pick(SessionSummary, session)  # type: ignore[no-any-return]
+
+        return self._read(read)
+
+    def sessions(self, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[SessionSummary]:
+        """The newest sessions first; ``owner``/``status``/``agent_name`` narrow the list when given."""
+        rows = self._read(lambda conn: store.list_sessions(conn, limit, owner=owner, status=status, agent_name=agent_name))
+        return [pick(SessionSummary, r) for r in rows]
+
+    def session_ids_starting(self, prefix: str, limit: int = 50) -> list[str]:
+        """Session ids that start with ``prefix`` (tables print ids shortened; a user types a prefix)."""
+        stmt = sa.select(t.sessions.c.session_id).where(t.sessions.c.session_id.startswith(prefix, autoescape=True)).limit(limit)
+        return self._read(lambda conn: [str(r) for r in conn.execute(stmt).scalars()])
+
+    def messages(self, session_id: str) -> list[MessageRecord]:
+        """The active transcript as stored, one record a message (``SessionView.messages`` loads them)."""
+        rows = self._read(lambda conn: store.active_messages(conn, session_id))
+        return [pick(MessageRecord, r) for r in rows]
+
+    # --- runs and waits ------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> RunResult:
+        return self._read(lambda conn: read_result(conn, run_id))
+
+    def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
+        """The run once at rest; ``RunTimeoutError`` if it is not by ``timeout`` (None: no limit)."""
+        return poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window)
+
+    def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
+        """The session's latest run once it is at rest (also a run a relaunch recovered)."""
+
+        def check(conn: sa.Connection) -> RunResult | None:
+            session = store.get_session(conn, session_id)
+            if session is None:
+                raise SessionNotFoundError(f"no session {session_id!r}")
+            if session["current_run_id"] is None:
+                return None
+            return at_rest(conn, session["current_run_id"])
+
+        return poll(lambda: self._read(check), timeout, f"session {session_id}", self.store_retry_window)
+
+    # --- events --------------------------------------------------------------------------------
+
+    def events(self, session_id: str, after: int = 0, limit: int = EVENT_PAGE) -> EventPage:
+        """The session's status and newest seq, then the events after ``after``.
+
+        The session row is read first: if it is at rest with newest seq S, the events read next
+        include every seq up to S (the at-rest ``run_status`` event commits with the status change).
+        """
+
+        def read(conn: sa.Connection) -> EventPage:
+            session = store.get_session(conn, session_id)
+            if session is None:
+                raise SessionNotFoundError(f"no session {session_id!r}")
+            rows = store.events_after(conn, session_id, after, limit=limit)
+            return EventPage(session["status"], int(session["event_seq"]), [pick(EventRecord, r) for r in rows])
+
+        return self._read(read)
+
+    # --- calls and executors -------------------------------------------------------------------
+
+    def calls(self, *, session_id: str | None = None, status: str | None = None, tool_name: str | None = None, limit: int = 500) -> list[CallRecord]:
+        """Calls as stored, oldest first, narrowed by session, status and tool when given."""
+        rows = self._read(lambda conn: store.list_calls(conn, session_id=session_id, status=status, tool_name=tool_name, limit=limit))
+        return [pick(CallRecord, r) for r in rows]
+
+    def call(self, dispatch_id: str) -> CallRecord:
+        row = self._read(lambda conn: store.get_call(conn, dispatch_id))
+        if row is None:
+            raise CallNotFoundError(f"no call {dispatch_id!r}")
+        return pick(CallRecord, row)  # type: ignore[no-any-return]
+
+    def dispatch_ids_starting(self, session_id: str, prefix: str, limit: int = 50) -> list[str]:
+        stmt = sa.select(t.calls.c.dispatch_id).where(t.calls.c.session_id == session_id, t.calls.c.dispatch_id.startswith(prefix, autoescape=True)).limit(limit)
+        return self._read(lambda conn: [str(r) for r in conn.execute(stmt).scalars()])
+
+    def executors(self) -> list[ExecutorRecord]:
+        """Every executor with its lease, the workflows DBOS still holds pending for it, and its takeovers."""
+        from .leases import list_executors
+
+        return [pick(ExecutorRecord, r) for r in self._read(list_executors)]
+
+    def executor_ever_ran(self, executor_id: str) -> bool:
+        stmt = sa.select(sa.func.count()).select_from(t.runs).where(t.runs.c.executor_id == executor_id)
+        return bool(self._read(lambda conn: conn.execute(stmt).scalar()))
+
+
+# --- the queries, on a caller's connection ---------------------------------------------------------
+
+
+def _summary(conn: sa.Connection, session_id: str) -> SessionSummary:
+    session = store.get_session(conn, session_id)
+    if session is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    return pick(SessionSummary, session)  # type: ignore[no-any-return]
+
+
+def pending_calls(conn: sa.Connection, run: dict[str, Any]) -> list[PendingCall]:
+    """What a suspended run waits for; nothing once a later run took its session over (a rewind,
+    a new turn, the continuation after the answers): that run's waits are its own."""
+    if run["status"] != "suspended_client_tool":
+        return []
+    session = store.get_session(conn, run["session_id"])
+    if session is None or session["current_run_id"] != run["run_id"]:
+        return []
+    rows = store.fetch_all(
+        conn,
+        sa.select(t.calls)
+        .where(t.calls.c.session_id == run["session_id"], t.calls.c.status == "pending")
+        .order_by(t.calls.c.step, t.calls.c.position),
+    )
+    return [
+        PendingCall(r["dispatch_id"], r["tool_name"], "client" if r["kind"] == "client" else "approval", r["args"], r["tool_call_id"])
+        for r in rows
+        if r["kind"] == "client" or r["approved"] is None
+    ]
+
+
+def run_usage(conn: sa.Connection, run_id: str) -> Usage:
+    row = conn.execute(
+        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(t.usage.c.input_tokens), 0), sa.func.coalesce(sa.func.sum(t.usage.c.output_tokens), 0)).where(
+            t.usage.c.run_id == run_id
+        )
+    ).one()
+    return Usage(int(row[0]), int(row[1]), int(row[2]))
+
+
+def read_result(conn: sa.Connection, run_id: str) -> RunResult:
+    run = store.get_run(conn, run_id)
+    if run is None:
+        raise RunNotFoundError(f"no run {run_id!r}")
+    return RunResult(
+        status=run["status"],
+        output=run["output"],
+        session_id=run["session_id"],
+        run_id=run_id,
+        pending=pending_calls(conn, run),
+        error=run["error"],
+        error_code=run["error_code"],
+        usage=run_usage(conn, run_id),
+    )
+
+
+def _call_view(c: dict[str, Any], attempts: list[dict[str, Any]]) -> CallView:
+    return CallView(
+        dispatch_id=c["dispatch_id"],
+        tool_name=c["tool_name"],
+        kind=c["kind"],
+        args=c["args"],
+        status=c["status"],
+        attempts=[pick(AttemptRecord, a) for a in attempts],
+        result=c["result"],
+        error=c["error"],
+        replay=c["replay"],
+        step=c["step"],
+        position=c["position"],
+        run_id=c["run_id"],
+        note=c["outcome_note"],
+        tool_call_id=c["tool_call_id"],
+        approved=c["approved"],
+        approval_actor=c["approval_actor"],
+        child_session_id=c["child_session_id"],
+        decided_by=c["decided_by"],
+        check_outcome=c["check_outcome"],
+    )
+
+
+def read_session(conn: sa.Connection, session_id: str) -> SessionView:
+    session = store.get_session(conn, session_id)
+    if session is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    calls = store.list_calls(conn, session_id=session_id, limit=100_000)
+    attempts = store.attempts_of(conn, [c["dispatch_id"] for c in calls])
+    return SessionView(
+        session_id=session_id,
+        agent_name=session["agent_name"],
+        status=session["status"],
+        current_run_id=session["current_run_id"],
+        messages=transcript.load([m["body"] for m in store.active_messages(conn, session_id)]),
+        runs=[pick(RunRecord, r) for r in store.list_runs(conn, session_id)],
+        checkpoints=[pick(CheckpointRecord, c) for c in store.list_checkpoints(conn, session_id)],
+        calls=[_call_view(c, attempts[c["dispatch_id"]]) for c in calls],
+        owner=session["owner"],
+    )
+
+
+def at_rest(conn: sa.Connection, run_id: str) -> RunResult | None:
+    run = store.get_run(conn, run_id)
+    if run is None:
+        raise RunNotFoundError(f"no run {run_id!r}")
+    return read_result(conn, run_id) if run["status"] in RUN_AT_REST else None
+
+
+def poll(check: Callable[[], T | None], timeout: float | None, what: str, store_retry_window: float | None = None) -> T:
+    """Poll ``check`` until it returns non-None; short at first, so a fast run returns fast.
+
+    With ``store_retry_window``, a database outage does not end the wait: the run being waited for
+    rides it out too (or fails ``store_unavailable`` once the store is back), so transient errors
+    are retried until ``timeout``, or for the window when the wait has no timeout. Past
+    ``timeout``: ``RunTimeoutError`` (a ``TimeoutError`` too), the run going on regardless.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        if store_retry_window is None:
+            value = check()
+        else:
+            window = store_retry_window if deadline is None else max(deadline - time.monotonic(), 0.0)
+            value = retrying_sync(f"waiting for {what}", check, window)
+        if value is not None:
+            return value
+        if deadline is not None and time.monotonic() >= deadline:
+            raise RunTimeoutError(f"timed out waiting for {what} (it goes on; wait again to see its end)", detail={"waiting_for": what, "timeout": timeout})
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
