@@ -224,7 +224,7 @@ def test_sqlite_busy_past_busy_timeout_is_retried(tmp_path: Path, caplog: pytest
         assert result.status == "completed", result
         (call,) = rt.session(result.session_id).calls
         assert call.status == "ok" and len(call.attempts) == 1 and seen == ["model", "body", "model"]
-        assert any("database unavailable while running record_once (database is locked)" in r.getMessage() for r in caplog.records)
+        assert any("database unavailable while running _record (database is locked)" in r.getMessage() for r in caplog.records)
         assert all(a["ended_at"] is not None and a["outcome"] == "ok" for a in call.attempts)
     finally:
         rt.shutdown()

@@ -143,21 +143,20 @@ def end_run(
     error: str | None = None,
 ) -> Row:
     """Terminal (or suspension) commit of a run, and release of the session's gate."""
-    run = get_run(conn, run_id)
-    assert run is not None
     ts = now()
-    conn.execute(
+    run = conn.execute(
         t.runs.update()
         .where(t.runs.c.run_id == run_id)
         .values(status=status, output=output, error_code=error_code, error=error, ended_at=ts)
-    )
+        .returning(t.runs.c.run_id, t.runs.c.session_id)
+    ).mappings().one()
     conn.execute(
         t.sessions.update()
         .where(t.sessions.c.session_id == run["session_id"], t.sessions.c.current_run_id == run_id)
         .values(status=status, updated_at=ts)
     )
     emit(conn, run["session_id"], run_id, "run_status", {"status": status, "error_code": error_code, "error": error})
-    return run
+    return dict(run)
 
 
 def count_run_step(conn: sa.Connection, run_id: str) -> None:
@@ -178,19 +177,19 @@ def active_messages(conn: sa.Connection, session_id: str) -> list[Row]:
 
 
 
-def next_message_seq(conn: sa.Connection, session_id: str) -> int:
-    top = conn.execute(sa.select(sa.func.max(t.messages.c.seq)).where(t.messages.c.session_id == session_id)).scalar()
-    return 0 if top is None else int(top) + 1
+def _next_message_seq(session_id: str) -> Any:
+    """The session's next message number, computed inside the statement that uses it."""
+    top = sa.select(sa.func.coalesce(sa.func.max(t.messages.c.seq) + 1, 0)).where(t.messages.c.session_id == session_id)
+    return top.scalar_subquery()
 
 
 def insert_message(conn: sa.Connection, session_id: str, run_id: str, step: int | None, kind: str, body: Any) -> int:
-    seq = next_message_seq(conn, session_id)
-    conn.execute(
-        t.messages.insert().values(
-            session_id=session_id, seq=seq, run_id=run_id, step=step, kind=kind, body=body, created_at=now()
-        )
+    """One statement: the number is the session's next, read by the insert itself (under the
+    session's lock, which every writer of its messages holds)."""
+    stmt = t.messages.insert().values(
+        session_id=session_id, seq=_next_message_seq(session_id), run_id=run_id, step=step, kind=kind, body=body, created_at=now()
     )
-    return seq
+    return int(conn.execute(stmt.returning(t.messages.c.seq)).scalar_one())
 
 
 def new_checkpoint_id() -> str:
@@ -212,7 +211,7 @@ def insert_checkpoint(
             run_id=run_id,
             step=step,
             kind=kind,
-            message_seq=next_message_seq(conn, session_id),
+            message_seq=_next_message_seq(session_id),
             created_at=now(),
         )
     )
@@ -331,7 +330,9 @@ def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, l
     return out
 
 
-def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str | None, *, transactional: bool = False) -> int:
+def start_attempt(
+    conn: sa.Connection, call: Row, run_id: str, executor_id: str | None, *, transactional: bool = False, token: str | None = None
+) -> int:
     """Commit a body start before the body runs: a re-executed step then knows a body may have run.
 
     For a transactional body this row is only a marker (it carries no effect: the body's writes
@@ -344,10 +345,11 @@ def start_attempt(conn: sa.Connection, call: Row, run_id: str, executor_id: str 
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(transactional=False))
     # An earlier attempt still open lost its process (recovery is starting this one): close it, so
     # no attempt stays open; a late write of it is refused all the same (the call moved on).
-    close_open_attempts(conn, call["dispatch_id"])
+    if attempt > 1:
+        close_open_attempts(conn, call["dispatch_id"])
     conn.execute(
         t.attempts.insert().values(
-            dispatch_id=call["dispatch_id"], attempt=attempt, run_id=run_id, executor_id=executor_id, started_at=ts
+            dispatch_id=call["dispatch_id"], attempt=attempt, run_id=run_id, executor_id=executor_id, started_at=ts, token=token
         )
     )
     conn.execute(
@@ -376,14 +378,8 @@ def close_open_attempts(conn: sa.Connection, dispatch_id: str, outcome: str = "l
 
 
 def attempt_by_token(conn: sa.Connection, dispatch_id: str, token: str) -> Row | None:
-    """The attempt a gate execution opened (see ``stamp_attempt``), if its commit went through."""
+    """The attempt a gate execution opened (its ``token``, written with it), if its commit went through."""
     return fetch_one(conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.token == token))
-
-
-def stamp_attempt(conn: sa.Connection, dispatch_id: str, attempt: int, token: str) -> None:
-    conn.execute(
-        t.attempts.update().where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt).values(token=token)
-    )
 
 
 def record_result(
@@ -402,11 +398,13 @@ def record_result(
     result is not written: its external effect may have happened, its ledger write does not.
     """
     ts = now()
-    written = conn.execute(
+    call = conn.execute(
         t.calls.update()
         .where(t.calls.c.dispatch_id == dispatch_id, t.calls.c.attempts == attempt, t.calls.c.status == "running")
         .values(status=status, result=result, error=error, paired_by="body", settled_run_id=run_id, ended_at=ts)
-    ).rowcount == 1
+        .returning(t.calls.c.session_id, t.calls.c.tool_name)
+    ).mappings().first()
+    written = call is not None
     conn.execute(
         t.attempts.update()
         .where(
@@ -416,9 +414,7 @@ def record_result(
         )
         .values(ended_at=ts, outcome=status if written else "refused")
     )
-    if written:
-        call = get_call(conn, dispatch_id)
-        assert call is not None
+    if call is not None:
         emit(
             conn,
             call["session_id"],
@@ -568,21 +564,27 @@ def stop_of(conn: sa.Connection, run_id: str) -> str | None:
 def emit(conn: sa.Connection, session_id: str, run_id: str | None, type_: str, data: Mapping[str, Any]) -> int:
     """Append an event in the writer's own transaction, so the stream is exactly what the ledger holds.
 
-    The sequence number comes from the session row, under its lock: events of one session commit in
-    sequence order, so a reader resuming after N never skips an event that commits later.
+    One statement. The sequence number comes from the session row's counter, bumped in the same
+    statement (Postgres: a writable CTE, which takes the row's lock; SQLite: the trigger of
+    migration 0010, under the database's one write lock): events of one session commit in sequence
+    order, so a reader resuming after N never skips an event that commits later.
     """
-    seq = conn.execute(
-        t.sessions.update()
-        .where(t.sessions.c.session_id == session_id)
-        .values(event_seq=t.sessions.c.event_seq + 1)
-        .returning(t.sessions.c.event_seq)
-    ).scalar_one()
-    conn.execute(
-        t.events.insert().values(
-            session_id=session_id, seq=seq, run_id=run_id, type=type_, data=dict(data), created_at=now()
+    values = {"session_id": session_id, "run_id": run_id, "type": type_, "data": dict(data), "created_at": now()}
+    if conn.dialect.name == "postgresql":
+        bumped = (
+            t.sessions.update()
+            .where(t.sessions.c.session_id == session_id)
+            .values(event_seq=t.sessions.c.event_seq + 1)
+            .returning(t.sessions.c.event_seq)
+            .cte("bumped")
         )
-    )
-    return int(seq)
+        seq_source: Any = sa.select(bumped.c.event_seq).scalar_subquery()
+    else:
+        seq_source = sa.select(t.sessions.c.event_seq + 1).where(t.sessions.c.session_id == session_id).scalar_subquery()
+    stmt = t.events.insert().values(seq=seq_source, **values).returning(t.events.c.seq)
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.add_cte(bumped)
+    return int(conn.execute(stmt).scalar_one())
 
 
 def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[Row]:

@@ -37,20 +37,25 @@ async def _hold_executor_lock() -> None:
         await asyncio.to_thread(executor_lock.wait_held)
 
 
-def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str) -> dict[str, Any]:
-    """The attempt gate, plus the call's saved policy (for the span; read in the gate's transaction)."""
-    out = gate_once(conn, run_id, dispatch_id, token)
-    call = store.get_call(conn, dispatch_id)
-    return {**out, "_replay": call["replay"] if call else None, "_tool": call["tool_name"] if call else None}
+def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> dict[str, Any]:
+    """The attempt gate, plus the call's saved policy (for the span)."""
+    tries[0] += 1
+    out = gate_once(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
+    return {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")}
 
 
-async def body_step(run_id: str, dispatch_id: str) -> dict[str, Any]:
+async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> dict[str, Any]:
+    """One call's body: the attempt gate, the body (or the answer recovery gives instead), the result.
+
+    Not a DBOS step: the gate and the result write are the ledger's two facts about the call, and a
+    replay of the workflow re-enters the gate, which answers from the ledger what already happened.
+    """
     with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
         await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
-        gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex)
+        gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
             await _reconcile(run_id, dispatch_id, gate)
-            gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex)
+            gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
         out = await _body(run_id, dispatch_id, gate)
         tracing.annotate(s, status=out.get("status"))
@@ -100,21 +105,24 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
     except Exception as exc:  # a tool that raises gets an error result; the run goes on
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
-    out: dict[str, Any] = await plain_tx(record_once, run_id, dispatch_id, gate["attempt"], status, result, error)
+    out: dict[str, Any] = await plain_tx(_record, run_id, dispatch_id, gate["attempt"], status, result, error, [0])
     fence.raise_if_refused(out)
     crash_point("after_result", name)
     return out
 
 
-def gate_once(conn: sa.Connection, run_id: str, dispatch_id: str, token: str) -> dict[str, Any]:
+def gate_once(
+    conn: sa.Connection, run_id: str, dispatch_id: str, token: str, *, retried: bool = True, where: tuple[str, int] | None = None
+) -> dict[str, Any]:
     """The attempt gate, idempotent per ``token``: if this gate execution's attempt is already
     committed (its acknowledgement was lost), the body goes ahead under that attempt.
 
     Without the token the retry would find a running call with an attempt and no result, which is
     exactly what a crashed body looks like: an unsafe call would be paired ``outcome_unknown`` and a
-    safe one would run a second body, though neither had started.
+    safe one would run a second body, though neither had started. Only a retried transaction can
+    find its own attempt, so the first try does not look.
     """
-    mine = store.attempt_by_token(conn, dispatch_id, token)
+    mine = store.attempt_by_token(conn, dispatch_id, token) if retried else None
     if mine is not None:
         fence.check(conn, run_id, "attempt gate")
         call = store.get_call(conn, dispatch_id)
@@ -125,16 +133,21 @@ def gate_once(conn: sa.Connection, run_id: str, dispatch_id: str, token: str) ->
         tool = env().agent(run["agent_name"]).tool(call["tool_name"])
         return {"action": "run", "attempt": mine["attempt"], "args": call["args"], "tool_call_id": call["tool_call_id"],
                 "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-                "agent_name": run["agent_name"], "transactional": tool is not None and tool.transactional}
-    gate = commits.gate(conn, run_id, dispatch_id)
-    if "attempt" in gate:
-        store.stamp_attempt(conn, dispatch_id, gate["attempt"], token)
-    return gate
+                "agent_name": run["agent_name"], "transactional": tool is not None and tool.transactional, "replay": call["replay"]}
+    return commits.gate(conn, run_id, dispatch_id, token, where)
 
 
-def record_once(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any) -> dict[str, Any]:
-    """The result write, idempotent: a retry whose first try committed finds its own answer written."""
-    call = store.get_call(conn, dispatch_id)
+def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, tries: list[int]) -> dict[str, Any]:
+    tries[0] += 1
+    return record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1)
+
+
+def record_once(
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, *, retried: bool = True
+) -> dict[str, Any]:
+    """The result write, idempotent: a retry whose first try committed finds its own answer written
+    (only a retried transaction can, so the first try does not look)."""
+    call = store.get_call(conn, dispatch_id) if retried else None
     if call is not None and call["attempts"] == attempt and call["paired_by"] == "body" and call["status"] == status:
         outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):

@@ -58,12 +58,12 @@ def saved_call(row: Row) -> SavedCall:
     )
 
 
-def calls_of_step(conn: sa.Connection, run_id: str, step: int) -> list[Row]:
+def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[Row]:
     """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
-    return store.fetch_all(
-        conn,
-        sa.select(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.step == step).order_by(t.calls.c.position),
-    )
+    stmt = sa.select(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.step == step).order_by(t.calls.c.position)
+    if for_update and conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    return store.fetch_all(conn, stmt)
 
 
 def _decisions(conn: sa.Connection, agent: Agent, calls: Sequence[Row], entry: str) -> dict[str, Decision]:
@@ -250,7 +250,7 @@ def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, rep
 
 
 def _brief(row: Row) -> dict[str, Any]:
-    return {k: row[k] for k in ("dispatch_id", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")}
+    return {k: row[k] for k in ("dispatch_id", "run_id", "step", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")}
 
 
 def step_bodies(conn: sa.Connection, run_id: str, ref: dict[str, Any]) -> list[dict[str, Any]]:
@@ -276,7 +276,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str,
     calls = calls_of_step(conn, ref["run_id"], ref["step"])
     if any(c["status"] not in CALL_SETTLED for c in calls):
         store.insert_checkpoint(conn, sid, run_id, ref["step"], "suspension")
-        stop = store.stop_of(conn, run_id)
+        stop = run["stop_kind"]
         if stop is not None and ref["run_id"] == run_id:  # stopped while the step ran: stop, never suspend
             return settle_stop(conn, run, stop)
         store.end_run(conn, run_id, "suspended_client_tool")
@@ -307,7 +307,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
         store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.results_message(rows)))
     store.insert_checkpoint(conn, sid, run_id, step, kind, checkpoint_id)
     if pending:
-        stop = store.stop_of(conn, run_id)
+        stop = run["stop_kind"]
         if stop is not None:  # a stop came during the model request: its calls are paired, the run stops
             return settle_stop(conn, run, stop)
         store.end_run(conn, run_id, "suspended_client_tool")
@@ -367,33 +367,36 @@ def settle_stop(conn: sa.Connection, run: Row, kind: str) -> dict[str, Any]:
 # --- the attempt gate and the result write (inside a body's step) --------------------------------
 
 
-def gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> dict[str, Any]:
-    """A body's first act: decide, and if it runs, commit the attempt before the body starts."""
+def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None = None, where: tuple[str, int] | None = None) -> dict[str, Any]:
+    """A body's first act: decide, and if it runs, commit the attempt before the body starts.
+
+    Two reads: the fence's (the run, its session's lock, its stop record, DBOS's cancel) and the
+    call's step (the call and its siblings, which the recovery rules judge it among)."""
     run = fence.check(conn, run_id, "attempt gate")
-    call = store.get_call(conn, dispatch_id, for_update=True)
-    assert call is not None
+    # the saved step the call belongs to (the workflow knows it; a delegating call's gate looks it up)
+    saver = where or conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
+    assert saver is not None
+    calls = calls_of_step(conn, saver[0], saver[1], for_update=True)
+    call = next(c for c in calls if c["dispatch_id"] == dispatch_id)
     if call["status"] in CALL_SETTLED:
         return {"action": "done", "status": call["status"]}
-    stop = store.stop_of(conn, run_id)
-    if stop is not None:
-        calls = calls_of_step(conn, call["run_id"], call["step"])
-        d = _decisions(conn, env().agent(run["agent_name"]), calls, "stop")[dispatch_id]
+    agent = env().agent(run["agent_name"])
+    if run["stop_kind"] is not None:
+        d = _decisions(conn, agent, calls, "stop")[dispatch_id]
         store.settle_call(conn, call, "run_stopped", run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
         return {"action": "done", "status": "run_stopped"}
-    agent = env().agent(run["agent_name"])
-    calls = calls_of_step(conn, call["run_id"], call["step"])
     d = _decisions(conn, agent, calls, "recover")[dispatch_id]
     if d.action in ("run", "run_again", "reattach", "reenter"):
         _mark_proved(conn, dispatch_id, d)
         tool = agent.tool(call["tool_name"])
         transactional = tool is not None and tool.transactional
-        attempt = store.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional)
+        attempt = store.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional, token=token)
         if d.action != "run":
             store.emit(conn, call["session_id"], run_id, "recovery",
                        {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
         return {"action": d.action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
                 "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-                "agent_name": run["agent_name"], "transactional": transactional}
+                "agent_name": run["agent_name"], "transactional": transactional, "replay": call["replay"]}
     if d.action == "reconcile":
         # Ask the outside system (the body step does, outside this transaction), then gate again.
         return {"action": "reconcile", "attempts": call["attempts"], "args": call["args"], "tool_name": call["tool_name"],

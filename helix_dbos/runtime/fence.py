@@ -13,7 +13,10 @@ it, and it waits for the claim), that:
 
 A refused workflow raises ``RunFencedError`` and writes nothing but one ``run_refused`` event
 (``refuse``), so the operator reads why in ``dbos workflow get`` and in the session's events.
-Replays of recorded transactions never reach the fence: DBOS returns their recorded output.
+Replays of recorded transactions never reach the fence: ``durable.tx`` returns their recorded output.
+
+The fence's one statement also reads what nearly every run transaction needs next: the run's stop
+record (``stop_kind``) and DBOS's status of its workflow (``dbos_status``, for a cancel).
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tu
     if workflow_id is not None and workflow_id != run_id:
         return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
     stmt = (
-        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"),
+        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"), t.stops.c.kind.label("stop_kind"),
                   dbos_private.workflow_status_of(t.runs.c.run_id, sqlite=conn.dialect.name == "sqlite").label("dbos_status"))
         .join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id)
+        .outerjoin(t.stops, t.stops.c.run_id == t.runs.c.run_id)
         .where(t.runs.c.run_id == run_id)
     )
     if conn.dialect.name == "postgresql":

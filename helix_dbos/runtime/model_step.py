@@ -74,8 +74,8 @@ def _usage(response: ModelResponse) -> dict[str, Any]:
 
 
 def _read(conn: sa.Connection, run_id: str, session_id: str) -> tuple[str | None, list[Any]]:
-    fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
-    stop = store.stop_of(conn, run_id)
+    run = fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
+    stop = run["stop_kind"]
     if stop is not None:
         return stop, []
     return None, [r["body"] for r in store.active_messages(conn, session_id)]

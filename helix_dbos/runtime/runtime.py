@@ -7,6 +7,8 @@ thread, so the blocking engine never runs on an event loop and workflows always 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import functools
 import logging
 from datetime import timedelta
@@ -116,17 +118,34 @@ class RunHandle:
         self.runtime = runtime
         self.run_id = run_id
         self.session_id = session_id
-        # DBOS's handle of the run's workflow; never waited on: the ledger, not the workflow's end,
-        # says when a run is at rest (a suspended run's workflow has ended; a stopping one has not).
+        # DBOS's handle of the run's workflow: waited on first, since a workflow of this process ends
+        # without a database round trip to notice it; the ledger, not the workflow's end, then says
+        # whether the run is at rest (a suspended run's workflow has ended; a stopping one has not).
         self._workflow_handle = workflow_handle
 
     def result(self, timeout: float | None = None) -> RunResult:
         """The run once at rest, read from the ledger; ``RunTimeoutError`` if not within ``timeout``.
 
-        With or without a timeout it is the same wait (``Runtime.wait_run``): the same polling, and
-        a database outage is ridden out for ``store_retry_window`` either way.
+        With or without a timeout it is the same wait: the workflow's own end when this process
+        started it (bounded by ``timeout``), then ``Runtime.wait_run`` for what is left of it, with
+        the same polling, and a database outage ridden out for ``store_retry_window`` either way.
         """
-        return self.runtime.wait_run(self.run_id, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._workflow_handle is not None:
+            ended = threading.Event()
+
+            def wait_workflow() -> None:
+                try:
+                    self._workflow_handle.get_result()
+                except BaseException:  # the ledger has the run's real outcome; read it below
+                    log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
+                finally:
+                    ended.set()
+
+            threading.Thread(target=wait_workflow, name=f"helix-wait-{self.run_id[:8]}", daemon=True).start()
+            ended.wait(timeout)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return self.runtime.wait_run(self.run_id, left)
 
     async def result_async(self, timeout: float | None = None) -> RunResult:
         return await asyncio.to_thread(self.result, timeout)

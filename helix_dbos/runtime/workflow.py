@@ -204,7 +204,7 @@ async def _saved_step(
     # about it, and a replay re-enters the gate, which answers from the ledger what happened.
     async def lane(members: list[Any]) -> None:
         for m in members:
-            await body_step(run_id, m.dispatch_id)
+            await body_step(run_id, m.dispatch_id, (m.run_id, m.step))
 
     # Every lane runs to its end before a failure or a cancellation propagates: a body in flight
     # finishes and records its result, so a cancel settles it as finished, not as stopped.

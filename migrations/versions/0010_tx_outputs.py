@@ -7,6 +7,10 @@ its system tables). The record now commits with the work in one transaction: ``(
 is unique, so a second execution of the same workflow (a recovery, a concurrent ``resume``) either
 reads the output the first one committed or fails on the key and rolls its work back.
 
+Events cost one statement each: on Postgres a writable CTE bumps the session's event counter and
+inserts the event; SQLite has no writable CTEs, so the insert reads the counter and a trigger
+(``events_bump_seq``) moves it, inside the same statement and under SQLite's one write lock.
+
 Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-03 10:30:00.000000
@@ -36,7 +40,19 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("workflow_id", "op"),
         schema="helix",
     )
+    if op.get_bind().dialect.name == "sqlite":
+        op.execute(_SQLITE_TRIGGER)
+
+
+_SQLITE_TRIGGER = """
+CREATE TRIGGER IF NOT EXISTS events_bump_seq AFTER INSERT ON events
+BEGIN
+    UPDATE sessions SET event_seq = NEW.seq WHERE session_id = NEW.session_id AND event_seq < NEW.seq;
+END
+"""
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "sqlite":
+        op.execute("DROP TRIGGER IF EXISTS events_bump_seq")
     op.drop_table("tx_outputs", schema="helix")
