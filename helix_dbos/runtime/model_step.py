@@ -25,7 +25,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestParameters
 
 from ..definitions import Agent
-from ..ledger import store
+from ..ledger import tables as t
 from . import fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .planning import plan_calls
@@ -73,12 +73,17 @@ def _usage(response: ModelResponse) -> dict[str, Any]:
     }
 
 
-def _read(conn: sa.Connection, run_id: str, session_id: str) -> tuple[str | None, list[Any]]:
+def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, list[Any]]:
+    """The fence, the stop record, and the run's messages after ``after_seq`` (the cache has the rest)."""
     run = fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
     stop = run["stop_kind"]
     if stop is not None:
         return stop, []
-    return None, [r["body"] for r in store.active_messages(conn, session_id)]
+    m = t.messages.c
+    rows = conn.execute(
+        sa.select(m.seq, m.body).where(m.session_id == session_id, m.superseded_by.is_(None), m.seq > after_seq).order_by(m.seq)
+    ).all()
+    return None, [(int(seq), body) for seq, body in rows]
 
 
 def _run_usage(conn: sa.Connection, run_id: str) -> dict[str, int]:
@@ -126,12 +131,15 @@ async def model_request_step(run_id: str, session_id: str, agent_name: str, step
 async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     e = env()
     agent = e.agent(agent_name)
-    stop, bodies = await plain_tx(_read, run_id, session_id)
+    last_seq, loaded = e.transcripts.get(run_id)
+    stop, rows = await plain_tx(_read, run_id, session_id, last_seq)
     if stop is not None:
         return {"stopped": stop}
+    loaded += transcript.load([body for _, body in rows])
+    e.transcripts.put(run_id, rows[-1][0] if rows else last_seq, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
-    messages = _with_instructions(transcript.load(bodies), await agent.instructions_for(scope))
+    messages = _with_instructions(list(loaded), await agent.instructions_for(scope))
     if e.extra.get("live_output"):  # deltas to the run's DBOS stream as they come (runtime/live.py)
         from .live import streamed_request
 

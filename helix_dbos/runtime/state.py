@@ -20,6 +20,7 @@ from ..definitions import Agent
 from ..errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
 from ..recovery import Profile
 from .config import Settings
+from .transcript import TranscriptCache
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -35,6 +36,8 @@ class Env:
     engine: sa.Engine
     queue_name: str
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).
+    transcripts: TranscriptCache = field(default_factory=TranscriptCache)
 
     def agent(self, name: str) -> Agent:
         try:

@@ -7,6 +7,8 @@ redirect and a normal step commit all tell the model the same thing for the same
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,6 +53,39 @@ def dump(message: ModelMessage) -> dict[str, Any]:
 
 def load(bodies: Sequence[Any]) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_python(list(bodies))
+
+
+class TranscriptCache:
+    """The loaded transcript of the runs this process is driving, so a model request reads and
+    validates only the messages added since the run's previous request (step 200 costs what step
+    10 does).
+
+    Per run, not per session: a run only ever appends to its session's transcript (a rewind
+    supersedes messages in the prepare of the run that rewinds, before its first request), so
+    what a run loaded stays exactly true for it. Bounded: least recently used runs drop out and
+    are read whole again.
+    """
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._runs: OrderedDict[str, tuple[int, list[ModelMessage]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, run_id: str) -> tuple[int, list[ModelMessage]]:
+        """The last message number read for the run (-1: none) and the messages loaded so far."""
+        with self._lock:
+            hit = self._runs.get(run_id)
+            if hit is None:
+                return -1, []
+            self._runs.move_to_end(run_id)
+            return hit[0], list(hit[1])
+
+    def put(self, run_id: str, last_seq: int, messages: list[ModelMessage]) -> None:
+        with self._lock:
+            self._runs[run_id] = (last_seq, list(messages))
+            self._runs.move_to_end(run_id)
+            while len(self._runs) > self.size:
+                self._runs.popitem(last=False)
 
 
 def load_response(body: Mapping[str, Any]) -> ModelResponse:
