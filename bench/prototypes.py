@@ -67,8 +67,8 @@ def install() -> None:
             sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.run_id == run_id, t.checkpoints.c.step == step, t.checkpoints.c.kind == "append")
         ).scalar()
         if cp is not None:  # a replay after the commit: the saved calls, as the first execution returned them
-            return {"run_id": run_id, "step": step, "checkpoint_id": cp, "calls": [commits._brief(c) for c in store.calls_of_checkpoint(conn, cp)]}
-        return commits.append_checkpoint(conn, run_id, sid, step, reply, planned)
+            return {"run_id": run_id, "step": step, "checkpoint_id": cp, "calls": [step_commits.brief(c) for c in store.calls_of_checkpoint(conn, cp)]}
+        return step_commits.append_checkpoint(conn, run_id, sid, step, reply, planned)
 
     def committed_outcome(conn: sa.Connection, run_id: str, step: int) -> dict[str, Any] | None:
         kind = conn.execute(
@@ -83,12 +83,12 @@ def install() -> None:
         return {"status": run["status"], "output": run["output"]}
 
     def commit_saved_once(conn: sa.Connection, run_id: str, sid: str, ref: dict[str, Any]) -> dict[str, Any]:
-        return committed_outcome(conn, run_id, ref["step"]) or commits.commit_saved_step(conn, run_id, sid, ref)
+        return committed_outcome(conn, run_id, ref["step"]) or step_commits.commit_saved_step(conn, run_id, sid, ref)
 
     def commit_unsaved_once(conn: sa.Connection, run_id: str, sid: str, step: int, *rest: Any) -> dict[str, Any]:
-        return committed_outcome(conn, run_id, step) or commits.commit_unsaved_step(conn, run_id, sid, step, *rest)
+        return committed_outcome(conn, run_id, step) or step_commits.commit_unsaved_step(conn, run_id, sid, step, *rest)
 
-    once = {commits.append_checkpoint: append_once, commits.commit_saved_step: commit_saved_once, commits.commit_unsaved_step: commit_unsaved_once}
+    once = {step_commits.append_checkpoint: append_once, step_commits.commit_saved_step: commit_saved_once, step_commits.commit_unsaved_step: commit_unsaved_once}
     original_tx = workflow.tx
 
     async def tx(name: str, fn: Any, *args: Any) -> Any:

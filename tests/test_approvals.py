@@ -118,7 +118,7 @@ def test_refused_answers_are_typed_and_store_nothing(make_runtime: Any, fam: Fam
     assert stale.code == "stale_answer"
     # an answer after the run failed (aborted while suspended): its unanswered calls were dropped
     assert rt.stop(a, kind="abort").status == "failed"
-    assert rt.run(gated.run_id).pending == []
+    assert rt.get_run(gated.run_id).pending == []
     refused(fam, StaleAnswerError, lambda: rt.approve(a, purge_id, approved=True))
     assert {c.dispatch_id: c.status for c in rt.session(a).calls}[purge_id] == "run_stopped"
 

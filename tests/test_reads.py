@@ -43,7 +43,7 @@ def test_a_wait_that_runs_out_of_time_is_typed_and_the_run_goes_on(make_runtime:
         assert caught.value.code == "run_timeout" and caught.value.retryable
         assert isinstance(caught.value, TimeoutError) and isinstance(caught.value, HelixError)  # old `except TimeoutError` still works
         assert caught.value.detail["timeout"] == 0.2
-    assert rt.run(handle.run_id).status == "running"
+    assert rt.get_run(handle.run_id).status == "running"
     fam.release("model_waiter")
     # without a timeout it is the same ledger wait (no DBOS get_result): it returns once at rest
     assert handle.result().status == "completed"
@@ -97,7 +97,7 @@ def test_the_reader_is_what_the_runtime_reads(make_runtime: Any, fam: Family, db
     engine = create_sync_engine(db_url)
     try:
         bare = Reader(engine)  # no DBOS, no runtime: what the CLI reads with
-        assert bare.session(sid) == rt.session(sid) and bare.run(result.run_id) == rt.run(result.run_id) == result
+        assert bare.session(sid) == rt.session(sid) and bare.run(result.run_id) == rt.get_run(result.run_id) == result
         view = bare.session(sid)
         # each record holds exactly the keys its type declares
         assert all(set(r) == set(views.RunRecord.__annotations__) for r in view.runs)

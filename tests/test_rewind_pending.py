@@ -102,7 +102,7 @@ def test_rewind_pairs_the_pending_call_it_leaves_behind(db_url: str, make_runtim
     expected = ("not_started", NOT_STARTED) if kind == "approval" else ("outcome_unknown", OUTCOME_UNKNOWN)
     assert (left.status, left.note) == expected, left
     assert [c.dispatch_id for c in view.calls if c.status == "pending"] == [new.dispatch_id]
-    assert rt.run(first.run_id).pending == []  # the old run no longer lists it either
+    assert rt.get_run(first.run_id).pending == []  # the old run no longer lists it either
     assert audit_waiting(db_url, sid) == [new.dispatch_id]
     assert asked == [0, 1, 1] and bodies == [bodies[0]]  # step 0 not asked again, its body not run again
 

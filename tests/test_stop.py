@@ -59,7 +59,7 @@ def test_stop_from_another_process_during_a_body_and_during_a_model_request(make
     assert model_call.status == "run_stopped" and model_call.attempts == []
     # a reply that would suspend on the client stops instead: nothing is left waiting for an answer
     assert {c.tool_name: c.status for c in rt.session(asking.session_id).calls} == {"ask_user": "run_stopped", "note": "run_stopped"}
-    assert rt.run(asking.run_id).pending == []
+    assert rt.get_run(asking.run_id).pending == []
     assert [b["key"] for b in fam.bodies()] == ["slow1"]  # no other body ever ran
     # no model request after the stop: each agent was asked exactly once
     assert [m["agent"] for m in fam.lines("model")].count("stopper") == 1
@@ -77,7 +77,7 @@ def test_stop_of_a_suspended_run_settles_at_once(make_runtime: Any, fam: Family)
     assert first.status == "suspended_client_tool"
     out = rt.stop(first.session_id, kind="interrupt")
     assert out == StopReceipt(session_id=first.session_id, run_id=first.run_id, kind="interrupt", stopped=True, status="interrupted")
-    assert rt.run(first.run_id).status == "interrupted" and rt.run(first.run_id).pending == []
+    assert rt.get_run(first.run_id).status == "interrupted" and rt.get_run(first.run_id).pending == []
     (ask,) = rt.session(first.session_id).calls_named("ask_user")
     assert ask.status == "run_stopped"
     resumed = rt.resume(first.session_id).result(timeout=60)

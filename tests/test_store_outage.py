@@ -29,7 +29,7 @@ from helix_dbos.ledger import store
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
-from helix_dbos.runtime import bodies, commits
+from helix_dbos.runtime import attempt_gate, bodies
 from tests.crashkit import Kit, transcript_problems
 from tests.tcpproxy import TcpProxy
 
@@ -169,9 +169,9 @@ def test_a_gate_retried_without_its_token_would_take_itself_for_a_crash(make_run
     with rt.engine.begin() as conn:
         _seed(conn, "send")
     with rt.engine.begin() as conn:
-        assert commits.gate(conn, "r1", "d1")["action"] == "run"
+        assert attempt_gate.gate(conn, "r1", "d1")["action"] == "run"
     with rt.engine.begin() as conn:
-        assert commits.gate(conn, "r1", "d1") == {"action": "done", "status": "outcome_unknown"}
+        assert attempt_gate.gate(conn, "r1", "d1") == {"action": "done", "status": "outcome_unknown"}
         (attempt,) = store.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "lost" and attempt["ended_at"] is not None  # paired: its attempt is closed
 

@@ -158,7 +158,7 @@ def _wait(runtime: Runtime, handle: RunHandle, timeout: float) -> RunResult:
             f"[yellow]still running after {timeout:g} s; it goes on when executor {esc(repr(runtime.executor_id))} is next launched "
             f"(or: helix-dbos recover --executor {esc(runtime.executor_id)})[/]"
         )
-        return runtime.run(handle.run_id)
+        return runtime.get_run(handle.run_id)
 
 
 # --- the demo ----------------------------------------------------------------------------------------
@@ -365,7 +365,7 @@ def stop(
         try:
             result = rt.wait(session_id, timeout=timeout)
         except RunTimeoutError:
-            result = rt.run(receipt.run_id)
+            result = rt.get_run(receipt.run_id)
     if as_json:
         print_json({**model_json(receipt), "run": _run_json(result)})
     else:

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from ..definitions import Agent, CheckContext, ToolContext
 from ..ledger import store
-from . import commits, executor_lock, fence, reconcile, scopes, tracing, transactional, transcript
+from . import executor_lock, fence, attempt_gate, reconcile, scopes, tracing, transactional, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
@@ -134,7 +134,7 @@ def gate_once(
         return {"action": "run", "attempt": mine["attempt"], "args": call["args"], "tool_call_id": call["tool_call_id"],
                 "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
                 "agent_name": run["agent_name"], "transactional": tool is not None and tool.transactional, "replay": call["replay"]}
-    return commits.gate(conn, run_id, dispatch_id, token, where)
+    return attempt_gate.gate(conn, run_id, dispatch_id, token, where)
 
 
 def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, tries: list[int]) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def record_once(
         outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
             return {"status": status, "written": True}
-    return dict(commits.record(conn, run_id, dispatch_id, attempt, status, result, error))
+    return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error))
 
 
 async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> None:
@@ -166,4 +166,4 @@ async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> Non
         verdict = await reconcile.ask(tool, ctx)
     crash_point("after_check", gate["tool_name"])
     await _hold_executor_lock()  # a process that lost its executor id records no verdict either
-    await plain_tx(commits.record_check, run_id, dispatch_id, gate["attempts"], verdict)
+    await plain_tx(attempt_gate.record_check, run_id, dispatch_id, gate["attempts"], verdict)

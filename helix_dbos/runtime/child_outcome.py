@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from ..ledger import store
 from ..ledger.statuses import RUN_AT_REST
-from . import commits, fence
+from . import fence, attempt_gate, step_commits
 from .dbos_private import workflow_status as dbos_status
 from .durable import DBOS_TERMINAL, plain_tx, poll_interval, step
 
@@ -111,7 +111,7 @@ async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: st
 
 def unavailable(conn: sa.Connection, run_id: str, gate: dict[str, Any], tool_name: str) -> dict[str, Any]:
     """A sub-agent removed by a deploy before its child ever started: answer the call, start nothing."""
-    commits.record(
+    attempt_gate.record(
         conn, run_id, gate["dispatch_id"], gate["attempt"], "error", None,
         {"type": "subagent_unavailable", "message": f"sub-agent tool {tool_name!r} is no longer defined"},
     )
@@ -135,7 +135,7 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
     if state["state"] == "done":
         status = state["status"]
         if status == "completed":
-            return commits.record(conn, run_id, dispatch_id, attempt, "ok", state["output"], None)
+            return attempt_gate.record(conn, run_id, dispatch_id, attempt, "ok", state["output"], None)
         if status == "suspended_client_tool":
             error = _error("subagent_unsupported", UNSUPPORTED_SUSPENSION, child_session_id=sid)
         elif status == "interrupted":
@@ -155,12 +155,12 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
             cause=state["cause"],
             child_session_id=child["session_id"] if child is not None else None,
         )
-    out = commits.record(conn, run_id, dispatch_id, attempt, "error", None, error)
+    out = attempt_gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)
     if out["written"] and child is not None:
         # Only the parent attempt that answered the call closes the child: a fenced-off late one must not.
         if child["status"] == "suspended_client_tool":
             store.request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
-            commits.settle_stop(conn, child, "abort")
+            step_commits.settle_stop(conn, child, "abort")
         elif child["status"] == "running" and state["state"] == "lost":
             store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
     return out

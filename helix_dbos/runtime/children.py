@@ -28,7 +28,7 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import RUN_AT_REST
 from ..recovery import Profile
-from . import commits, companions, fence, state
+from . import companions, fence, attempt_gate, state
 from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 from .dbos_private import workflow_status as dbos_status
 from .durable import tx
@@ -51,7 +51,7 @@ def register(registry: Registry, run_workflow: Callable[..., Any]) -> None:
 
 def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile) -> Gate:
     """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
-    gate, call, sub = commits.child_gate(conn, run_id, dispatch_id, "remote")
+    gate, call, sub = attempt_gate.child_gate(conn, run_id, dispatch_id, "remote")
     if call is None:
         return gate
     if call["child_session_id"] is None:

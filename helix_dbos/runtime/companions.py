@@ -41,7 +41,7 @@ from dbos import DBOS, SetWorkflowID
 from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import CALL_SETTLED, RUN_AT_REST
-from . import commits, durable, fence
+from . import durable, fence, attempt_gate
 from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
 from .dbos_private import workflow_status as dbos_status
 from .durable import DBOS_TERMINAL, tx
@@ -133,7 +133,7 @@ def _waiting_turns(conn: sa.Connection, companion_session_id: str) -> list[str]:
 
 def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float) -> dict[str, Any]:
     """The call's gate, then: the companion (minted on first use), a live incarnation, and the binding."""
-    gate, call, sub = commits.child_gate(conn, run_id, dispatch_id, "companion")
+    gate, call, sub = attempt_gate.child_gate(conn, run_id, dispatch_id, "companion")
     if call is None:
         return gate
     if call["child_session_id"] is not None:

@@ -27,7 +27,7 @@ from ..errors import (
 from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import CALL_SETTLED
-from . import commits, transcript
+from . import pairing, step_commits, transcript
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
 #: ``dbos workflow cancel`` whose process never settled it), "lost" (never started, or its executor
@@ -36,10 +36,10 @@ LivenessCheck = Callable[[dict[str, Any]], str | None]
 
 
 def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[dict[str, Any]]:
-    ref = commits.step_ref(conn, cp)
+    ref = pairing.step_ref(conn, cp)
     if cp is None or cp["kind"] != "suspension" or ref is None:
         return []
-    calls = commits.calls_of_step(conn, ref["run_id"], ref["step"])
+    calls = pairing.calls_of_step(conn, ref["run_id"], ref["step"])
     return [c for c in calls if c["status"] == "pending" and (c["kind"] == "client" or c["approved"] is None)]
 
 
@@ -98,7 +98,7 @@ def open_run(
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
         if previous is not None and dead == "cancelled":
             # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
-            commits.settle_cancel(conn, previous["run_id"])
+            step_commits.settle_cancel(conn, previous["run_id"])
             previous = store.get_run(conn, previous["run_id"])
         elif previous is not None:
             store.end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
@@ -186,7 +186,7 @@ def answer(
     if call["answered_at"] is not None or call["approved"] is not None:
         raise DuplicateAnswerError(f"call {dispatch_id!r} was answered already")
     latest = store.latest_checkpoint(conn, session_id)
-    ref = commits.step_ref(conn, latest)
+    ref = pairing.step_ref(conn, latest)
     suspended_here = (
         session["status"] == "suspended_client_tool"
         and call["status"] == "pending"
@@ -254,6 +254,6 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
         # No workflow is live to notice the record: the stop completes in this transaction.
         run = store.get_run(conn, run_id)
         assert run is not None
-        out = commits.settle_stop(conn, run, kind)
+        out = step_commits.settle_stop(conn, run, kind)
         return {"run_id": run_id, "stopped": True, "status": out["status"]}
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

@@ -7,8 +7,6 @@ thread, so the blocking engine never runs on an event loop and workflows always 
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 import functools
 import logging
 from datetime import timedelta
@@ -27,7 +25,7 @@ from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sy
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
 from ..views import RunResult, SessionView, StopReceipt
-from . import commits, dbos_private, entries, state, workflow
+from . import dbos_private, entries, state, step_commits, workflow
 from .config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -118,34 +116,17 @@ class RunHandle:
         self.runtime = runtime
         self.run_id = run_id
         self.session_id = session_id
-        # DBOS's handle of the run's workflow: waited on first, since a workflow of this process ends
-        # without a database round trip to notice it; the ledger, not the workflow's end, then says
-        # whether the run is at rest (a suspended run's workflow has ended; a stopping one has not).
+        # DBOS's handle of the run's workflow; never waited on: the ledger, not the workflow's end,
+        # says when a run is at rest (a suspended run's workflow has ended; a stopping one has not).
         self._workflow_handle = workflow_handle
 
     def result(self, timeout: float | None = None) -> RunResult:
         """The run once at rest, read from the ledger; ``RunTimeoutError`` if not within ``timeout``.
 
-        With or without a timeout it is the same wait: the workflow's own end when this process
-        started it (bounded by ``timeout``), then ``Runtime.wait_run`` for what is left of it, with
-        the same polling, and a database outage ridden out for ``store_retry_window`` either way.
+        With or without a timeout it is the same wait (``Runtime.wait_run``): the same polling, and
+        a database outage is ridden out for ``store_retry_window`` either way.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if self._workflow_handle is not None:
-            ended = threading.Event()
-
-            def wait_workflow() -> None:
-                try:
-                    self._workflow_handle.get_result()
-                except BaseException:  # the ledger has the run's real outcome; read it below
-                    log.debug("workflow %s raised; reading the ledger", self.run_id, exc_info=True)
-                finally:
-                    ended.set()
-
-            threading.Thread(target=wait_workflow, name=f"helix-wait-{self.run_id[:8]}", daemon=True).start()
-            ended.wait(timeout)
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return self.runtime.wait_run(self.run_id, left)
+        return self.runtime.wait_run(self.run_id, timeout)
 
     async def result_async(self, timeout: float | None = None) -> RunResult:
         return await asyncio.to_thread(self.result, timeout)
@@ -345,7 +326,7 @@ class Runtime:
             ).scalars().all()
             for run_id in running:
                 if dbos_private.workflow_status(conn, run_id) == "CANCELLED":
-                    commits.settle_cancel(conn, run_id)
+                    step_commits.settle_cancel(conn, run_id)
 
     def _create_tx_engine(self, url: str) -> sa.Engine:
         """The engine of the workflows' ledger transactions, on its own blocking pool (so API
@@ -560,7 +541,8 @@ class Runtime:
         check_session_id(session_id)
         return self.reader.session(session_id)
 
-    def run(self, run_id: str) -> RunResult:
+    def get_run(self, run_id: str) -> RunResult:
+        """A run's result as the ledger holds it now (it only reads: entries are ``start``, ``resume``...)."""
         check_text("run_id", run_id)
         return self.reader.run(run_id)
 
@@ -591,6 +573,6 @@ class Runtime:
     wait_async = _async_twin(wait)
     wait_run_async = _async_twin(wait_run)
     session_async = _async_twin(session)
-    run_async = _async_twin(run)
+    get_run_async = _async_twin(get_run)
     launch_async = _async_twin(launch)
     shutdown_async = _async_twin(shutdown)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from ..definitions import Tool, ToolContext
 from ..ledger import store
-from . import commits, fence, transcript
+from . import fence, attempt_gate, transcript
 from .faults import crash_point
 from .state import env
 from .store_retry import is_transient
@@ -72,4 +72,4 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
         error = {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:
-        return dict(commits.record(conn, run_id, dispatch_id, attempt, "error", None, error))
+        return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, "error", None, error))

@@ -25,7 +25,7 @@ from ..definitions import Agent
 from ..errors import HelixError, RunFencedError, helix_code
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import commits, durable, fence, scopes, tracing
+from . import durable, fence, prepare, scopes, step_commits, tracing
 from .bodies import body_step
 from .children import CHILD_KINDS, dispatch_children, settle_children
 from .children import register as register_children
@@ -76,7 +76,7 @@ async def _run(run_id: str) -> dict[str, Any]:
         # DBOS retries this transaction until the store answers: after an outage past the window the
         # failure is written once the database is back, pairing every call the run left unanswered.
         try:
-            return dict(recorded(await tx("helix.fail", commits.fail_run, run_id, code, error)))
+            return dict(recorded(await tx("helix.fail", step_commits.fail_run, run_id, code, error)))
         except Exception as again:
             if fence.is_fenced(again):
                 raise await _refused(run_id, workflow_id, again) from None
@@ -113,15 +113,15 @@ async def _settle_cancel(run_id: str) -> None:
     def settle() -> None:
         with env().engine.begin() as conn:
             if durable.dbos_status(conn, run_id) == "CANCELLED":  # not another execution taking over
-                commits.settle_cancel(conn, run_id)
+                step_commits.settle_cancel(conn, run_id)
 
     await asyncio.to_thread(settle)
 
 
 async def _drive(run_id: str) -> dict[str, Any]:
     await _refresh(run_id)
-    prepare = tracing.traced("helix.prepare", commits.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
-    plan = await tx("helix.prepare", prepare, run_id)
+    prepare_entry = tracing.traced("helix.prepare", prepare.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
+    plan = await tx("helix.prepare", prepare_entry, run_id)
     sid: str = plan["session_id"]
     agent = env().agent(plan["agent_name"])
     budget: int = plan["max_steps"]
@@ -149,18 +149,18 @@ async def _drive(run_id: str) -> dict[str, Any]:
         )
         used += 1
         if "stopped" in reply:
-            return dict(await tx("helix.stop", commits.stop_run, run_id, reply["stopped"]))
+            return dict(await tx("helix.stop", step_commits.stop_run, run_id, reply["stopped"]))
         crash_point("after_model")
         planned = reply["planned"]
         if starts_a_body(planned):
-            append = tracing.traced("helix.append", commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
+            append = tracing.traced("helix.append", step_commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
             saved = await tx("helix.append", append, run_id, sid, step_no, reply, planned)
             crash_point("after_append")
             outcome = await _saved_step(run_id, sid, agent, saved, saved["calls"])
         else:
             crash_point("before_step_commit")
             fail_point("step_commit")
-            commit = tracing.traced("helix.step_commit", commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
+            commit = tracing.traced("helix.step_commit", step_commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
             outcome = await tx("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
             crash_point("after_step_commit")
         if outcome["status"] != "committed":
@@ -194,7 +194,7 @@ async def _saved_step(
 ) -> dict[str, Any]:
     """Bodies for every unanswered call of a saved step, then its step commit."""
     if calls is None:
-        calls = await tx("helix.saved_calls", commits.step_bodies, run_id, ref)
+        calls = await tx("helix.saved_calls", step_commits.step_bodies, run_id, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
@@ -217,7 +217,7 @@ async def _saved_step(
 
     crash_point("before_step_commit")
     fail_point("step_commit")
-    commit = tracing.traced("helix.step_commit", commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
+    commit = tracing.traced("helix.step_commit", step_commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
     outcome = await tx("helix.commit", commit, run_id, sid, ref)
     crash_point("after_step_commit")
     return dict(outcome)

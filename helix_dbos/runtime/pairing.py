@@ -1,0 +1,117 @@
+"""The recovery rules applied to ledger rows: a step's saved calls judged, and the pairings written.
+
+``recovery/`` decides (pure); this module reads the rows it decides over and writes what it decided,
+inside the caller's transaction. Entry preparation, the step commits, the attempt gate and a run's
+ends all pair calls through here, so a call is answered the same way whichever of them answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..definitions import Agent
+from ..ledger import store
+from ..ledger import tables as t
+from ..recovery import Decision, SavedCall, ToolNow, decide
+from .state import env
+
+Row = dict[str, Any]
+
+
+def tools_now(agent: Agent) -> dict[str, ToolNow]:
+    return {tool.name: ToolNow(tool.name, tool.replay, tool.accepts, tool.reconcile is not None) for tool in agent.tools}
+
+
+def _check_of(row: Row) -> Any:
+    """The check's verdict about the call's latest attempt; an answer about an older one is stale."""
+    outcome = row.get("check_outcome")
+    if isinstance(outcome, dict) and outcome.get("attempt") == row["attempts"]:
+        return outcome.get("verdict")
+    return None
+
+
+def saved_call(row: Row) -> SavedCall:
+    return SavedCall(
+        dispatch_id=row["dispatch_id"],
+        position=row["position"],
+        tool_name=row["tool_name"],
+        kind=row["kind"],
+        replay=row["replay"],
+        status=row["status"],
+        attempts=row["attempts"],
+        args=row["args"],
+        concurrency_group=row["concurrency_group"],
+        sequential=bool(row["sequential"]),
+        requires_approval=bool(row["requires_approval"]),
+        approved=row["approved"],
+        paired_by=row["paired_by"],
+        transactional=bool(row.get("transactional")),
+        check=_check_of(row),
+    )
+
+
+def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[Row]:
+    """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
+    stmt = sa.select(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.step == step).order_by(t.calls.c.position)
+    if for_update and conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    return store.fetch_all(conn, stmt)
+
+
+def decisions(agent: Agent, calls: Sequence[Row], entry: str) -> dict[str, Decision]:
+    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, env().profile)  # type: ignore[arg-type]
+    return {d.dispatch_id: d for d in out}
+
+
+_PROVED_OUTCOME = {"database": "rolled_back", "check": "not_applied"}
+
+
+def mark_proved(conn: sa.Connection, dispatch_id: str, d: Decision) -> None:
+    """Record what proved the outcome, and close the attempts it proved had no effect."""
+    if d.decided_by is not None:
+        store.mark_decided(conn, dispatch_id, d.decided_by)
+        store.close_open_attempts(conn, dispatch_id, _PROVED_OUTCOME[d.decided_by])
+
+
+def apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[Row], decisions: dict[str, Decision], paired_by: str) -> None:
+    for call in calls:
+        d = decisions[call["dispatch_id"]]
+        if d.action == "pair":
+            assert d.status is not None
+            mark_proved(conn, call["dispatch_id"], d)  # before the settle, which closes what is left open as lost
+            store.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
+
+
+def step_ref(conn: sa.Connection, cp: Row | None) -> dict[str, Any] | None:
+    """The saved step a checkpoint stands at (the run that saved its calls, and the step), if any.
+
+    A ``step`` checkpoint answered its step: nothing to recover. A suspension may be committed by a
+    later run that recovered the step, so its calls are found by step among the session's active
+    checkpoints, not by the run that wrote the suspension.
+    """
+    if cp is None or cp["kind"] == "step":
+        return None
+    if cp["kind"] == "append":
+        return {"run_id": cp["run_id"], "step": cp["step"]}
+    active = sa.select(t.checkpoints.c.checkpoint_id).where(
+        t.checkpoints.c.session_id == cp["session_id"], t.checkpoints.c.superseded_by.is_(None)
+    )
+    saver = conn.execute(
+        sa.select(t.calls.c.run_id)
+        .where(t.calls.c.session_id == cp["session_id"], t.calls.c.step == cp["step"], t.calls.c.checkpoint_id.in_(active))
+        .limit(1)
+    ).scalar()
+    return {"run_id": saver or cp["run_id"], "step": cp["step"]}
+
+
+def open_steps(conn: sa.Connection, run: Row) -> list[dict[str, Any]]:
+    """Steps with unanswered calls that a failing or stopping run must answer: its own, and the
+    saved step it was recovering (saved by an earlier run)."""
+    refs = {(c["run_id"], c["step"]) for c in store.unresolved_calls_of_run(conn, run["run_id"])}
+    latest = step_ref(conn, store.latest_checkpoint(conn, run["session_id"]))
+    if latest is not None:
+        refs.add((latest["run_id"], latest["step"]))
+    return [{"run_id": r, "step": s} for r, s in sorted(refs, key=lambda ref: ref[1])]

@@ -1,0 +1,193 @@
+"""A step's durable boundaries and a run's ends, each one ledger transaction (``durable.tx``).
+
+Save first (``append_checkpoint``: the reply and every call with a fresh dispatch id, before any
+body), then the step commit (one request answering every call, or a suspension); a step that starts
+no body saves and commits in one. A run's ends (fail, stop, a DBOS cancel) never leave a call
+unanswered: each saved, unanswered call is paired first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..ledger import store
+from ..ledger.statuses import BODY_KINDS, CALL_SETTLED
+from . import fence, transcript
+from .pairing import apply_pairings, calls_of_step, decisions, open_steps
+from .planning import Planned, reply_text
+from .state import env
+
+Row = dict[str, Any]
+TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
+
+
+def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[Row]:
+    """Mint a dispatch id per call and commit the calls with the reply: the save-first record."""
+    rows = []
+    for p in planned:
+        rows.append(
+            {
+                "dispatch_id": store.new_id(),
+                "session_id": sid,
+                "run_id": run_id,
+                "checkpoint_id": checkpoint_id,
+                "step": step,
+                "position": p["position"],
+                "tool_call_id": p["tool_call_id"],
+                "tool_name": p["tool_name"],
+                "kind": p["kind"],
+                "args": p["args"],
+                "replay": p["replay"],
+                "concurrency_group": p["concurrency_group"],
+                "sequential": p["sequential"],
+                "requires_approval": p["requires_approval"],
+                "transactional": bool(p.get("transactional")),
+                "status": p["status"],
+                "result": p["result"],
+                "error": p["error"],
+                "paired_by": p["paired_by"],
+                "settled_run_id": run_id if p["status"] in CALL_SETTLED else None,
+            }
+        )
+    store.insert_calls(conn, rows)
+    for r in rows:
+        kind = "approval_requested" if r["requires_approval"] else ("client_call" if r["kind"] == "client" else "call_saved")
+        store.emit(conn, sid, run_id, kind, {k: r[k] for k in ("dispatch_id", "tool_name", "kind", "args", "status", "position")})
+    return rows
+
+
+def _save_reply(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any]) -> None:
+    store.insert_message(conn, sid, run_id, step, "response", reply["response"])
+    store.record_usage(conn, sid, run_id, step, reply.get("model_name"), reply.get("usage") or {})
+    store.count_run_step(conn, run_id)
+    text = reply_text(transcript.load_response(reply["response"]))
+    if text:
+        store.emit(conn, sid, run_id, "model_text", {"step": step, "text": text})
+
+
+def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> dict[str, Any]:
+    """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
+    fence.check(conn, run_id, "append")
+    checkpoint_id = store.new_checkpoint_id()
+    _save_reply(conn, run_id, sid, step, reply)
+    rows = _insert_planned(conn, run_id, sid, step, checkpoint_id, planned)
+    store.insert_checkpoint(conn, sid, run_id, step, "append", checkpoint_id)
+    return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [brief(r) for r in rows]}
+
+
+def brief(row: Row) -> dict[str, Any]:
+    return {k: row[k] for k in ("dispatch_id", "run_id", "step", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")}
+
+
+def step_bodies(conn: sa.Connection, run_id: str, ref: dict[str, Any]) -> list[dict[str, Any]]:
+    """The calls of a saved step that still need a gate (a body, a child, or a recovery decision)."""
+    fence.check(conn, run_id, "read saved calls")
+    return [brief(c) for c in calls_of_step(conn, ref["run_id"], ref["step"]) if c["kind"] in BODY_KINDS and c["status"] not in CALL_SETTLED]
+
+
+# --- committing a step ---------------------------------------------------------------------------
+
+
+def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Row]) -> dict[str, Any] | None:
+    finish = next((c for c in calls if c["kind"] == "finish" and c["status"] == "ok"), None)
+    if finish is None:
+        return None
+    store.end_run(conn, run_id, "completed", output=finish["result"])
+    return {"status": "completed", "output": finish["result"]}
+
+
+def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str, Any]) -> dict[str, Any]:
+    """The step commit after the bodies: one request answering every call, or a suspension."""
+    run = fence.check(conn, run_id, "step commit")
+    calls = calls_of_step(conn, ref["run_id"], ref["step"])
+    if any(c["status"] not in CALL_SETTLED for c in calls):
+        store.insert_checkpoint(conn, sid, run_id, ref["step"], "suspension")
+        stop = run["stop_kind"]
+        if stop is not None and ref["run_id"] == run_id:  # stopped while the step ran: stop, never suspend
+            return settle_stop(conn, run, stop)
+        store.end_run(conn, run_id, "suspended_client_tool")
+        return {"status": "suspended_client_tool"}
+    store.insert_message(conn, sid, run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
+    store.insert_checkpoint(conn, sid, run_id, ref["step"], "step")
+    return _finish(conn, run_id, calls) or {"status": "committed"}
+
+
+def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> dict[str, Any]:
+    """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
+    run = fence.check(conn, run_id, "step commit")
+    _save_reply(conn, run_id, sid, step, reply)
+    if not planned:
+        if not output_required:
+            store.insert_checkpoint(conn, sid, run_id, step, "step")
+            text = reply_text(transcript.load_response(reply["response"]))
+            store.end_run(conn, run_id, "completed", output=text)
+            return {"status": "completed", "output": text}
+        store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
+        store.insert_checkpoint(conn, sid, run_id, step, "step")
+        return {"status": "committed"}
+    pending = any(p["status"] not in CALL_SETTLED for p in planned)
+    kind = "suspension" if pending else "step"
+    checkpoint_id = store.new_checkpoint_id()
+    rows = _insert_planned(conn, run_id, sid, step, checkpoint_id, planned)
+    if not pending:
+        store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.results_message(rows)))
+    store.insert_checkpoint(conn, sid, run_id, step, kind, checkpoint_id)
+    if pending:
+        stop = run["stop_kind"]
+        if stop is not None:  # a stop came during the model request: its calls are paired, the run stops
+            return settle_stop(conn, run, stop)
+        store.end_run(conn, run_id, "suspended_client_tool")
+        return {"status": "suspended_client_tool"}
+    return _finish(conn, run_id, rows) or {"status": "committed"}
+
+
+# --- ends ----------------------------------------------------------------------------------------
+
+
+def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[str, Any]:
+    """A failed run never leaves a call unanswered: each saved, unanswered call is paired first."""
+    run = fence.check(conn, run_id, "fail")
+    agent = env().agent(run["agent_name"])
+    for ref in open_steps(conn, run):
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect"), "run_failed")
+    store.end_run(conn, run_id, "failed", error_code=code, error=message)
+    return {"status": "failed", "error_code": code, "error": message}
+
+
+def stop_run(conn: sa.Connection, run_id: str, kind: str) -> dict[str, Any]:
+    """The run's own workflow honours a stop record (fenced like every transaction of a run)."""
+    return settle_stop(conn, fence.check(conn, run_id, "stop"), kind)
+
+
+def settle_cancel(conn: sa.Connection, run_id: str) -> dict[str, Any] | None:
+    """A DBOS cancel of a live run settles like ``stop(kind="abort")``, with a stop record naming it.
+
+    None when the run is not the session's current, running run any more (nothing to settle).
+    """
+    reason, run = fence.why_refused(conn, run_id, None)
+    if reason is not None or run is None:
+        return None
+    store.request_stop(conn, run["session_id"], run_id, "abort", "dbos workflow cancel")
+    store.emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})
+    return settle_stop(conn, run, "abort")
+
+
+def settle_stop(conn: sa.Connection, run: Row, kind: str) -> dict[str, Any]:
+    """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends."""
+    run_id = run["run_id"]
+    agent = env().agent(run["agent_name"])
+    for ref in open_steps(conn, run):
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        if all(c["status"] in CALL_SETTLED for c in calls):
+            continue
+        apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop"), "stop")
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        store.insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
+        store.insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
+    status = "interrupted" if kind == "interrupt" else "failed"
+    store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
+    return {"status": status}
