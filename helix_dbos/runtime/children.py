@@ -1,4 +1,4 @@
-"""Remote sub-agents, and the child phase of a saved step (remote children and companion turns).
+"""Remote sub-agents: a delegating call answered by a child run that any worker may execute.
 
 A remote child's run is a ledger run *and* a DBOS workflow whose id is the parent call's dispatch id,
 enqueued from the parent's workflow code on the runtime's queue, so any worker process serving that
@@ -18,8 +18,7 @@ reply order, before the step's local bodies, and the waits run in reply order af
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -28,7 +27,7 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import RUN_AT_REST
 from ..recovery import Profile
-from . import companions, fence, attempt_gate, state
+from . import attempt_gate, fence
 from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 from .dbos_private import workflow_status as dbos_status
 from .durable import tx
@@ -37,16 +36,8 @@ from .faults import crash_point, fail_point
 if TYPE_CHECKING:
     from .registry import Registry
 
-#: Call kinds answered by a child workflow rather than a body step of the parent.
-CHILD_KINDS: Final = frozenset({"remote", "companion"})
 
 Gate = dict[str, Any]
-
-
-def register(registry: Registry, run_workflow: Callable[..., Any]) -> None:
-    """Called by ``workflow.register`` before launch: bind the run workflow, register the companion's."""
-    registry.bind_run_workflow(run_workflow)
-    companions.register(registry)
 
 
 def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile) -> Gate:
@@ -86,7 +77,8 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
     return {**gate, "attach": "enqueue"}
 
 
-async def _dispatch_remote(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
+async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
+    """Workflow code: gate the delegation and enqueue (or re-attach to) the child's run workflow."""
     gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, registry.env.profile)
     crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
     if gate["action"] != "done" and gate["attach"] == "enqueue":
@@ -95,7 +87,8 @@ async def _dispatch_remote(registry: Registry, run_id: str, dispatch_id: str, to
     return gate
 
 
-async def _settle_remote(registry: Registry, run_id: str, gate: Gate) -> None:
+async def settle(registry: Registry, run_id: str, gate: Gate) -> None:
+    """Workflow code: wait for the child's outcome and answer the delegating call with it."""
     dispatch_id = gate["dispatch_id"]
     if gate["attach"] == "lost":
         outcome = lost("not_found", "the sub-agent's workflow cannot be found")
@@ -103,33 +96,3 @@ async def _settle_remote(registry: Registry, run_id: str, gate: Gate) -> None:
         outcome = await wait_for_child(registry, run_id, dispatch_id)
     fail_point("child_result")
     fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], outcome))
-
-
-async def dispatch_children(run_id: str, calls: Sequence[dict[str, Any]], registry: Registry | None = None) -> list[Gate]:
-    """Workflow code: gate and start (or re-attach, or re-send to) every child call, in reply order.
-
-    ``registry``: the launched runtime's; the run workflow's step code that calls this without one
-    gets the process's (``state.current()``, the one lookup DBOS-started code has)."""
-    registry = registry or state.current()
-    gates: list[Gate] = []
-    for call in sorted(calls, key=lambda c: c["position"]):
-        if call["kind"] == "remote":
-            gate = await _dispatch_remote(registry, run_id, call["dispatch_id"], call["tool_name"])
-        else:
-            gate = await companions.dispatch(registry, run_id, call["dispatch_id"], call["tool_name"])
-        crash_point("child_dispatched", call["tool_name"])
-        gates.append(gate)
-    return gates
-
-
-async def settle_children(run_id: str, gates: Sequence[Gate], registry: Registry | None = None) -> None:
-    """Workflow code: wait for each dispatched child in reply order and answer its call (``registry``
-    as in ``dispatch_children``)."""
-    registry = registry or state.current()
-    for gate in gates:
-        if gate["action"] == "done":
-            continue
-        if gate["kind"] == "remote":
-            await _settle_remote(registry, run_id, gate)
-        else:
-            await companions.settle(registry, run_id, gate)

@@ -21,7 +21,6 @@ from dbos import DBOS
 
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.engine import is_sqlite
 from ..ledger.escape import escape_json, unescape_json
 from . import dbos_private
 from .state import env

@@ -21,7 +21,7 @@ from ..definitions.inputs import check_json, check_session_id, check_text
 from ..errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, sync_url
+from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
 from ..views import RunResult, SessionView, StopReceipt

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import traceback
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Final
 
 from dbos import DBOS
 
@@ -25,19 +25,20 @@ from ..definitions import Agent
 from ..errors import HelixError, RunFencedError, helix_code
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import durable, fence, prepare, scopes, step_commits, tracing
+from . import children, companions, durable, fence, prepare, scopes, step_commits, tracing
 from .bodies import body_step
-from .children import CHILD_KINDS, dispatch_children, settle_children
-from .children import register as register_children
 from .dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from .durable import plain_tx, recorded, step, tx, workflow_function
 from .faults import crash_point, fail_point
 from .model_step import is_retryable, model_request_step
 from .planning import starts_a_body
 from .registry import Registry
+from . import state
 from .state import env
 
 RUN_WORKFLOW = "helix.run"
+#: Call kinds answered by a child workflow rather than a body of the parent.
+CHILD_KINDS: Final = frozenset({"remote", "companion"})
 
 
 class MaxStepsReached(Exception):
@@ -55,7 +56,8 @@ def register(registry: Registry) -> None:
         return await _run(run_id)
 
     # binds it on the registry for entries, children and companions, and registers the companion workflow
-    register_children(registry, DBOS.workflow(name=RUN_WORKFLOW)(workflow_function(run, registry)))
+    registry.bind_run_workflow(DBOS.workflow(name=RUN_WORKFLOW)(workflow_function(run, registry)))
+    companions.register(registry)
 
 
 async def _run(run_id: str) -> dict[str, Any]:
@@ -198,7 +200,7 @@ async def _saved_step(
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
-    dispatched = await dispatch_children(run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
+    dispatched = await _dispatch_children(run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
 
     # A body is not a DBOS step: its attempt gate and its result write are the ledger's two facts
     # about it, and a replay re-enters the gate, which answers from the ledger what happened.
@@ -213,7 +215,7 @@ async def _saved_step(
     if failures:
         raise next((f for f in failures if isinstance(f, (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError))), failures[0])
 
-    await settle_children(run_id, dispatched)
+    await _settle_children(run_id, dispatched)
 
     crash_point("before_step_commit")
     fail_point("step_commit")
@@ -221,3 +223,23 @@ async def _saved_step(
     outcome = await tx("helix.commit", commit, run_id, sid, ref)
     crash_point("after_step_commit")
     return dict(outcome)
+
+
+async def _dispatch_children(run_id: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gate and start (or re-attach, or re-send to) every delegating call, in reply order: DBOS
+    operations in workflow code, so their order must not depend on which lane finishes first."""
+    registry = state.current()
+    gates = []
+    for call in sorted(calls, key=lambda c: c["position"]):
+        kind = children if call["kind"] == "remote" else companions
+        gates.append(await kind.dispatch(registry, run_id, call["dispatch_id"], call["tool_name"]))
+        crash_point("child_dispatched", call["tool_name"])
+    return gates
+
+
+async def _settle_children(run_id: str, gates: list[dict[str, Any]]) -> None:
+    """Wait for each dispatched child in reply order and answer its call."""
+    registry = state.current()
+    for gate in gates:
+        if gate["action"] != "done":
+            await (children if gate["kind"] == "remote" else companions).settle(registry, run_id, gate)
