@@ -1,8 +1,12 @@
-"""Durable building blocks the child phase shares: exactly-once ledger transactions and steps.
+"""The one floor of durable work every kind of step work stands on: ledger transactions and DBOS steps.
 
-The run workflow's registered function, which the child phase (remote sub-agents in ``children.py``,
-companions in ``companions.py``) starts and enqueues, is not kept here: it lives on the launched
-runtime's ``Registry``, handed down to the child phase.
+- ``tx``: an exactly-once ledger transaction of a workflow, its output recorded with its work
+  (prepare, append, step commits, ends, the delegating gates);
+- ``plain_tx``: a short, idempotent ledger transaction (a call's attempt gate and result write,
+  reads), retried through a store outage for ``store_retry_window``;
+- ``step``: a DBOS step whose recorded output a replay sees (the model request, a child's wait);
+- ``workflow_function``: what every workflow function is wrapped in (its operation counter, and
+  staying ``PENDING`` when the process stops).
 """
 
 from __future__ import annotations
