@@ -97,6 +97,10 @@ class Reader:
 
     # --- runs and waits ------------------------------------------------------------------------
 
+    def runs(self, session_id: str) -> list[RunRecord]:
+        """A session's runs in order (``seq``)."""
+        return self._read(lambda conn: [pick(RunRecord, r) for r in store.list_runs(conn, session_id)])
+
     def run(self, run_id: str) -> RunResult:
         return self._read(lambda conn: read_result(conn, run_id))
 

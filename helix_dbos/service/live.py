@@ -17,7 +17,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ..errors import RunNotFoundError, SessionNotFoundError
-from ..ledger import store
 from ..runtime import live
 from .routes import Caller, SessionId, _allowed, known_query
 
@@ -27,14 +26,15 @@ router = APIRouter(dependencies=[Depends(known_query)])
 def _run_of(request: Request, session_id: str, run_id: str | None) -> str | None:
     """The run to stream: the session's current one, or ``run_id`` if it is one of the session's
     (another session's run is not found here, whoever asks)."""
-    with request.app.state.runtime.engine.connect() as conn:
-        session = store.get_session(conn, session_id)
-        if session is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
-        if run_id is None:
-            return session["current_run_id"]
-        run = store.get_run(conn, run_id)
-    if run is None or run["session_id"] != session_id:
+    reader = request.app.state.runtime.reader
+    session = reader.summary(session_id)  # SessionNotFoundError for an unknown session
+    if run_id is None:
+        return session["current_run_id"]
+    try:
+        owner = reader.session_of_run(run_id)
+    except RunNotFoundError:
+        owner = None
+    if owner is None or owner["session_id"] != session_id:
         raise RunNotFoundError(f"no run {run_id!r} in session {session_id!r}")
     return run_id
 

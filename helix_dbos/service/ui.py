@@ -22,8 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from .. import apikeys
-from ..errors import AuthenticationError, HelixError, SessionNotFoundError, ValidationError
-from ..ledger import store
+from ..errors import AuthenticationError, HelixError, ValidationError
 from . import auth
 from .routes import known_query
 
@@ -112,9 +111,9 @@ async def logout() -> Response:
     return response
 
 
-def _list(request: Request, principal: auth.Principal, status: str | None, agent: str | None) -> list[dict[str, Any]]:
-    with request.app.state.runtime.engine.connect() as conn:
-        return store.list_sessions(conn, 200, owner=None if principal.sees_all else principal.name, status=status or None, agent_name=agent or None)
+def _list(request: Request, principal: auth.Principal, status: str | None, agent: str | None) -> list[Any]:
+    owner = None if principal.sees_all else principal.name
+    return list(request.app.state.runtime.reader.sessions(200, owner=owner, status=status or None, agent_name=agent or None))
 
 
 @router.get("/ui", response_class=HTMLResponse)
@@ -146,17 +145,14 @@ async def sessions_page(request: Request, status: str | None = Query(default=Non
 
 
 def _read(request: Request, session_id: str) -> dict[str, Any]:
-    runtime = request.app.state.runtime
-    with runtime.engine.connect() as conn:
-        row = store.get_session(conn, session_id)
-        if row is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
-        return {
-            "row": row,
-            "runs": store.list_runs(conn, session_id),
-            "calls": store.list_calls(conn, session_id=session_id, limit=100_000),
-            "events": store.events_after(conn, session_id, 0, limit=100_000),
-        }
+    """The page's data, through the runtime's reader (``summary`` raises ``SessionNotFoundError``)."""
+    reader = request.app.state.runtime.reader
+    return {
+        "row": reader.summary(session_id),
+        "runs": reader.runs(session_id),
+        "calls": reader.calls(session_id=session_id, limit=100_000),
+        "events": reader.events(session_id, 0, limit=100_000).events,
+    }
 
 
 def _event_text(ev: dict[str, Any], tools: dict[str, str]) -> str:
