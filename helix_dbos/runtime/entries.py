@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.statuses import CALL_SETTLED
+from ..ledger.statuses import CALL_SETTLED, awaits_answer
 from . import commits, transcript
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
@@ -40,7 +40,7 @@ def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[
     if cp is None or cp["kind"] != "suspension" or ref is None:
         return []
     calls = commits.calls_of_step(conn, ref["run_id"], ref["step"])
-    return [c for c in calls if c["status"] == "pending" and (c["kind"] == "client" or c["approved"] is None)]
+    return [c for c in calls if c["status"] == "pending" and awaits_answer(c["kind"], c["requires_approval"], c["approved"])]
 
 
 def open_run(
