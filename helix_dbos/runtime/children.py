@@ -31,6 +31,7 @@ from . import commits, companions, durable, fence
 from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 from .durable import dbos_status, tx
 from .faults import crash_point, fail_point
+from .runs import open_run_row
 from .state import env
 
 #: Call kinds answered by a child workflow rather than a body step of the parent.
@@ -56,18 +57,12 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str) -> Gate:
         child_sid = store.new_id()
         store.insert_session(conn, child_sid, sub.agent.name, parent_dispatch_id=dispatch_id)
         session = store.get_session(conn, child_sid)
-        assert session is not None and store.claim_session(conn, session, dispatch_id)
-        store.insert_run(
-            conn,
-            run_id=dispatch_id,
-            session_id=child_sid,
-            seq=1,
-            agent_name=sub.agent.name,
-            entry="start",
-            entry_message=(call["args"] or {}).get("message", ""),
-            max_steps=sub.agent.max_steps,
-            recovery=env().profile,
+        assert session is not None
+        opened = open_run_row(
+            conn, session, run_id=dispatch_id, entry="start", message=(call["args"] or {}).get("message", ""),
+            max_steps=sub.agent.max_steps, recovery=env().profile, executor_id=env().settings.executor_id,
         )
+        assert opened, "a fresh child session has no other entry to race"
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_sid))
         store.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})

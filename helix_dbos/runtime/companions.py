@@ -46,6 +46,7 @@ from . import commits, durable, fence
 from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
 from .durable import DBOS_TERMINAL, dbos_status, tx
 from .faults import crash_point, fail_point
+from .runs import open_run_row
 from .state import env
 
 log = logging.getLogger("helix_dbos")
@@ -239,21 +240,12 @@ def _begin_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str
     session = store.get_session(conn, companion_session_id, for_update=True)
     assert session is not None
     agent = env().agent(session["agent_name"])
-    claimed = store.claim_session(conn, session, dispatch_id)
-    assert claimed, "the companion session is only entered by its own workflow, under its row lock"
-    store.insert_run(
-        conn,
-        run_id=dispatch_id,
-        session_id=companion_session_id,
-        seq=int(session["run_count"]) + 1,
-        agent_name=session["agent_name"],
-        entry="start" if int(session["run_count"]) == 0 else "turn",
-        entry_message=(call["args"] or {}).get("message", ""),
-        previous_run_id=session["current_run_id"],
-        max_steps=agent.max_steps,
-        recovery=env().profile,
+    claimed = open_run_row(
+        conn, session, run_id=dispatch_id, entry="start" if int(session["run_count"]) == 0 else "turn",
+        message=(call["args"] or {}).get("message", ""), max_steps=agent.max_steps, recovery=env().profile,
         executor_id=env().settings.executor_id,
     )
+    assert claimed, "the companion session is only entered by its own workflow, under its row lock"
     return {"action": "run"}
 
 
