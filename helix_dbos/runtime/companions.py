@@ -110,13 +110,6 @@ def get_companion(conn: sa.Connection, *, companion_session_id: str | None = Non
     return dict(row) if row is not None else None
 
 
-def list_companions(conn: sa.Connection, parent_session_id: str) -> list[Row]:
-    rows = conn.execute(
-        sa.select(t.companions).where(t.companions.c.parent_session_id == parent_session_id).order_by(t.companions.c.created_at)
-    ).mappings()
-    return [dict(r) for r in rows]
-
-
 def _waiting_turns(conn: sa.Connection, companion_session_id: str) -> list[str]:
     """Calls bound to this companion, still unanswered, whose turn has not begun: someone is waiting."""
     begun = sa.select(t.runs.c.run_id).where(t.runs.c.session_id == companion_session_id)
@@ -308,4 +301,4 @@ async def _companion(companion_session_id: str, idle: float) -> dict[str, Any]:
         served += 1
 
 
-__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "get_companion", "list_companions", "register", "settle"]
+__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "get_companion", "register", "settle"]
