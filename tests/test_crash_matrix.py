@@ -23,7 +23,7 @@ import pytest
 
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.ledger.statuses import CALL_SETTLED
-from helix_dbos.runtime.faults import CRASH_POINTS
+from helix_dbos.runtime.faults import STEP_CRASH_POINTS
 from tests.crashkit import Kit, transcript_problems
 from tests.tcpproxy import TcpProxy
 from tests.test_txtools import tx_rows
@@ -62,7 +62,7 @@ def _checks_that_found_nothing(k: Kit) -> Counter[str]:
     return Counter(line["tool"] for line in k.lines("not_applied"))
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.parametrize("point", STEP_CRASH_POINTS)
 def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
     k = Kit(db_url, tmp_path, scenario="full")
     k.crash(point)
@@ -85,7 +85,7 @@ def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
         k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe", "tx", "reconcile", "full"]))
         roll = rng.random()
         if roll < 0.5:
-            point = rng.choice(CRASH_POINTS)
+            point = rng.choice(STEP_CRASH_POINTS)
             out = k.run("start", crash_at=point)
             how = f"crash_at={point} exit={out.code}"
         elif proxy is not None and roll < 0.7:

@@ -18,6 +18,7 @@ from helix_dbos.recovery import (
     decide,
     lanes,
 )
+from helix_dbos.recovery.lanes import lane_keys
 
 
 def call(i: int, name: str = "t", *, kind: str = "tool", replay: str = "safe", status: str = "running", attempts: int = 1, **kw: Any) -> SavedCall:
@@ -201,6 +202,62 @@ def test_dbos_compat_recovers_remote_children_only() -> None:
 def test_lanes_join_groups_and_the_chain() -> None:
     calls = [call(0, concurrency_group="g"), call(1), call(2, sequential=True), call(3, concurrency_group="g", sequential=True), call(4, concurrency_group="h")]
     assert [[c.position for c in ln] for ln in lanes(calls)] == [[0, 2, 3], [1], [4]]
+
+
+#: Every order a call can be under: no rule, a group (two names), the chain, and a group with the chain.
+ORDERS: list[tuple[str | None, bool]] = [(None, False), ("g", False), ("h", False), (None, True), ("g", True), ("h", True)]
+#: Kinds whose unanswered call recovery orders (a client call only ever waits for its answer).
+ORDERED_KINDS = ["tool", "local", "remote", "companion"]
+
+
+def _held_by(first: SavedCall, behind: SavedCall) -> bool:
+    """Whether ``decide`` holds ``behind`` back because of ``first`` (doubt or wait, whichever it is)."""
+    reason = decide([first, behind], SAFE)[1].reason
+    return reason in ("ordered after a call in doubt", "ordered after a call awaiting an answer")
+
+
+def _lane_of(c: SavedCall, *calls: SavedCall) -> set[int]:
+    """The positions in the lane ``lanes`` runs ``c`` in, among ``calls``: what really runs before it."""
+    return next({x.position for x in ln} for ln in lanes(list(calls)) if c in ln)
+
+
+@pytest.mark.parametrize("kind", ORDERED_KINDS)
+@pytest.mark.parametrize("first_order", ORDERS)
+@pytest.mark.parametrize("behind_order", ORDERS)
+@pytest.mark.parametrize("first_state", ["in_doubt", "waiting"])
+def test_decide_holds_back_exactly_the_calls_its_lane_runs_after(
+    kind: str, first_order: tuple[str | None, bool], behind_order: tuple[str | None, bool], first_state: str
+) -> None:
+    """The lane key is one rule: a call is doubted (or held waiting) by an earlier call exactly when
+    the lanes run it after that call, for every pair of orders and every kind of the later call."""
+    group, seq = first_order
+    if first_state == "in_doubt":
+        first = call(0, "u", replay="unsafe", concurrency_group=group, sequential=seq)
+    else:
+        first = call(0, status="pending", attempts=0, requires_approval=True, concurrency_group=group, sequential=seq)
+    behind = call(1, "subagent__x" if kind != "tool" else "t", kind=kind, attempts=0, status="saved",
+                  concurrency_group=behind_order[0], sequential=behind_order[1])
+    assert _held_by(first, behind) == (0 in _lane_of(behind, first, behind)), (first, behind)
+
+
+@pytest.mark.parametrize("orders", [(a, b, c) for a in ORDERS for b in ORDERS for c in ORDERS])
+def test_a_call_decide_holds_back_always_runs_after_the_call_that_held_it(orders: tuple[tuple[str | None, bool], ...]) -> None:
+    """With three calls the lanes may join orders a call is not under (a call in a group and the chain
+    joins both): decide never holds back a call that its lane does not run after the call in doubt."""
+    first = call(0, "u", replay="unsafe", concurrency_group=orders[0][0], sequential=orders[0][1])
+    middle = call(1, attempts=0, status="saved", concurrency_group=orders[1][0], sequential=orders[1][1])
+    last = call(2, attempts=0, status="saved", concurrency_group=orders[2][0], sequential=orders[2][1])
+    d = decide([first, middle, last], SAFE)
+    held = [c for i, c in ((1, middle), (2, last)) if d[i].reason == "ordered after a call in doubt"]
+    for c in held:
+        assert 0 in _lane_of(c, first, middle, last), (orders, c.position)
+
+
+def test_lane_keys_are_the_group_and_the_chain() -> None:
+    assert lane_keys(None, False) == ()
+    assert lane_keys("g", False) == ("group:g",)
+    assert lane_keys(None, True) == ("sequential",)
+    assert lane_keys("g", True) == ("group:g", "sequential")
 
 
 # --- transactional tools: no committed result means no effect (decided by the database) -------

@@ -60,6 +60,32 @@ def test_remote_child_is_a_bound_child_workflow_and_its_output_is_the_result(mak
     assert rt.session(good.child_session_id).messages[0].parts[0].content == "tides"
 
 
+#: The columns a run is opened with (the rest are written as it runs and ends).
+OPENING = ("seq", "agent_name", "entry", "entry_message", "max_steps", "recovery", "executor_id", "status")
+
+
+def test_an_entry_a_remote_child_and_a_companion_turn_open_their_runs_alike(make_runtime: Any, fam: Family) -> None:
+    """One way to open a run: every opener stamps the admitting executor and derives the same columns."""
+    rt = make_runtime(family.AGENTS)
+    remote = rt.start("remote_boss", "tides").result(timeout=60)
+    pal = rt.start("pal_boss", "one").result(timeout=60)
+    assert remote.status == pal.status == "completed"
+    (child,) = rt.session(remote.session_id).calls
+    (turn,) = rt.session(pal.session_id).calls
+    rows = {
+        "entry": fam.rows(t.runs, t.runs.c.run_id == remote.run_id)[0],
+        "remote child": fam.rows(t.runs, t.runs.c.run_id == child.dispatch_id)[0],
+        "companion turn": fam.rows(t.runs, t.runs.c.run_id == turn.dispatch_id)[0],
+    }
+    expected = {"entry": ("remote_boss", "tides"), "remote child": ("researcher", "tides"), "companion turn": ("pal", "one")}
+    for opener, row in rows.items():
+        assert {c: row[c] is not None for c in OPENING} == dict.fromkeys(OPENING, True), (opener, row)
+        assert row["executor_id"] == rt.executor_id, (opener, row)
+        assert (row["seq"], row["entry"], row["recovery"], row["previous_run_id"]) == (1, "start", "full", None), (opener, row)
+        agent = expected[opener][0]
+        assert (row["agent_name"], row["entry_message"], row["max_steps"]) == (agent, expected[opener][1], rt.agents[agent].max_steps), (opener, row)
+
+
 def test_remote_child_on_a_second_worker_survives_a_parent_kill(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     fam.hold("tides")  # the child's tool holds until the parent is dead

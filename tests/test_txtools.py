@@ -22,7 +22,7 @@ from helix_dbos.ledger import store
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime import transcript
-from helix_dbos.runtime.faults import CRASH_EXIT_CODE, CRASH_POINTS
+from helix_dbos.runtime.faults import CRASH_EXIT_CODE, STEP_CRASH_POINTS
 from tests.crashkit import Kit, transcript_problems
 
 BODY_POINTS = ("before_body", "after_body", "after_result")
@@ -89,7 +89,7 @@ def charges(k: Kit, dispatch_id: str) -> list[dict[str, Any]]:
 # --- transactional tools ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.parametrize("point", STEP_CRASH_POINTS)
 def test_transactional_call_is_exactly_once_at_every_point(db_url: str, tmp_path: Path, point: str) -> None:
     k = Kit(db_url, tmp_path, scenario="tx")
     result = finish(k, point, "tx_book")

@@ -13,7 +13,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -54,13 +53,15 @@ def calls(preface: str | None, *parts: tuple[str, dict[str, Any]], prefix: str =
 
 
 def scripted_model(name: str, reply: Reply) -> FunctionModel:
-    """A FunctionModel that answers the last request with ``reply``; retries get an apology."""
+    """A FunctionModel that answers the last request with ``reply``.
+
+    (The runtime answers a malformed call with a ToolReturnPart, never a RetryPromptPart, so the
+    reply sees every answer it could get.)
+    """
 
     def respond(messages: Sequence[ModelMessage], info: AgentInfo) -> ModelResponse:
         last = messages[-1]
         assert isinstance(last, ModelRequest)
-        if any(isinstance(p, RetryPromptPart) for p in last.parts):
-            return text("Sorry, I made a malformed request; stopping here.")
         return reply(last)
 
     return FunctionModel(respond, model_name=name)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Final, Literal
 
 RunStatus = Literal["running", "completed", "failed", "interrupted", "suspended_client_tool"]
-RUN_TERMINAL: Final = frozenset({"completed", "failed", "interrupted"})
-RUN_AT_REST: Final = RUN_TERMINAL | {"suspended_client_tool"}
+RUN_TERMINAL: Final[frozenset[RunStatus]] = frozenset({"completed", "failed", "interrupted"})
+RUN_AT_REST: Final[frozenset[RunStatus]] = RUN_TERMINAL | {"suspended_client_tool"}
 
 CallStatus = Literal[
     "saved",
@@ -21,19 +21,20 @@ CallStatus = Literal[
     "not_started",
 ]
 #: A call in one of these has its answer; the model will see it in the step's tool results.
-CALL_SETTLED: Final = frozenset(
+CALL_SETTLED: Final[frozenset[CallStatus]] = frozenset(
     {"ok", "error", "denied", "outcome_unknown", "replay_limit_reached", "run_stopped", "not_started"}
 )
 #: Saved but not answered yet: recovery must decide what to do with these.
-CALL_UNRESOLVED: Final = frozenset({"saved", "running"})
+CALL_UNRESOLVED: Final[frozenset[CallStatus]] = frozenset({"saved", "running"})
 #: Statuses that put a call's effect in doubt, so calls ordered after it must not run.
-CALL_IN_DOUBT: Final = frozenset({"outcome_unknown", "replay_limit_reached"})
+CALL_IN_DOUBT: Final[frozenset[CallStatus]] = frozenset({"outcome_unknown", "replay_limit_reached"})
 
 CallKind = Literal["tool", "client", "remote", "local", "companion", "finish", "invalid"]
-#: Kinds whose call starts a body in this process or a child workflow: these make a step save first.
-BODY_KINDS: Final = frozenset({"tool", "remote", "local", "companion"})
 
+#: What a checkpoint marks (the type of ``views.CheckpointRecord.kind``).
 CheckpointKind = Literal["append", "step", "suspension"]
+#: Kinds whose call starts a body in this process or a child workflow: these make a step save first.
+BODY_KINDS: Final[frozenset[CallKind]] = frozenset({"tool", "remote", "local", "companion"})
 
 EntryKind = Literal[
     "start",
@@ -46,6 +47,16 @@ EntryKind = Literal[
     "retry_from_checkpoint",
 ]
 #: Entries whose message redirects the turn: unresolved calls are paired, nothing runs again.
-REDIRECTING_ENTRIES: Final = frozenset({"turn", "resume_with_message", "retry_with_message", "retry_from_checkpoint"})
+REDIRECTING_ENTRIES: Final[frozenset[EntryKind]] = frozenset({"turn", "resume_with_message", "retry_with_message", "retry_from_checkpoint"})
 
 PairedBy = Literal["body", "recovery", "redirect", "rewind", "run_failed", "stop", "answer", "validation"]
+
+
+def awaits_answer(kind: str, requires_approval: bool, approved: bool | None) -> bool:
+    """A client call, or an approval-gated call nobody has approved yet: only an answer may move it.
+
+    The one definition behind recovery's "wait", the entries' "calls pending" refusal and the
+    pending calls a suspended run reports, so the three can never disagree on what a run waits for.
+    (Of a ``pending`` call, true exactly when it is unanswered: a denial settles the call at once.)
+    """
+    return kind == "client" or (bool(requires_approval) and approved is not True)

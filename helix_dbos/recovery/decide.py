@@ -49,7 +49,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..ledger.statuses import CALL_IN_DOUBT, CALL_SETTLED
+from ..ledger.statuses import CALL_IN_DOUBT, CALL_SETTLED, CallKind, CallStatus, PairedBy, awaits_answer
+from .lanes import lane_keys
 from .texts import (
     CHECKED_NOT_APPLIED,
     NOT_COMMITTED,
@@ -90,16 +91,16 @@ class SavedCall:
     dispatch_id: str
     position: int
     tool_name: str
-    kind: str  # tool | client | remote | local | companion | finish | invalid
+    kind: CallKind
     replay: str  # the policy saved on the call's row
-    status: str
+    status: CallStatus
     attempts: int = 0
     args: Any = None
     concurrency_group: str | None = None
     sequential: bool = False
     requires_approval: bool = False
     approved: bool | None = None
-    paired_by: str | None = None
+    paired_by: PairedBy | None = None
     #: Every body started so far ran inside the transaction that records its result.
     transactional: bool = False
     #: What the tool's reconcile check said about the latest attempt (None: not asked since it began).
@@ -120,33 +121,27 @@ class ToolNow:
 class Decision:
     dispatch_id: str
     action: Action
-    status: str | None = None  # the status to pair with, when action == "pair"
+    status: CallStatus | None = None  # the status to pair with, when action == "pair"
     note: str | None = None  # what the model is told, when paired
     reason: str = ""  # why, for the audit trail and the event stream
     decided_by: DecidedBy | None = None  # what proved the outcome, when not the body's own result
 
 
-def _pair(call: SavedCall, status: str, note: str, reason: str, by: DecidedBy | None = None) -> Decision:
+def _pair(call: SavedCall, status: CallStatus, note: str, reason: str, by: DecidedBy | None = None) -> Decision:
     return Decision(call.dispatch_id, "pair", status, note, reason, by)
 
 
-def _certain(call: SavedCall, status: str | None) -> bool:
+def _certain(call: SavedCall, status: CallStatus | None) -> bool:
     """A ``replay_limit_reached`` whose attempts provably had no effect puts nothing in doubt."""
     return status == "replay_limit_reached" and (call.transactional or call.check == "not_applied")
 
 
-def _lanes_of(call: SavedCall) -> list[str]:
-    lanes = []
-    if call.concurrency_group:
-        lanes.append(f"group:{call.concurrency_group}")
-    if call.sequential:
-        lanes.append("sequential")
-    return lanes
+def _lanes_of(call: SavedCall) -> tuple[str, ...]:
+    return lane_keys(call.concurrency_group, call.sequential)
 
 
 def _awaits_answer(call: SavedCall) -> bool:
-    """A client call, or an approval-gated call nobody has approved: only an answer may move it."""
-    return call.kind == "client" or (call.requires_approval and call.approved is not True)
+    return awaits_answer(call.kind, call.requires_approval, call.approved)
 
 
 def _unsettled(call: SavedCall, entry: Entry) -> bool:

@@ -23,6 +23,18 @@ class Ordered(Protocol):
 C = TypeVar("C", bound=Ordered)
 
 
+def lane_keys(concurrency_group: str | None, sequential: bool) -> tuple[str, ...]:
+    """The order rules a call is under, one key each: its group's lane and/or the sequential chain.
+
+    The single definition of "ordered with": ``lanes`` runs calls sharing a key one after another,
+    and ``decide`` doubts (or holds back) a call sharing a key with an earlier call in doubt (or
+    waiting). Were they two spellings, a call could be doubted by a call it never ran after.
+    Empty for a call under no order rule.
+    """
+    keys: tuple[str, ...] = (f"group:{concurrency_group}",) if concurrency_group else ()
+    return (*keys, "sequential") if sequential else keys
+
+
 def lanes(calls: Sequence[C]) -> list[list[C]]:
     """Partition ``calls`` into lanes; each lane is in position order, lanes in order of first call."""
     parent: dict[str, str] = {}
@@ -32,13 +44,8 @@ def lanes(calls: Sequence[C]) -> list[list[C]]:
             key = parent[key]
         return key
 
-    def keys_of(call: C) -> list[str]:
-        keys = []
-        if call.concurrency_group:
-            keys.append(f"group:{call.concurrency_group}")
-        if call.sequential:
-            keys.append("sequential")
-        return keys or [f"solo:{call.position}"]
+    def keys_of(call: C) -> tuple[str, ...]:
+        return lane_keys(call.concurrency_group, call.sequential) or (f"solo:{call.position}",)
 
     ordered = sorted(calls, key=lambda c: c.position)
     for call in ordered:

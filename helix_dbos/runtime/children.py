@@ -32,6 +32,7 @@ from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 from .dbos_private import workflow_status as dbos_status
 from .durable import tx
 from .faults import crash_point, fail_point
+from .runs import open_run_row
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 Gate = dict[str, Any]
 
 
-def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile) -> Gate:
+def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile, executor_id: str) -> Gate:
     """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
     gate, call, sub = attempt_gate.child_gate(conn, run_id, dispatch_id, "remote")
     if call is None:
@@ -51,18 +52,12 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
         child_sid = store.new_id()
         store.insert_session(conn, child_sid, sub.agent.name, parent_dispatch_id=dispatch_id)
         session = store.get_session(conn, child_sid)
-        assert session is not None and store.claim_session(conn, session, dispatch_id)
-        store.insert_run(
-            conn,
-            run_id=dispatch_id,
-            session_id=child_sid,
-            seq=1,
-            agent_name=sub.agent.name,
-            entry="start",
-            entry_message=(call["args"] or {}).get("message", ""),
-            max_steps=sub.agent.max_steps,
-            recovery=profile,
+        assert session is not None
+        opened = open_run_row(
+            conn, session, run_id=dispatch_id, entry="start", message=(call["args"] or {}).get("message", ""),
+            max_steps=sub.agent.max_steps, recovery=profile, executor_id=executor_id,
         )
+        assert opened, "a fresh child session has no other entry to race"
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_sid))
         store.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})
@@ -79,7 +74,7 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
     """Workflow code: gate the delegation and enqueue (or re-attach to) the child's run workflow."""
-    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, registry.env.profile)
+    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, registry.env.profile, registry.env.settings.executor_id)
     crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
     if gate["action"] != "done" and gate["attach"] == "enqueue":
         with SetWorkflowID(dispatch_id):

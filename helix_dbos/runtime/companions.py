@@ -46,6 +46,7 @@ from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
 from .dbos_private import workflow_status as dbos_status
 from .durable import DBOS_TERMINAL, tx
 from .faults import crash_point, fail_point
+from .runs import open_run_row
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -105,13 +106,6 @@ def get_companion(conn: sa.Connection, *, companion_session_id: str | None = Non
         stmt = stmt.with_for_update()
     row = conn.execute(stmt).mappings().first()
     return dict(row) if row is not None else None
-
-
-def list_companions(conn: sa.Connection, parent_session_id: str) -> list[Row]:
-    rows = conn.execute(
-        sa.select(t.companions).where(t.companions.c.parent_session_id == parent_session_id).order_by(t.companions.c.created_at)
-    ).mappings()
-    return [dict(r) for r in rows]
 
 
 def _waiting_turns(conn: sa.Connection, companion_session_id: str) -> list[str]:
@@ -238,21 +232,12 @@ def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: s
     assert session is not None
     env = registry.env
     agent = env.agent(session["agent_name"])
-    claimed = store.claim_session(conn, session, dispatch_id)
-    assert claimed, "the companion session is only entered by its own workflow, under its row lock"
-    store.insert_run(
-        conn,
-        run_id=dispatch_id,
-        session_id=companion_session_id,
-        seq=int(session["run_count"]) + 1,
-        agent_name=session["agent_name"],
-        entry="start" if int(session["run_count"]) == 0 else "turn",
-        entry_message=(call["args"] or {}).get("message", ""),
-        previous_run_id=session["current_run_id"],
-        max_steps=agent.max_steps,
-        recovery=env.profile,
+    claimed = open_run_row(
+        conn, session, run_id=dispatch_id, entry="start" if int(session["run_count"]) == 0 else "turn",
+        message=(call["args"] or {}).get("message", ""), max_steps=agent.max_steps, recovery=env.profile,
         executor_id=env.settings.executor_id,
     )
+    assert claimed, "the companion session is only entered by its own workflow, under its row lock"
     return {"action": "run"}
 
 
@@ -315,4 +300,4 @@ async def _companion(registry: Registry, companion_session_id: str, idle: float)
         served += 1
 
 
-__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "get_companion", "list_companions", "register", "settle"]
+__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "get_companion", "register", "settle"]

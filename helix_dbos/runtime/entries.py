@@ -26,8 +26,9 @@ from ..errors import (
 )
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.statuses import CALL_SETTLED
+from ..ledger.statuses import CALL_SETTLED, EntryKind, awaits_answer
 from . import pairing, step_commits, transcript
+from .runs import open_run_row
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
 #: ``dbos workflow cancel`` whose process never settled it), "lost" (never started, or its executor
@@ -40,13 +41,13 @@ def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[
     if cp is None or cp["kind"] != "suspension" or ref is None:
         return []
     calls = pairing.calls_of_step(conn, ref["run_id"], ref["step"])
-    return [c for c in calls if c["status"] == "pending" and (c["kind"] == "client" or c["approved"] is None)]
+    return [c for c in calls if c["status"] == "pending" and awaits_answer(c["kind"], c["requires_approval"], c["approved"])]
 
 
 def open_run(
     conn: sa.Connection,
     *,
-    entry: str,
+    entry: EntryKind,
     session_id: str | None,
     agent_name: str | None,
     message: str | None,
@@ -108,23 +109,13 @@ def open_run(
     _check_entry(conn, entry, session, previous, message, checkpoint_id)
 
     run_id = store.new_id()
-    if not store.claim_session(conn, session, run_id):
-        raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
     agent = agents[session["agent_name"]]
-    store.insert_run(
-        conn,
-        run_id=run_id,
-        session_id=session_id,
-        seq=int(session["run_count"]) + 1,
-        agent_name=session["agent_name"],
-        entry=entry,
-        entry_message=message,
-        checkpoint_id=checkpoint_id,
-        previous_run_id=previous["run_id"] if previous else None,
-        max_steps=agent.max_steps,
-        recovery=profile,
-        executor_id=executor_id,
+    opened = open_run_row(
+        conn, session, run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
+        max_steps=agent.max_steps, recovery=profile, executor_id=executor_id,
     )
+    if not opened:
+        raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
     return {"run_id": run_id, "session_id": session_id, "entry": entry}
 
 

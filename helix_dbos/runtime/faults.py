@@ -14,7 +14,8 @@ from typing import Final
 
 from ..errors import HelixError
 
-CRASH_POINTS: Final = (
+#: The boundaries every step with bodies passes, in the order a step passes them.
+STEP_CRASH_POINTS: Final = (
     "after_model",
     "after_append",
     "before_body",
@@ -23,6 +24,12 @@ CRASH_POINTS: Final = (
     "before_step_commit",
     "after_step_commit",
 )
+#: Passed only when recovery asks a tool's reconcile check about a started call.
+CHECK_CRASH_POINTS: Final = ("after_check",)
+#: Passed only by a step that delegates to a remote child or a companion.
+CHILD_CRASH_POINTS: Final = ("child_gated", "child_dispatched")
+#: Every point ``HELIX_DBOS_CRASH_AT`` can name: the one list, which the docs must name exactly.
+CRASH_POINTS: Final = STEP_CRASH_POINTS + CHECK_CRASH_POINTS + CHILD_CRASH_POINTS
 CRASH_EXIT_CODE: Final = 97
 ENV: Final = "HELIX_DBOS_CRASH_AT"
 
@@ -37,6 +44,12 @@ def crash_point(point: str, tool_name: str | None = None) -> None:
 
 
 FAIL_ENV: Final = "HELIX_DBOS_FAIL_AT"
+#: Where a step's store write can be made to fail (the step commit, a body's step after its attempt).
+STEP_FAIL_POINTS: Final = ("before_body", "step_commit")
+#: Where a child's outcome is about to be recorded on the parent's call.
+CHILD_FAIL_POINTS: Final = ("child_result",)
+#: Every point ``HELIX_DBOS_FAIL_AT`` can name.
+FAIL_POINTS: Final = STEP_FAIL_POINTS + CHILD_FAIL_POINTS
 
 
 class InjectedFault(HelixError):
@@ -56,8 +69,10 @@ def _matches(spec: str | None, point: str, tool_name: str | None) -> bool:
 def fail_point(point: str, tool_name: str | None = None) -> None:
     """Raise ``InjectedFault`` if ``HELIX_DBOS_FAIL_AT=<point>[:<tool>]`` names this point.
 
-    Points: ``step_commit`` (the step commit fails after the save) and ``before_body`` (the body's
-    step fails after its attempt was committed): the run fails with calls saved and unanswered.
+    Points (``FAIL_POINTS``): ``step_commit`` (the step commit fails after the save), ``before_body``
+    (the body's step fails after its attempt was committed): the run fails with calls saved and
+    unanswered; ``child_result`` (a child's outcome is about to be recorded): the parent fails with
+    the call in doubt.
     """
     if _matches(os.environ.get(FAIL_ENV), point, tool_name):
         raise InjectedFault(f"injected failure at {point} ({FAIL_ENV})")

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from ..errors import CallNotFoundError, RunNotFoundError, RunTimeoutError, SessionNotFoundError
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.statuses import RUN_AT_REST
+from ..ledger.statuses import awaits_answer, RUN_AT_REST
 from ..views import (
     AttemptRecord,
     CallRecord,
@@ -194,7 +194,7 @@ def pending_calls(conn: sa.Connection, run: dict[str, Any]) -> list[PendingCall]
     return [
         PendingCall(r["dispatch_id"], r["tool_name"], "client" if r["kind"] == "client" else "approval", r["args"], r["tool_call_id"])
         for r in rows
-        if r["kind"] == "client" or r["approved"] is None
+        if awaits_answer(r["kind"], r["requires_approval"], r["approved"])
     ]
 
 

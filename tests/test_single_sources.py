@@ -1,0 +1,103 @@
+"""Rules kept in one place stay there: read from the source and the docs, not from a running process.
+
+- The fault points: the code's lists (``faults.CRASH_POINTS``, ``faults.FAIL_POINTS``) are exactly
+  the points the code passes, and README.md, docs/recovery.md and docs/subagents.md name exactly them.
+- Opening a run: one function writes a run's row (``runtime/runs.py``); no other module inserts one.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from helix_dbos.runtime import faults
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "helix_dbos"
+
+
+def _calls_named(name: str) -> dict[str, list[str]]:
+    """Every call ``name(...)`` in the package: the literal first argument -> the modules that pass it."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if called != name:
+                continue
+            first = node.args[0] if node.args else None
+            key = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else "<not a literal>"
+            found.setdefault(key, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_the_code_passes_exactly_the_listed_crash_points() -> None:
+    passed = _calls_named("crash_point")
+    assert "<not a literal>" not in passed, passed
+    assert sorted(passed) == sorted(faults.CRASH_POINTS)
+    assert len(set(faults.CRASH_POINTS)) == len(faults.CRASH_POINTS)
+
+
+def test_the_code_passes_exactly_the_listed_fail_points() -> None:
+    passed = _calls_named("fail_point")
+    assert "<not a literal>" not in passed, passed
+    assert sorted(passed) == sorted(faults.FAIL_POINTS)
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    rest = text[start + len(heading):]
+    end = re.search(r"^#{1,3} ", rest, re.MULTILINE)
+    return rest[: end.start()] if end else rest
+
+
+def _table_points(section: str, header: str) -> list[str]:
+    """The first column's backticked names of the markdown table under ``header``."""
+    lines = section[section.index(header):].splitlines()[2:]  # past the header and its |---| line
+    end = next((i for i, ln in enumerate(lines) if not ln.startswith("|")), len(lines))
+    return [re.match(r"\| `([a-z_]+)` \|", row).group(1) for row in lines[:end]]  # type: ignore[union-attr]
+
+
+def test_docs_recovery_tables_are_the_code_lists() -> None:
+    section = _section((ROOT / "docs" / "recovery.md").read_text(), "## Fault injection, for testing your own tools")
+    assert _table_points(section, "| point | the process dies... |") == list(faults.CRASH_POINTS)
+    assert _table_points(section, "| point | the run fails... |") == list(faults.FAIL_POINTS)
+
+
+def _readme_row(readme: str, var: str) -> list[str]:
+    (row,) = [ln for ln in readme.splitlines() if ln.startswith(f"| `{var}=")]
+    return [name for name in re.findall(r"`([^`]+)`", row) if re.fullmatch(r"[a-z_]+", name)]
+
+
+def test_readme_names_every_point_once() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert _readme_row(readme, faults.ENV) == list(faults.CRASH_POINTS)
+    assert _readme_row(readme, faults.FAIL_ENV) == list(faults.FAIL_POINTS)
+
+
+def test_docs_subagents_names_the_child_points() -> None:
+    section = _section((ROOT / "docs" / "subagents.md").read_text(), "## Fault injection points added")
+    assert re.findall(rf"`{faults.ENV}=([a-z_]+)", section) == list(faults.CHILD_CRASH_POINTS)
+    assert re.findall(rf"`{faults.FAIL_ENV}=([a-z_]+)", section) == list(faults.CHILD_FAIL_POINTS)
+
+
+def test_the_child_points_are_passed_only_by_the_child_phase() -> None:
+    """The lists' split is the code's: child points in the child phase, never in a plain step."""
+    passed = _calls_named("crash_point") | {f"fail:{k}": v for k, v in _calls_named("fail_point").items()}
+    for point in (*faults.CHILD_CRASH_POINTS, *(f"fail:{p}" for p in faults.CHILD_FAIL_POINTS)):
+        assert set(passed[point]) <= {"helix_dbos/runtime/children.py", "helix_dbos/runtime/companions.py"}, (point, passed[point])
+
+
+def test_a_run_row_is_written_in_one_place() -> None:
+    assert {m for ms in _inserts_of_runs().values() for m in ms} == {"helix_dbos/runtime/runs.py"}
+
+
+def _inserts_of_runs() -> dict[str, list[str]]:
+    """Modules calling ``insert_run`` or inserting into the runs table directly."""
+    found = {"insert_run": [m for ms in _calls_named("insert_run").values() for m in ms]}
+    direct = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if "t.runs.insert(" in p.read_text() and p.name != "store.py"]
+    found["runs.insert"] = direct
+    return found
