@@ -140,7 +140,7 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
     messages = _with_instructions(list(loaded), await agent.instructions_for(scope))
-    if e.extra.get("live_output"):  # deltas to the run's DBOS stream as they come (runtime/live.py)
+    if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/live.py)
         from .live import streamed_request
 
         response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, request_parameters(agent), step)

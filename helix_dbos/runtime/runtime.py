@@ -262,7 +262,7 @@ class Runtime:
             tx_engine=self._tx_engine,
             engine=self._engine,
             queue_name=self.queue_name,
-            extra={"live_output": self.live_output},
+            live_output=self.live_output,
         )
         registry = Registry(env, self._lock)
         workflow.register(registry)  # the run and companion workflows, bound to this registry

@@ -12,7 +12,7 @@ workflows; ``uninstall`` at shutdown lets the next one launch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
@@ -35,7 +35,8 @@ class Env:
     tx_engine: sa.Engine
     engine: sa.Engine
     queue_name: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: Model output deltas go to the run's DBOS stream as they come (``runtime/live.py``).
+    live_output: bool = False
     #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
 
