@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,15 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from helix_dbos.runtime.faults import CRASH_EXIT_CODE
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass
-class Outcome:
-    code: int
-    result: dict[str, Any] | None
-    stderr: str
+from tests.procs import ROOT, Outcome, child_env, run_module, spawn_module  # noqa: F401  (ROOT: tests import it from here)
 
 
 @dataclass
@@ -35,39 +25,25 @@ class Kit:
     session: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def run(self, *cmd: str, crash_at: str | None = None, variant: str = "v1", recovery: str = "full", fail_at: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 90, executor: str | None = None) -> Outcome:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
-        if crash_at:
-            env["HELIX_DBOS_CRASH_AT"] = crash_at
-        if fail_at:
-            env["HELIX_DBOS_FAIL_AT"] = fail_at
-        env.update(extra_env or {})
+        faults = {"HELIX_DBOS_CRASH_AT": crash_at or "", "HELIX_DBOS_FAIL_AT": fail_at or ""}
+        env = child_env(extra={**{k: v for k, v in faults.items() if v}, **(extra_env or {})})
         args = [
-            sys.executable, "-m", "tests.scenarios.app",
             "--db", self.db_url, "--effects", str(self.workdir / "effects"), "--executor", executor or self.executor,
             "--scenario", self.scenario, "--variant", variant, "--recovery", recovery,
             *cmd, "--session", self.session,
         ]
-        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-        result = None
-        for line in proc.stdout.splitlines():
-            if line.startswith("{"):
-                result = json.loads(line)
-        return Outcome(proc.returncode, result, proc.stderr)
+        return run_module("tests.scenarios.app", args, env, timeout)
 
     def spawn(self, *cmd: str, crash_at: str | None = None, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """Start the app without waiting, to kill it from outside (SIGKILL) at a moment of the test's choosing."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
-        if crash_at:
-            env["HELIX_DBOS_CRASH_AT"] = crash_at
-        env.update(extra_env or {})
+        env = child_env(extra={**({"HELIX_DBOS_CRASH_AT": crash_at} if crash_at else {}), **(extra_env or {})})
         args = [
-            sys.executable, "-m", "tests.scenarios.app", "--db", self.db_url, "--effects", str(self.workdir / "effects"),
+            "--db", self.db_url, "--effects", str(self.workdir / "effects"),
             "--executor", self.executor, "--scenario", self.scenario, *cmd, "--session", self.session,
         ]
-        # stderr to a file, never a pipe nobody reads: a full pipe would freeze the child mid-run.
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / f"spawn-{uuid.uuid4().hex[:6]}.stderr", "w")
-        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+        return spawn_module("tests.scenarios.app", args, env, stderr=log)
 
     def start(self, **kw: Any) -> Outcome:
         return self.run("start", **kw)

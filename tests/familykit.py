@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -21,28 +19,9 @@ import sqlalchemy as sa
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.procs import Outcome, child_env, run_module, spawn_module
 
-
-@dataclass
-class Outcome:
-    code: int
-    result: dict[str, Any] | None
-    stderr: str
-
-
-def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
-    env.update(extra or {})
-    return env
-
-
-def _last_json(text: str) -> dict[str, Any] | None:
-    found = None
-    for line in text.splitlines():
-        if line.startswith("{"):
-            found = json.loads(line)
-    return found
+APP = "tests.scenarios.family"
 
 
 @dataclass
@@ -61,15 +40,14 @@ class Family:
         return path
 
     def args(self, *cmd: str, executor: str | None = None, serve: bool = True) -> list[str]:
+        """The arguments of ``python -m tests.scenarios.family``."""
         return [
-            sys.executable, "-m", "tests.scenarios.family", "--db", self.db_url, "--effects", str(self.effects),
+            "--db", self.db_url, "--effects", str(self.effects),
             "--executor", executor or self.parent_executor, *([] if serve else ["--no-serve"]), *cmd,
         ]
 
     def run(self, *cmd: str, executor: str | None = None, serve: bool = True, env: dict[str, str] | None = None, timeout: float = 90) -> Outcome:
-        proc = subprocess.run(self.args(*cmd, executor=executor, serve=serve), cwd=ROOT, env=_env(env), capture_output=True,
-                              text=True, timeout=timeout, check=False)
-        return Outcome(proc.returncode, _last_json(proc.stdout), proc.stderr)
+        return run_module(APP, self.args(*cmd, executor=executor, serve=serve), child_env(extra=env), timeout)
 
     def ok(self, *cmd: str, **kw: Any) -> dict[str, Any]:
         out = self.run(*cmd, **kw)
@@ -77,8 +55,7 @@ class Family:
         return out.result
 
     def spawn(self, *cmd: str, executor: str | None = None, serve: bool = True, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.args(*cmd, executor=executor, serve=serve), cwd=ROOT, env=_env(env),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return spawn_module(APP, self.args(*cmd, executor=executor, serve=serve), child_env(extra=env))
 
     @contextmanager
     def worker(self, executor: str | None = None) -> Iterator[subprocess.Popen[str]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import os
 import re
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import alembic_config, upgrade
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from tests.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "audit.md"
@@ -52,7 +52,7 @@ def documented_queries(dialect: str) -> list[str]:
 def crash_and_wake(db_url: str, workdir: Path) -> str:
     """The demo's worker, killed after the unsafe email's body ran, then relaunched: real recovery."""
     session, executor = uuid.uuid4().hex, f"audit-{uuid.uuid4().hex[:6]}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
+    env = child_env(SETTINGS_VARS)
     env["HELIX_DBOS_DEMO_EFFECTS"] = str(workdir / "effects.jsonl")
     env["HELIX_DBOS_DEMO_PAYMENTS"] = str(workdir / "payments.jsonl")  # the provider outlives the worker
     args = [sys.executable, "-m", "helix_dbos.cli", "_demo-worker", "--db", db_url, "--executor", executor, "--session", session]

@@ -26,6 +26,7 @@ from helix_dbos.cli.main import app as cli
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from tests.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -52,7 +53,7 @@ HEAD = _head_revision()
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
+    env = child_env(SETTINGS_VARS)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env

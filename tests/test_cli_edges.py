@@ -24,6 +24,7 @@ from helix_dbos.ledger import store
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.test_cli import helix, wide_console  # noqa: F401 (fixtures)
 from tests.test_service import snapshot
+from tests.procs import SETTINGS_VARS, child_env
 
 
 def _refused(args: list[str]) -> tuple[dict[str, Any], str]:
@@ -126,7 +127,7 @@ def test_api_key_mints_a_key_whose_entry_the_service_accepts() -> None:
 
 def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> None:
     """`helix-dbos serve --host 0.0.0.0` with no keys and no hook: a typed refusal before it listens."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
+    env = child_env(SETTINGS_VARS)
     proc = subprocess.run(
         [sys.executable, "-m", "helix_dbos.cli", "serve", "--host", "0.0.0.0", "--port", "1", "--db", f"sqlite:///{tmp_path}/x.sqlite"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,

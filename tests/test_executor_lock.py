@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime import executor_lock
 from helix_dbos.runtime.executor_lock import APPLICATION_NAME, LOCK_LOST_EXIT_CODE, ExecutorLock
 from tests.crashkit import ROOT, Kit, calls_by_tool
+from tests.procs import SETTINGS_VARS, child_env
 
 
 def _admin(db_url: str) -> sa.Engine:
@@ -83,7 +83,7 @@ def _wait_bodies(k: Kit, proc: subprocess.Popen[str], tools: set[str]) -> None:
 
 def _cli(db_url: str, k: Kit, *args: str) -> subprocess.CompletedProcess[str]:
     """``helix-dbos`` as an operator runs it, serving the scenario's agent (so it can take runs over)."""
-    env = {key: v for key, v in os.environ.items() if not key.startswith(("HELIX_DBOS_", "DBOS__"))}
+    env = child_env(SETTINGS_VARS)
     env.update(HELIX_DBOS_APP="tests.scenarios.app:cli_runtime", SCENARIO=k.scenario, SCENARIO_EFFECTS=str(k.workdir / "effects"),
                SCENARIO_DELAY="0.2", COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "helix_dbos.cli", *args, "--db", db_url, "--json"], cwd=ROOT, env=env,

@@ -4,7 +4,6 @@ best-effort and marked so, readable from another process; a recovered step never
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ import helix_dbos as hx
 from helix_dbos.runtime import live
 from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 from tests.crashkit import ROOT
+from tests.procs import child_env
 
 
 def streaming_model() -> FunctionModel:
@@ -73,7 +73,7 @@ def test_off_by_default_writes_nothing(make_runtime: Any) -> None:
 
 
 def _app(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+    env = child_env()
     env["HELIX_DBOS_LIVE_OUTPUT"] = "1"
     if crash_at:
         env["HELIX_DBOS_CRASH_AT"] = crash_at

@@ -27,6 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 import helix_dbos as hx  # noqa: E402
 from tests.crashkit import ROOT, transcript_problems  # noqa: E402
 from tests.scenarios.mcp_app import mcp_toolset  # noqa: E402
+from tests.procs import child_env
 
 SERVER = ROOT / "tests" / "scenarios" / "mcp_server.py"
 
@@ -104,7 +105,7 @@ def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> 
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+    return child_env()
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

@@ -4,7 +4,6 @@ run's deps with the registered factory from the JSON its start stored (both data
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -13,10 +12,11 @@ from typing import Any
 
 from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 from tests.crashkit import ROOT, transcript_problems
+from tests.procs import child_env
 
 
 def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__"))}
+    env = child_env()
     env["DEPS_APP_TOOL"] = tool
     env["SPANS_FILE"] = str(effects.parent / "spans.jsonl")
     if crash_at:

@@ -10,13 +10,13 @@ must hold exactly one email.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from tests.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +29,7 @@ def readme_example() -> str:
 
 
 def run(workdir: Path, db_url: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__", "OPENAI"))}
+    env = child_env((*SETTINGS_VARS, "OPENAI"))
     env.update(HELIX_DBOS_DATABASE_URL=db_url, **extra)
     return subprocess.run([sys.executable, "example.py"], cwd=workdir, env=env, capture_output=True, text=True, timeout=120, check=False)
 

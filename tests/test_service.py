@@ -32,6 +32,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.service import errors as service_errors
+from tests.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -114,7 +115,7 @@ class Service:
 
 def start_service(db_url: str, workdir: Path, executor: str, *, via_dbos: bool = False, extra_env: dict[str, str] | None = None) -> Service:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
+    env = child_env(SETTINGS_VARS)
     env.update(
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         HELIX_DBOS_DATABASE_URL=db_url,

@@ -8,7 +8,6 @@ the ledger and in the audit views is the authenticated principal, whatever the b
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import sqlalchemy as sa
 from helix_dbos import apikeys
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.test_service import ROOT, Service, expect_error, free_port, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
+from tests.procs import SETTINGS_VARS, child_env
 
 KEYS = {name: apikeys.new_key() for name in ("alice", "bob", "ops", "appr")}
 ROLES = {"ops": {"operator"}, "appr": {"approver"}}
@@ -146,7 +146,7 @@ def _up(port: int, proc: subprocess.Popen[bytes]) -> bool:
 
 
 def test_refuses_to_serve_beyond_loopback_without_authentication(db_url: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_DBOS_", "DBOS__"))}
+    env = child_env(SETTINGS_VARS)
     env.update(HELIX_DBOS_DATABASE_URL=db_url)
     port = free_port()
     refused = _launch(["--host", "0.0.0.0", "--port", str(port)], env, tmp_path / "refused.log")

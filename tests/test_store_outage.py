@@ -210,7 +210,7 @@ def _sqlite_runtime(tmp_path: Path, hold: float, window: float) -> tuple[hx.Runt
     tool = hx.tool(replay="safe", name="take_lock")(take_lock)
     rt = hx.Runtime([hx.Agent("busy", FunctionModel(model), tools=[tool])], database_url=url,
                     executor_id=f"busy-{uuid.uuid4().hex[:8]}", store_retry_window=window).launch()
-    engine = rt._datasource.engine  # the ledger transactions' pool: a short busy_timeout, so the lock outlasts it
+    engine = rt._tx_engine  # the ledger transactions' pool: a short busy_timeout, so the lock outlasts it
     sa.event.listen(engine, "connect", lambda dbapi, _rec: dbapi.execute("PRAGMA busy_timeout=200"))
     engine.dispose()
     return rt, seen

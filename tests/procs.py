@@ -1,0 +1,62 @@
+"""Child processes for the tests: one environment scrub, one way to run or spawn an app and read it.
+
+Every test that starts a real process (a scenario app, the CLI, the service) goes through here, so
+a child never inherits the runner's fault points or DBOS settings by accident, and reads its last
+JSON line the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: What a scenario child must not inherit: the fault points and DBOS's own overrides.
+FAULT_VARS: tuple[str, ...] = ("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__")
+#: What a CLI or service child must not inherit: every helix and DBOS setting of the runner.
+SETTINGS_VARS: tuple[str, ...] = ("HELIX_DBOS_", "DBOS__")
+
+
+def child_env(drop: Iterable[str] = FAULT_VARS, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The runner's environment without the variables starting with ``drop``, plus ``extra``."""
+    prefixes = tuple(drop)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env.update(extra or {})
+    return env
+
+
+def last_json(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that is a JSON object (what the apps print as their result)."""
+    found = None
+    for line in text.splitlines():
+        if line.startswith("{"):
+            found = json.loads(line)
+    return found
+
+
+@dataclass
+class Outcome:
+    code: int
+    result: dict[str, Any] | None
+    stderr: str
+
+
+def run_module(module: str, args: Sequence[str], env: Mapping[str, str], timeout: float = 90) -> Outcome:
+    """``python -m module args`` from the checkout, to its end: exit code, last JSON line, stderr."""
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=dict(env), capture_output=True, text=True, timeout=timeout)
+    return Outcome(proc.returncode, last_json(proc.stdout), proc.stderr)
+
+
+def spawn_module(module: str, args: Sequence[str], env: Mapping[str, str], stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """``python -m module args`` started and left running, for the test to kill or signal.
+
+    Pass a file as ``stderr`` when nobody reads the pipe: a full pipe would freeze the child mid-run.
+    """
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=dict(env), stdout=subprocess.PIPE, stderr=stderr, text=True)
