@@ -14,7 +14,6 @@ One command runs everything and rewrites the generated part of docs/benchmarks.m
 * `bench.storage`      - section 4: bytes per step of one long session, and what DBOS stores per step.
 * `bench.recovery`     - section 5: crash a real process (`bench.crash_app`), relaunch, time the recovery.
 * `bench.concurrency`  - section 6: N sessions at once in one process, and on `bench.worker` processes via queues.
-* `bench.prototypes`   - before/after of the proposed fixes to the hot spots (monkeypatched, this process only).
 * `bench.report`, `bench.machine`, `bench.dbs`, `bench.pools` - the report, the machine, fresh databases, pool caps.
 
 The earlier baseline-only CLI still works: `python -m bench.baselines --db both -n 20 [--runners ...]`.

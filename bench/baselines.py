@@ -317,9 +317,3 @@ BASELINE_FACTORIES: dict[str, Callable[[WorkloadSpec], Runner]] = {
 }
 """Registered into `bench.harness` by name; `bare_dbos` is the ratio baseline. The default CLI set is
 (a) + (b); the two non-durable references are opt-in (`--runners ...,bare_inmemory,pydantic_ai_plain`)."""
-
-
-if __name__ == "__main__":
-    from bench.harness import main
-
-    main()

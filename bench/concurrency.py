@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 ONE_PROCESS_POOLS: dict[str, Any] = {"dbos": 10, "ds": (20, 10), "sync": (5, 0)}
 """Connection caps in the one-process case (bench/pools.py says why): ~47 connections at most
 (helix's own default would be 20 + 20 datasource, 10 + 10 sync, DBOS 20: ~81)."""
-WORKER_POOLS: dict[str, Any] = {"dbos": 8, "ds": (8, 0), "sync": (3, 0)}
 """Per worker process in the two-worker case: ~21 connections each, ~52 with the client's."""
 
 
@@ -105,7 +104,6 @@ def run_one_process(url: str, sessions: int = 200, sys_db_nullpool: bool = False
 
     from bench.baselines import configure_dbos, make_bare_dbos_runner
     from bench.helix_runner import HelixRunner
-    from bench.pools import cap_helix_pools, restore_helix_pools
 
     spec = WorkloadSpec()
     expected = expected_answer(spec)
@@ -119,12 +117,8 @@ def run_one_process(url: str, sessions: int = 200, sys_db_nullpool: bool = False
         sys_db_nullpool=sys_db_nullpool and sqlite,
     )
     bare = make_bare_dbos_runner(spec)
-    if not sqlite:
-        cap_helix_pools(ds=ONE_PROCESS_POOLS["ds"], sync=ONE_PROCESS_POOLS["sync"])
-    try:
-        helix = HelixRunner(spec, database_url=url)
-    finally:
-        restore_helix_pools()
+    pools = {} if sqlite else {"tx_pool": ONE_PROCESS_POOLS["ds"], "api_pool": ONE_PROCESS_POOLS["sync"]}
+    helix = HelixRunner(spec, database_url=url, **pools)
     out: list[BatchStats] = []
     try:
         runners = {

@@ -31,16 +31,14 @@ def main(argv: list[str]) -> int:
     from dbos import DBOS
 
     from bench.baselines import configure_dbos, make_bare_dbos_runner
-    from bench.concurrency import WORKER_POOLS
     from bench.helix_runner import HelixRunner
-    from bench.pools import cap_helix_pools
+    from bench.pools import WORKER_POOLS
     from bench.workload import WorkloadSpec
 
     spec = WorkloadSpec()
     configure_dbos(args.db, launch=False, reset=False, executor_id=args.executor, sys_db_pool_size=WORKER_POOLS["dbos"])
     make_bare_dbos_runner(spec)
-    cap_helix_pools(ds=WORKER_POOLS["ds"], sync=WORKER_POOLS["sync"])
-    helix = HelixRunner(spec, database_url=args.db)
+    helix = HelixRunner(spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"])
     DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -169,11 +169,20 @@ class Runtime:
         store_retry_window: float | None = None,
         takeover_after: float | None = None,
         takeover: bool = True,
+        api_pool: tuple[int, int] = (10, 10),
+        tx_pool: tuple[int, int] = (20, 20),
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
         # tool_policies / deps_factories: by agent name, for the pydantic-ai agents handed in as they are
         self.agents = _collect_agents(_adapt(agents, tool_policies, deps_factories))
+        # Postgres connection pools as (pool_size, max_overflow): the API engine (callers' entries,
+        # answers, reads) and the workflows' ledger transactions; a process may open up to the sum
+        # of both plus DBOS's own system-database pool and one lock connection (SQLite pools nothing)
+        for name, pool in (("api_pool", api_pool), ("tx_pool", tx_pool)):
+            if not (isinstance(pool, tuple) and len(pool) == 2 and all(isinstance(n, int) and n >= 0 for n in pool) and pool[0] >= 1):
+                raise ConfigurationError(f"{name} must be (pool_size >= 1, max_overflow >= 0), not {pool!r}")
+        self.api_pool, self.tx_pool = api_pool, tx_pool
         # best-effort model output deltas on the run's DBOS stream (runtime/live.py)
         import os
 
@@ -253,7 +262,7 @@ class Runtime:
             _fast_internal_queue()
             if not self.serve_queue:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
-        self._engine = create_sync_engine(url)
+        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
         self._tx_engine = self._create_tx_engine(url)
         env = state.Env(
             agents=self.agents,
@@ -331,7 +340,11 @@ class Runtime:
     def _create_tx_engine(self, url: str) -> sa.Engine:
         """The engine of the workflows' ledger transactions, on its own blocking pool (so API
         callers' threads and the workflows' transactions never starve each other)."""
-        return create_sync_engine(url, **({} if is_sqlite(url) else {"pool_size": 20, "max_overflow": 20}))
+        return create_sync_engine(url, **self._pool_args(url, self.tx_pool))
+
+    @staticmethod
+    def _pool_args(url: str, pool: tuple[int, int]) -> dict[str, int]:
+        return {} if is_sqlite(url) else {"pool_size": pool[0], "max_overflow": pool[1]}
 
     def shutdown(self, wait_seconds: int = 2) -> None:
         """Stop this process's runtime; in-flight runs get ``wait_seconds`` to reach DBOS's own end.
