@@ -85,10 +85,12 @@ def test_docs_subagents_names_the_child_points() -> None:
 
 
 def test_the_child_points_are_passed_only_by_the_child_phase() -> None:
-    """The lists' split is the code's: child points in the child phase, never in a plain step."""
+    """The lists' split is the code's: child points in the child phase (remote children, companions,
+    and the workflow's dispatch of both), never in a plain step."""
     passed = _calls_named("crash_point") | {f"fail:{k}": v for k, v in _calls_named("fail_point").items()}
     for point in (*faults.CHILD_CRASH_POINTS, *(f"fail:{p}" for p in faults.CHILD_FAIL_POINTS)):
-        assert set(passed[point]) <= {"helix_dbos/runtime/children.py", "helix_dbos/runtime/companions.py"}, (point, passed[point])
+        assert set(passed[point]) <= {"helix_dbos/runtime/children.py", "helix_dbos/runtime/companions.py", "helix_dbos/runtime/workflow.py"}, (point, passed[point])
+    assert "helix_dbos/runtime/bodies.py" not in {m for point in faults.CHILD_CRASH_POINTS for m in passed[point]}
 
 
 def test_a_run_row_is_written_in_one_place() -> None:

@@ -41,6 +41,9 @@ def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries:
     """The attempt gate, plus the call's saved policy (for the span)."""
     tries[0] += 1
     out = gate_once(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
+    if "replay" not in out:  # answered without a body: the span still names the call's tool and policy
+        call = store.get_call(conn, dispatch_id)
+        out = {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None}
     return {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")}
 
 

@@ -80,7 +80,7 @@ async def _settle(runtime: Runtime, handle: RunHandle, wait: float) -> Any:
     if wait > 0:
         with contextlib.suppress(RunTimeoutError):  # still running after ?wait=: report it as it stands
             return views.run_out(await handle.result_async(timeout=wait))
-    return views.run_out(await runtime.run_async(handle.run_id))
+    return views.run_out(await runtime.get_run_async(handle.run_id))
 
 
 async def _answered(runtime: Runtime, receipt: AnswerReceipt, wait: float) -> s.AnswerOut:
@@ -219,7 +219,7 @@ async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path
         auth.check(caller, session.get("owner"), "read", str(session["session_id"]))
     except SessionNotFoundError:
         raise RunNotFoundError(f"no run {run_id!r}") from None
-    return respond(views.run_out(await rt(request).run_async(run_id)))
+    return respond(views.run_out(await rt(request).get_run_async(run_id)))
 
 
 @router.get(
