@@ -6,6 +6,9 @@ first; after a lost process, ``replay="safe"`` calls run again (at most 3 bodies
 other call is answered ``outcome_unknown``, so the model decides what to do with what may have run.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .definitions import (
     Agent,
     Applied,
@@ -21,9 +24,36 @@ from .definitions import (
     remote_agent,
     tool,
 )
-from .definitions.pydantic_agent import PydanticAgent, dispatch_id, from_pydantic_ai
 from .errors import HelixError, RunTimeoutError
-from .runtime import AnswerReceipt, CallView, PendingCall, RunHandle, RunResult, Runtime, SessionView, StopReceipt, Usage
+
+if TYPE_CHECKING:
+    from .definitions.pydantic_agent import PydanticAgent, dispatch_id, from_pydantic_ai
+    from .runtime import AnswerReceipt, CallView, PendingCall, RunHandle, RunResult, Runtime, SessionView, StopReceipt, Usage
+
+# Names whose modules load DBOS, SQLAlchemy or pydantic-ai: imported on first use (PEP 562), so a
+# module that only defines tools, or a CLI command that never runs an agent, does not pay for them.
+_LAZY = {
+    "PydanticAgent": ".definitions.pydantic_agent",
+    "dispatch_id": ".definitions.pydantic_agent",
+    "from_pydantic_ai": ".definitions.pydantic_agent",
+    **{name: ".runtime" for name in (
+        "AnswerReceipt", "CallView", "PendingCall", "RunHandle", "RunResult", "Runtime", "SessionView", "StopReceipt", "Usage",
+    )},
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.1.0"
 

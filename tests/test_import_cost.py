@@ -30,3 +30,28 @@ def test_every_public_name_is_importable() -> None:
 
     missing = [name for name in helix_dbos.__all__ if not hasattr(helix_dbos, name)]
     assert missing == []
+
+
+def _loaded_after(code: str, modules: tuple[str, ...]) -> list[str]:
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {modules!r} if m in sys.modules]))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_defining_tools_and_agents_loads_neither_dbos_nor_pydantic_ai() -> None:
+    """A module of tool and agent definitions (or ``import helix_dbos``) pays for pydantic only."""
+    code = (
+        "import helix_dbos as hx\n"
+        "@hx.tool(replay='safe')\n"
+        "def lookup(city: str) -> str:\n"
+        "    return city\n"
+        "agent = hx.Agent(name='a', model='test', tools=[lookup])\n"
+    )
+    assert _loaded_after(code, ("pydantic_ai", "dbos", "sqlalchemy")) == []
+
+
+def test_the_runtime_loads_pydantic_ai_only_when_a_run_needs_a_message() -> None:
+    """``hx.Runtime`` brings DBOS and SQLAlchemy; pydantic-ai (half the import) waits for the first
+    message a run reads or writes, so a CLI read or a worker that has nothing to recover skips it."""
+    assert _loaded_after("import helix_dbos as hx\nhx.Runtime\nhx.RunHandle\nhx.SessionView\n", ("pydantic_ai",)) == []
+    assert _loaded_after("import helix_dbos as hx\nhx.PydanticAgent\n", ("pydantic_ai",)) == ["pydantic_ai"]

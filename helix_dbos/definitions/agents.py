@@ -7,16 +7,18 @@ defines it, which is what lets recovery compare a saved call's policy with the t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
-from pydantic_ai.models import Model, infer_model
-from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import ToolDefinition
 
 from ..errors import ConfigurationError
 from .context import RunScope
 from .tools import Tool
+
+if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when agents are defined
+    from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import ToolDefinition
 
 SubAgentMode = Literal["remote", "local", "companion"]
 FINISH_TOOL = "final_result"
@@ -55,6 +57,8 @@ class SubAgent:
         return f"{SUBAGENT_PREFIX}{self.agent.name}"
 
     def definition(self) -> ToolDefinition:
+        from pydantic_ai.tools import ToolDefinition
+
         return ToolDefinition(
             name=self.tool_name,
             description=self.description or f"Delegate to the {self.agent.name} agent. {self.agent.instructions or ''}".strip(),
@@ -129,6 +133,8 @@ class Agent:
 
     def resolved_model(self) -> Model:
         if self._model is None:
+            from pydantic_ai.models import Model, infer_model
+
             self._model = self.model if isinstance(self.model, Model) else infer_model(self.model)
         return self._model
 
@@ -144,6 +150,8 @@ class Agent:
         schema = self._output_adapter.json_schema()
         if schema.get("type") != "object":
             schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
+        from pydantic_ai.tools import ToolDefinition
+
         return ToolDefinition(name=FINISH_TOOL, description="Give the final result.", parameters_json_schema=schema)
 
     def _adapter(self) -> pydantic.TypeAdapter[Any]:

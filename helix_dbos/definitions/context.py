@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
+if TYPE_CHECKING:  # a tool module imports this; sqlalchemy loads with the runtime
+    import sqlalchemy as sa
 
 from ..errors import ConfigurationError, DispatchIdUnavailableError
 

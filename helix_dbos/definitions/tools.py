@@ -12,14 +12,16 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 
 import pydantic
-from pydantic_ai.tools import ToolDefinition
 
 from ..errors import ConfigurationError
 from .context import ToolContext
 from .reconcile import ReconcileCheck
+
+if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when tools are defined
+    from pydantic_ai.tools import ToolDefinition
 
 ReplayPolicy = Literal["safe", "unsafe"]
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
@@ -82,6 +84,8 @@ class Tool:
         return "client" if self.client else "tool"
 
     def definition(self) -> ToolDefinition:
+        from pydantic_ai.tools import ToolDefinition
+
         return ToolDefinition(
             name=self.name, description=self.description, parameters_json_schema=self._schema, strict=self.strict
         )

@@ -10,14 +10,13 @@ ran, so none is offered as a dedupe key (a tool that needs one fails loudly, as 
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import Tool as PydanticTool
-from pydantic_ai.usage import UsageLimits
+from typing import TYPE_CHECKING, Any
 
 from ..definitions import Agent, Tool, ToolContext
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from pydantic_ai import Tool as PydanticTool
 
 
 def _wrap(tool: Tool, agent: Agent, parent: ToolContext) -> PydanticTool[Any]:
@@ -39,6 +38,8 @@ def _wrap(tool: Tool, agent: Agent, parent: ToolContext) -> PydanticTool[Any]:
         )
         return await tool.invoke(tool.validate(kwargs), ctx)
 
+    from pydantic_ai import Tool as PydanticTool
+
     return PydanticTool.from_schema(call, name=tool.name, description=tool.description, json_schema=tool.definition().parameters_json_schema)
 
 
@@ -46,6 +47,9 @@ async def run_local_child(agent: Agent, message: str, parent: ToolContext) -> An
     """Run ``agent`` on ``message`` to completion; its (structured, JSON-ready) output is the call's result."""
     if agent.sub_agents:
         raise ConfigurationError(f"local sub-agent {agent.name!r} has sub-agents of its own; make it a remote sub-agent")
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.usage import UsageLimits
+
     child = PydanticAgent(
         agent.resolved_model(),
         instructions=agent.instructions,

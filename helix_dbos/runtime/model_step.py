@@ -9,21 +9,9 @@ stop lands before the next model request is paid for.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from pydantic_ai.direct import model_request
-from pydantic_ai.exceptions import (
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelRateLimitError,
-    ModelRequestTimeout,
-    ModelServerError,
-    ModelUnavailableError,
-)
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
-from pydantic_ai.models import ModelRequestParameters
-
 from ..definitions import Agent
 from ..ledger import tables as t
 from . import fence, scopes, tracing, transcript
@@ -31,17 +19,31 @@ from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
 
-RETRYABLE = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models import ModelRequestParameters
 
 
 def is_retryable(exc: BaseException) -> bool:
     """Provider errors worth another attempt in the same step: rate limits, overload, 5xx, network."""
-    if isinstance(exc, RETRYABLE):
+    from pydantic_ai.exceptions import (
+        ModelConnectionError,
+        ModelHTTPError,
+        ModelRateLimitError,
+        ModelRequestTimeout,
+        ModelServerError,
+        ModelUnavailableError,
+    )
+
+    retryable = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
+    if isinstance(exc, retryable):
         return True
     return isinstance(exc, ModelHTTPError) and (exc.status_code == 429 or exc.status_code >= 500)
 
 
 def request_parameters(agent: Agent) -> ModelRequestParameters:
+    from pydantic_ai.models import ModelRequestParameters
+
     output = agent.output_definition()
     return ModelRequestParameters(
         function_tools=[t.definition() for t in agent.tools] + [s.definition() for s in agent.sub_agents],
@@ -55,6 +57,8 @@ def _with_instructions(messages: list[ModelMessage], instructions: str | None) -
     """Instructions come from the agent as the code defines it now, never from storage."""
     if not instructions:
         return messages
+    from pydantic_ai.messages import ModelRequest
+
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, ModelRequest):
@@ -145,6 +149,8 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
 
         response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, request_parameters(agent), step)
     else:
+        from pydantic_ai.direct import model_request
+
         response = await model_request(
             agent.resolved_model(),
             messages,

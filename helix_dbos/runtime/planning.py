@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 
 from ..definitions import FINISH_TOOL, Agent
 from ..definitions.agents import SubAgentInput
@@ -23,6 +22,10 @@ Planned = dict[str, Any]
 
 
 log = logging.getLogger("helix_dbos")
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
 
 def _args_of(part: ToolCallPart) -> tuple[Any, str | None]:
     """The arguments as a dict, or the raw text and why it is not one."""
@@ -62,6 +65,8 @@ def _needs_approval(tool: Any, args: dict[str, Any]) -> bool:
 def plan_calls(agent: Agent, response: ModelResponse) -> list[Planned]:
     planned: list[Planned] = []
     names = [t.name for t in agent.tools] + [s.tool_name for s in agent.sub_agents]
+    from pydantic_ai.messages import ToolCallPart
+
     calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
     for position, part in enumerate(calls):
         args, bad_json = _args_of(part)
@@ -131,4 +136,6 @@ def starts_a_body(planned: list[Planned]) -> bool:
 
 
 def reply_text(response: ModelResponse) -> str:
+    from pydantic_ai.messages import TextPart
+
     return "".join(p.content for p in response.parts if isinstance(p, TextPart))

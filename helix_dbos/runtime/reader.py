@@ -35,7 +35,6 @@ from ..views import (
     Usage,
     pick,
 )
-from . import transcript
 from .store_retry import retrying_sync
 
 T = TypeVar("T")
@@ -252,6 +251,8 @@ def read_session(conn: sa.Connection, session_id: str) -> SessionView:
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
     calls = store.list_calls(conn, session_id=session_id, limit=100_000)
+    from . import transcript  # pydantic-ai's message types: loaded by the reads that return messages
+
     attempts = store.attempts_of(conn, [c["dispatch_id"] for c in calls])
     return SessionView(
         session_id=session_id,

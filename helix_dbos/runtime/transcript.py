@@ -10,19 +10,26 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import ModelMessagesTypeAdapter
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelRequestPart,
-    ModelResponse,
-    RetryFeedbackPart,
-    RetryInfo,
-    ToolReturnPart,
-    UserPromptPart,
-)
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse
+
+
+def _pai() -> ModuleType:
+    """pydantic-ai's message types, imported at first use: a worker pays for pydantic-ai when a run
+    first reads or writes a message, not when it imports the runtime (``sys.modules`` caches it)."""
+    import pydantic_ai.messages
+
+    return pydantic_ai.messages
+
+
+def _adapter() -> Any:
+    from pydantic_ai import ModelMessagesTypeAdapter
+
+    return ModelMessagesTypeAdapter
+
 
 from ..ledger.escape import escape_json, unescape_json
 from ..recovery.texts import PAIRING_TEXTS
@@ -43,16 +50,17 @@ def dump(message: ModelMessage) -> dict[str, Any]:
     dict key, which would change what the model reads next. When a key holds U+FFFD after the fast
     dump, the message is dumped again through the ledger's reversible escape, which is exact.
     """
-    body: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
+    adapter = _adapter()
+    body: dict[str, Any] = adapter.dump_python([message], mode="json")[0]
     if not _replaced_key(body):
         return body
-    plain = escape_json(ModelMessagesTypeAdapter.dump_python([message], mode="python"))
-    escaped = ModelMessagesTypeAdapter.dump_python(ModelMessagesTypeAdapter.validate_python(plain), mode="json")[0]
+    plain = escape_json(adapter.dump_python([message], mode="python"))
+    escaped = adapter.dump_python(adapter.validate_python(plain), mode="json")[0]
     return dict(unescape_json(escaped))
 
 
 def load(bodies: Sequence[Any]) -> list[ModelMessage]:
-    return ModelMessagesTypeAdapter.validate_python(list(bodies))
+    return _adapter().validate_python(list(bodies))  # type: ignore[no-any-return]
 
 
 class TranscriptCache:
@@ -90,12 +98,13 @@ class TranscriptCache:
 
 def load_response(body: Mapping[str, Any]) -> ModelResponse:
     message = load([body])[0]
-    assert isinstance(message, ModelResponse)
+    assert isinstance(message, _pai().ModelResponse)
     return message
 
 
 def user_message(text: str) -> ModelRequest:
-    return ModelRequest(parts=[UserPromptPart(content=text)])
+    m = _pai()
+    return m.ModelRequest(parts=[m.UserPromptPart(content=text)])
 
 
 def _is_jsonable(value: Any) -> bool:
@@ -108,6 +117,7 @@ def _is_jsonable(value: Any) -> bool:
 
 def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
     """The part that answers one call, from its ledger row."""
+    ToolReturnPart = _pai().ToolReturnPart
     name, call_id, status = call["tool_name"], call["tool_call_id"], call["status"]
     if status == "ok":
         return ToolReturnPart(tool_name=name, content=call["result"], tool_call_id=call_id)
@@ -120,7 +130,7 @@ def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
             content=error.get("message", "invalid call"),
             tool_call_id=call_id,
             outcome="retried",
-            retry=RetryInfo(cause=cause),
+            retry=_pai().RetryInfo(cause=cause),
         )
     if status == "error":
         return ToolReturnPart(tool_name=name, content={"status": "error", "error": call["error"]}, tool_call_id=call_id)
@@ -134,15 +144,17 @@ def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
 
 def results_message(calls: Sequence[Mapping[str, Any]], message: str | None = None) -> ModelRequest:
     """One request answering every call of a step in reply order, then (if any) the redirecting message."""
+    m = _pai()
     parts: list[ModelRequestPart] = [call_part(c) for c in sorted(calls, key=lambda c: c["position"])]
     if message is not None:
-        parts.append(UserPromptPart(content=message))
-    return ModelRequest(parts=parts)
+        parts.append(m.UserPromptPart(content=message))
+    return m.ModelRequest(parts=parts)
 
 
 def text_not_allowed(text: str) -> ModelRequest:
     """The retry a model gets for plain text when the agent needs structured output."""
-    return ModelRequest(parts=[RetryFeedbackPart(content=text, retry=RetryInfo(cause="no_output"))])
+    m = _pai()
+    return m.ModelRequest(parts=[m.RetryFeedbackPart(content=text, retry=m.RetryInfo(cause="no_output"))])
 
 
 def jsonable(value: Any) -> tuple[bool, Any]:
