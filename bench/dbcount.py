@@ -174,3 +174,6 @@ def attach_standard(counter: DbCounter, runtime: Any = None) -> None:
 
         counter.attach("helix_sync", runtime.engine)
         counter.attach("helix_ds", env().tx_engine)
+        lock = getattr(runtime, "_lock", None)  # Postgres: the executor lock's own connection
+        if lock is not None and getattr(lock, "_engine", None) is not None:
+            counter.attach("helix_lock", lock._engine)

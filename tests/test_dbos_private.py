@@ -23,6 +23,7 @@ from pydantic_ai.models.test import TestModel
 import helix_dbos as hx
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime import dbos_private, state
+from helix_dbos.runtime import runtime as runtime_module
 
 ROOT = Path(__file__).resolve().parent.parent
 DOOR = ROOT / "helix_dbos" / "runtime" / "dbos_private.py"
@@ -84,9 +85,13 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     assert dbos_private.registered_workflow("helix.run") is registry.run_workflow
     assert dbos_private.registered_workflow("helix.companion") is registry.companion_workflow
     assert dbos_private.registered_workflow("no.such.workflow") is None
-    # the shortened internal queue really is the one DBOS recovers on (made before DBOS made its own)
+    # the fast internal queue really is the one DBOS recovers on (made before DBOS made its own),
+    # and a later interval applies to that same queue object (what the slow-down after launch does)
     queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
-    assert queue._polling_interval_sec == 0.1
+    assert queue._polling_interval_sec == runtime_module.FAST_RECOVERY_POLL
+    dbos_private.set_internal_queue_polling(0.5)
+    assert _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME] is queue
+    assert queue._polling_interval_sec == 0.5
 
     result = rt.start("echo", "go").result(timeout=30)
     assert result.status == "completed"

@@ -78,6 +78,27 @@ def resolve_store_retry_window(explicit: float | None = None) -> float:
     return value
 
 
+#: After its first seconds (runtime.FAST_RECOVERY_SECONDS), DBOS's internal queue is polled this
+#: often: it carries recovery handoffs (takeovers, ``recover --executor``) and DBOS's own
+#: ``dbos workflow resume/fork``. DBOS's default is 1 s, which alone costs an idle worker about 4
+#: statements a second; 3 s costs about 1.3 for a takeover or resume up to 2 s later.
+DEFAULT_RECOVERY_POLL = 3.0
+
+
+def resolve_recovery_poll() -> float:
+    """``HELIX_DBOS_RECOVERY_POLL`` seconds (0.05 to 60); a bad value is refused at launch, typed."""
+    from ..errors import ConfigurationError
+
+    raw = os.environ.get("HELIX_DBOS_RECOVERY_POLL") or DEFAULT_RECOVERY_POLL
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"HELIX_DBOS_RECOVERY_POLL must be a number of seconds, not {raw!r}") from None
+    if not 0.05 <= value <= 60:
+        raise ConfigurationError(f"HELIX_DBOS_RECOVERY_POLL must be from 0.05 to 60 seconds, not {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str

@@ -99,16 +99,19 @@ def registered_workflow(name: str) -> Callable[..., Any] | None:
     return found
 
 
-def shorten_internal_queue_polling(seconds: float) -> None:
-    """Create DBOS's internal queue with a shorter polling interval than its default 1 s.
+def set_internal_queue_polling(seconds: float) -> None:
+    """Poll DBOS's internal queue every ``seconds`` (its default is 1 s).
 
     Recovery re-enqueues pending workflows on the internal queue (``dbos._utils.INTERNAL_QUEUE_NAME``),
     made on first use by ``DBOSRegistry._register_internal_queue``; ``DBOSConfig`` has no setting for
-    its interval (only Kafka's internal queues have one), so it is made first, here, before launch.
+    its interval (only Kafka's internal queues have one). The queue is in memory and its worker
+    re-reads ``_polling_interval_sec`` before every wait, so a longer interval applies at the next
+    poll (a shorter one only decays in, by 10% a poll: DBOS's contention back-off).
     """
     from dbos._utils import INTERNAL_QUEUE_NAME
 
-    _dbos_module()._get_or_create_dbos_registry()._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=seconds)
+    queue = _dbos_module()._get_or_create_dbos_registry()._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=seconds)
+    queue._polling_interval_sec = seconds
 
 
 # --- recovery of another executor's workflows --------------------------------------------------------
@@ -183,7 +186,7 @@ __all__ = [
     "pending_workflow_count",
     "recover_pending_workflows",
     "registered_workflow",
-    "shorten_internal_queue_polling",
+    "set_internal_queue_polling",
     "system_database_engine",
     "system_table",
     "workflow_status",

@@ -49,8 +49,13 @@ from ..ledger.engine import create_sync_engine, is_sqlite, sqlite_path
 from .state import installed
 
 MAX_DEFAULT_SLOTS = 64
-#: How often the watchdog confirms the lock.
+#: How often the watchdog confirms the lock while this process is working (it asked ``held()``
+#: within ``BUSY_WINDOW`` seconds); a body never starts on a confirmation older than twice this.
 CHECK_INTERVAL = 0.5
+#: How often it confirms an idle process's lock: a statement every 5 s, not two a second, on the
+#: database of a worker that waits for work (the first ``held()`` after idling asks for a fresh one).
+IDLE_CHECK_INTERVAL = 5.0
+BUSY_WINDOW = 10.0
 #: A holder that lost its lock and could not re-acquire it within this long of its last confirmation exits.
 DEFAULT_LEASE = 30.0
 #: What a newcomer waits beyond an unclean holder's lease, for clocks and the holder's own exit.
@@ -137,8 +142,11 @@ class ExecutorLock:
         self._wait_until: float = 0.0  # monotonic time the newcomer may act (after TAKEOVER_WAIT)
         self._held = threading.Event()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by ``held()`` wanting a fresh confirmation, and by release
         self._thread: threading.Thread | None = None
         self._last_ok = 0.0
+        self._last_demand = 0.0
+        self._idling = False
         #: The reaction to a lock lost for good (the watchdog calls it; default: say why and exit).
         self.on_lost: Callable[[str], None] = exit_loudly
         self.confirmations = 0  # watchdog confirmations so far (observable by tests and operators)
@@ -267,6 +275,7 @@ class ExecutorLock:
         if on_lost is not None:
             self.on_lost = on_lost
         self._stop.clear()
+        self._wake.clear()
         self._thread = threading.Thread(target=self._watch, name=f"helix-executor-lock-{self.executor_id}", daemon=True)
         self._thread.start()
 
@@ -283,7 +292,24 @@ class ExecutorLock:
         return time.monotonic() - last < max(self.lease - TAKEOVER_MARGIN, self.lease / 2)
 
     def held(self) -> bool:
+        """Whether a body may start now: the lock held, the lease fresh, and confirmed within
+        ``2 * CHECK_INTERVAL`` (after an idle spell the watchdog is woken to confirm it at once, and
+        the caller waits for that in ``wait_held``)."""
+        now = time.monotonic()
+        self._last_demand = now
+        if self._idling:  # work has come: the watchdog goes back to its busy interval at once
+            self._wake.set()
+        if self._thread is not None and now - self._last_ok > 2 * CHECK_INTERVAL:
+            self._wake.set()
+            return False
         return self._held.is_set() and self._fresh()
+
+    def _interval(self) -> float:
+        self._idling = time.monotonic() - self._last_demand >= BUSY_WINDOW
+        if not self._idling:
+            return CHECK_INTERVAL
+        idle = IDLE_CHECK_INTERVAL if self.renewer is None else min(IDLE_CHECK_INTERVAL, self._renew_every)
+        return max(CHECK_INTERVAL, min(idle, self.lease / 3))
 
     def wait_held(self) -> None:
         """Return once the lock is held and the lease fresh; if it is lost for good, do what the
@@ -345,7 +371,11 @@ class ExecutorLock:
             return None
 
     def _watch(self) -> None:
-        while not self._stop.wait(CHECK_INTERVAL):
+        while True:
+            self._wake.wait(self._interval())
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             started = time.monotonic()
             if self._confirm():
                 self._last_ok = started
@@ -388,6 +418,7 @@ class ExecutorLock:
     def release(self) -> None:
         """Give the id back cleanly: the next holder need not wait for a possibly cut-off one."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._thread = None

@@ -35,7 +35,7 @@ log = logging.getLogger("helix_dbos")
 
 #: Seconds between two lease renewals (the watchdog confirms the lock more often; the lease row is
 #: written only this often). ``HELIX_DBOS_LEASE_RENEW`` overrides it.
-DEFAULT_RENEW_INTERVAL = 2.0
+DEFAULT_RENEW_INTERVAL = 5.0
 
 
 def db_now(conn: sa.Connection) -> sa.ColumnElement[float]:

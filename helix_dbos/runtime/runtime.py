@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 from datetime import timedelta
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -32,6 +33,7 @@ from .config import (
     requested_executor_id,
     resolve_app_version,
     resolve_database_url,
+    resolve_recovery_poll,
     resolve_store_retry_window,
 )
 from . import leases
@@ -93,14 +95,23 @@ def _collect_agents(agents: Iterable[Agent]) -> dict[str, Agent]:
     return found
 
 
-def _fast_internal_queue() -> None:
-    """Recovery re-enqueues pending runs on DBOS's internal queue, polled every 1 s by default;
-    created first with a shorter interval, a relaunch recovers its runs about a second sooner.
-    (DBOS offers no public setting for it; if the private hook moves, the default still works.)"""
+def _has_queued_children(agents: Iterable[Agent]) -> bool:
+    return any(s.mode in ("remote", "companion") for a in agents for s in a.sub_agents)
+
+
+#: DBOS's internal queue (recovery, ``dbos workflow resume``) is polled this often for the first
+#: seconds after launch, so a relaunch picks up its pending runs at once; then every
+#: ``HELIX_DBOS_RECOVERY_POLL`` seconds (config.DEFAULT_RECOVERY_POLL).
+FAST_RECOVERY_POLL, FAST_RECOVERY_SECONDS = 0.05, 5.0
+
+
+def _internal_queue_polling(seconds: float) -> None:
+    """DBOS offers no public setting for its internal queue's interval; if the private hook moves,
+    DBOS's default 1 s still works (a relaunch just takes up to a second longer)."""
     try:
-        dbos_private.shorten_internal_queue_polling(0.1)
+        dbos_private.set_internal_queue_polling(seconds)
     except Exception:  # an internal API changed: keep DBOS's default polling
-        log.warning("could not shorten DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
+        log.warning("could not set DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
 
 
 def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
@@ -165,7 +176,7 @@ class Runtime:
         app_name: str = DEFAULT_APP_NAME,
         queue_name: str = "helix_runs",
         auto_continue: bool = True,
-        serve_queue: bool = True,
+        serve_queue: bool | None = None,
         store_retry_window: float | None = None,
         takeover_after: float | None = None,
         takeover: bool = True,
@@ -194,9 +205,11 @@ class Runtime:
         self._app_name = app_name
         self.queue_name = queue_name
         self.auto_continue = auto_continue
-        # False: this process starts and recovers its own runs but never dequeues children or
-        # companions from ``queue_name``: those run on the worker processes that serve it.
-        self.serve_queue = serve_queue
+        # Whether this process dequeues remote children and companion turns from ``queue_name``.
+        # None (auto): only if one of its agents has a remote or companion sub-agent, since polling
+        # the queue is most of an idle runtime's database traffic (docs/operations.md); a worker
+        # that defines only the child agents says True. False: starts and recovers its own runs only.
+        self.serve_queue = serve_queue if serve_queue is not None else _has_queued_children(self.agents.values())
         # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
         # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
         self.store_retry_window = resolve_store_retry_window(store_retry_window)
@@ -213,6 +226,7 @@ class Runtime:
         # Watch for gone executors and take over their pending runs (False: only this executor's own).
         self.takeover = takeover
         self._takeover: leases.Takeover | None = None
+        self._slow_down: threading.Timer | None = None
         self._lease_generation: int | None = None
         # What this launch hands down (its Env, workflows, lock); installed as the process's one.
         self._registry: Registry | None = None
@@ -244,6 +258,7 @@ class Runtime:
     def _launch(self) -> Runtime:
         existing = dbos_private.configured_dbos()
         url = resolve_database_url(self.database_url)
+        recovery_poll = resolve_recovery_poll()  # refused typed before anything is written
         if existing is not None and self.database_url is None:
             url = dbos_private.dbos_config(existing).get("system_database_url") or url
         if is_sqlite(url):
@@ -259,7 +274,10 @@ class Runtime:
         if existing is None:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
             self._owns_dbos = True
-            _fast_internal_queue()
+            _internal_queue_polling(FAST_RECOVERY_POLL)
+            self._slow_down = threading.Timer(FAST_RECOVERY_SECONDS, _internal_queue_polling, (recovery_poll,))
+            self._slow_down.daemon = True
+            self._slow_down.start()
             if not self.serve_queue:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
         self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
@@ -358,6 +376,9 @@ class Runtime:
         if self._takeover is not None:
             self._takeover.stop()
             self._takeover = None
+        if self._slow_down is not None:
+            self._slow_down.cancel()
+            self._slow_down = None
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
             self._owns_dbos = False
