@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import typer
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from helix_dbos import apikeys
 from helix_dbos.cli.main import app as cli
 from helix_dbos.ledger import store
+from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.test_cli import helix, wide_console  # noqa: F401 (fixtures)
 from tests.test_service import snapshot
@@ -73,6 +77,28 @@ def test_user_data_is_never_read_as_rich_markup(helix: Any, db_url: str) -> None
     assert "x[/bold]" in out and "[red]agent" in out
     code, out, _ = helix("show", "x[/bold]")  # outside the session id rule: refused, and the refusal prints it as is
     assert code == 1 and "x[/bold]" in out and "validation_error" in out, out
+
+    # show and calls: a real session whose user data carries markup (the message's city lands in the
+    # saved call's args; the denial's actor and reason), plus what an older version or another app
+    # could have stored (a tool name, a run's output)
+    code, out, run = helix("start", "concierge", "Dinner in [red]x[/bold]", "--json")
+    assert code == 0, out
+    sid, approval = run["session_id"], run["pending"][0]["dispatch_id"]
+    code, out, _ = helix("approve", sid, approval, "--deny", "--actor", "[bold]boss", "--reason", "[red]x too dear")
+    assert code == 0, out
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == approval).values(tool_name="book[/bold]"))
+        conn.execute(t.runs.update().where(t.runs.c.session_id == sid).values(output="[red]x booked [/bold]"))
+    engine.dispose()
+    code, out, _ = helix("show", sid)
+    assert code == 0 and "Traceback" not in out, out
+    for literal in ('"city":"[red]x[/bold]"', "book[/bold]", "[red]x booked [/bold]", "denied by [bold]boss: [red]x too dear"):
+        assert literal in out, (literal, out)
+    code, out, _ = helix("calls", "--session", sid)
+    assert code == 0 and "book[/bold]" in out and "[red]x too dear" in out, out
+    code, out, _ = helix("calls", "--tool", "book[/bold]")
+    assert code == 0 and "book[/bold]" in out and "1 call(s)" in out, out
 
 
 def test_answers_prefixes_and_messages_that_name_flags(helix: Any, db_url: str) -> None:
@@ -135,3 +161,20 @@ def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> N
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "configuration_error" in proc.stderr and "--insecure" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "x.sqlite").exists()  # refused before the runtime touched the database
+
+
+def test_cli_md_says_exactly_which_commands_take_db_and_json() -> None:
+    """docs/cli.md's "every command but X takes --db ..., every command but Y takes --json", read from
+    the docs and checked against the options each registered command declares (hidden internals aside)."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    sentence = re.search(r"Every command but `([\w-]+)` takes `--db URL`.*?every command but `([\w-]+)` takes `--json`", text, re.S)
+    assert sentence, "docs/cli.md no longer says which commands take --db and --json"
+    no_db, no_json = sentence.groups()
+    commands = {name: c for name, c in typer.main.get_command(cli).commands.items() if not c.hidden}  # type: ignore[attr-defined]
+    assert no_db in commands and no_json in commands and len(commands) > 10, sorted(commands)
+
+    def takes(name: str, flag: str) -> bool:
+        return any(flag in p.opts for p in commands[name].params)
+
+    assert sorted(n for n in commands if not takes(n, "--db")) == [no_db]
+    assert sorted(n for n in commands if not takes(n, "--json")) == [no_json]

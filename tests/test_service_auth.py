@@ -109,6 +109,40 @@ def test_keys_owners_roles_and_the_authenticated_approval_actor(db_url: str, ser
     [stop_row] = audit(db_url, "SELECT requested_by FROM {p}stops WHERE session_id = '" + mine["session_id"] + "'")
     assert stop_row["requested_by"] == "ops"
     expect_error(http.post(f"/sessions/{sid}/stop", headers=as_("ops"), json={"requested_by": "someone"}), 400, "validation_error")
+
+    # ?status= and ?agent= each leave out what does not match, and never widen what a principal sees
+    bsid = mine["session_id"]
+    errand = http.post("/sessions", headers=as_("alice"), params={"wait": 30}, json={"agent": "errands", "message": "the usual"}).json()
+    assert errand["status"] == "completed", errand
+
+    def listed(who: str, **query: str) -> set[str]:
+        answer = http.get("/sessions", headers=as_(who), params=query)
+        assert answer.status_code == 200, answer.text
+        return {s["session_id"] for s in answer.json()}
+
+    assert listed("ops") == {sid, bsid, errand["session_id"]}
+    assert listed("ops", status="interrupted") == {bsid}
+    assert listed("ops", status="completed") == {sid, errand["session_id"]}
+    assert listed("ops", agent="errands") == {errand["session_id"]}
+    assert listed("ops", agent="concierge") == {sid, bsid}
+    assert listed("ops", agent="concierge", status="completed") == {sid}
+    assert listed("alice", status="interrupted") == set() and listed("bob", agent="errands") == set()
+
+    # the operator's recovery entries on another principal's stopped sessions: retry one, resume
+    # another; a principal with neither the operator role nor the session gets 404, an approver 403
+    again = http.post("/sessions", headers=as_("bob"), params={"wait": 30}, json={"agent": "concierge", "message": "Lunch in Faro"}).json()
+    assert http.post(f"/sessions/{again['session_id']}/stop", headers=as_("ops"), params={"wait": 30}, json={}).json()["status"] == "interrupted"
+    state = snapshot(db_url)
+    for target in (bsid, again["session_id"]):
+        for action in ("retry", "resume"):
+            expect_error(http.post(f"/sessions/{target}/{action}", headers=as_("alice"), json={}), 404, "session_not_found")
+            expect_error(http.post(f"/sessions/{target}/{action}", headers=as_("appr"), json={}), 403, "forbidden")
+    assert snapshot(db_url) == state, "a refused request changed the ledger"
+    for target, action in ((bsid, "retry"), (again["session_id"], "resume")):
+        answer = http.post(f"/sessions/{target}/{action}", headers=as_("ops"), params={"wait": 30}, json={})
+        assert answer.status_code == 202 and answer.json()["status"] == "completed", answer.text  # the model is told run_stopped and ends
+        view = http.get(f"/sessions/{target}", headers=as_("bob")).json()
+        assert view["owner"] == "bob" and [r["entry"] for r in view["runs"]] == ["start", "retry" if action == "retry" else "resume_continue"], view["runs"]
     http.close()
 
 

@@ -2,8 +2,11 @@
 
 Debian's ``chromium`` and ``chromium-driver`` packages, driven by Selenium (no browser download).
 Outside CI the test skips, saying how to install them; in CI (``.ci/run`` installs them) it must run.
-The test signs in, follows a session that was killed mid-tool and recovered, then decides an
-approval through the page and watches the page update itself from the SSE stream.
+The test signs in, follows a session that was killed mid-tool and recovered (its calls, and a
+timeline with the model's text, the append checkpoint and each saved call), filters the list by
+status and agent, stops and retries through the page, then approves and denies through it as an
+approver (watching the page update itself from the SSE stream) and submits a client result and an
+error through it as the owner.
 
 ``HELIX_DBOS_UI_SCREENSHOTS=docs/ui`` saves the screenshots docs/ui.md shows.
 """
@@ -103,6 +106,7 @@ def call_row(driver: Any, tool: str, seat: str | None = None) -> Any:
 
 def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_url: str, tmp_path: Path, services: Callable[..., Service], browser: Any) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     alice = {"Authorization": f"Bearer {KEYS['alice']}"}
     executor = f"ui-{uuid.uuid4().hex[:6]}"
@@ -152,12 +156,16 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     attempts = seat.find_element(By.CSS_SELECTOR, "td.attempts").text
     assert "#1 lost" in attempts and "#2 ok" in attempts, attempts
     assert "run_again" in browser.find_element(By.ID, "events").text  # the timeline shows the recovery events
+    # ... and the model's steps and the saved append: the reply's text, its checkpoint, each saved call's dispatch id
+    said = [r.text for r in browser.find_elements(By.CSS_SELECTOR, '#events tr[data-type="model_text"]')]
+    assert any("model (step 0): I'll save your seat preference" in t for t in said), said
+    assert any("model (step 1): Done, except send_email" in t for t in said), said
+    checkpoints = [r.text for r in browser.find_elements(By.CSS_SELECTOR, '#events tr[data-type="checkpoint"]')]
+    assert any("append checkpoint, step 0" in t for t in checkpoints), checkpoints
+    saved = [r.text for r in browser.find_elements(By.CSS_SELECTOR, '#events tr[data-type="call_saved"]')]
+    assert any("saved send_email" in t and calls["send_email"]["dispatch_id"] in t for t in saved), saved
     shoot(browser, "recovered-session")
     assert [line for line in effects.read_text().splitlines() if "send_email" in line].__len__() == 1
-
-    # filters: only completed errands sessions
-    browser.get(f"{restarted.base}/ui?status=completed&agent=errands")
-    assert sid in browser.find_element(By.ID, "sessions").text
 
     # Stop and Retry through the page, as the owner
     other = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner in Rome"}).json()["session_id"]
@@ -169,6 +177,29 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     assert "retry" in browser.find_element(By.ID, "runs").text
     runs = httpx.get(f"{restarted.base}/sessions/{other}", headers=alice).json()["runs"]
     assert [r["entry"] for r in runs] == ["start", "retry"] and runs[0]["status"] == "interrupted"
+
+    # filters: each leaves out the sessions that do not match (the completed errands one, a concierge one waiting for approval)
+    denied = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner for two in Braga"}).json()
+    dsid = denied["session_id"]
+    assert denied["status"] == "suspended_client_tool"
+
+    def listed(query: str = "") -> set[str]:
+        if query:
+            browser.get(f"{restarted.base}/ui{query}")
+        return {r.get_attribute("data-session") for r in browser.find_elements(By.CSS_SELECTOR, "#sessions tr[data-session]")}
+
+    assert {sid, other, dsid} <= listed("?")
+    by_status = listed("?status=completed")
+    assert sid in by_status and dsid not in by_status, by_status
+    by_status = listed("?status=suspended_client_tool")
+    assert dsid in by_status and sid not in by_status, by_status
+    assert listed("?agent=errands") == {sid}
+    assert listed("?status=suspended_client_tool&agent=errands") == set()  # dsid matches the status only, sid the agent only
+    browser.get(f"{restarted.base}/ui")
+    Select(browser.find_element(By.ID, "f-agent")).select_by_value("concierge")  # the form, as a person would use it
+    browser.find_element(By.ID, "filter").click()
+    wait_for(lambda: "agent=concierge" in browser.current_url, what="the filtered list")
+    assert listed() == {other, dsid}
 
     # an approval, decided through the page by the approver, with live updates from SSE
     waiting = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner for two in Porto"}).json()
@@ -201,3 +232,41 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     shoot(browser, "approved-session")
     [stored] = [c for c in httpx.get(f"{restarted.base}/sessions/{csid}", headers=alice).json()["calls"] if c["tool_name"] == "book_table"]
     assert stored["approval_actor"] == "appr" and stored["approved"] is True
+
+    # Deny through the page, as the approver: the call says who denied it and why, and the run ends
+    browser.get(f"{restarted.base}/ui/sessions/{dsid}")
+    row = wait_for(lambda: call_row(browser, "book_table"), what="the call to deny")
+    assert row.get_attribute("data-dispatch") == denied["pending"][0]["dispatch_id"]
+    row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("too dear")
+    row.find_element(By.CSS_SELECTOR, "button.deny").click()
+    wait_for(lambda: "denied by appr: too dear" in call_row(browser, "book_table").find_element(By.CSS_SELECTOR, "td.approval").text, what="the denial")
+    wait_for(lambda: "completed" in browser.find_element(By.ID, "status").text, what="the run after the denial")
+    assert call_row(browser, "book_table").get_attribute("data-status") == "denied"
+    [stored] = [c for c in httpx.get(f"{restarted.base}/sessions/{dsid}", headers=alice).json()["calls"] if c["tool_name"] == "book_table"]
+    assert stored["approved"] is False and stored["approval_actor"] == "appr" and stored["status"] == "denied"
+
+    # Submit result and Submit as error through the page, as the owner, on two sessions waiting for the client
+    appr = {"Authorization": f"Bearer {KEYS['appr']}"}
+    waiting_client = []
+    for city in ("Faro", "Evora"):
+        run = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": f"Dinner for two in {city}"}).json()
+        ok = httpx.post(f"{restarted.base}/sessions/{run['session_id']}/calls/{run['pending'][0]['dispatch_id']}/approval", headers=appr, params={"wait": 30}, json={"approved": True})
+        assert ok.status_code == 200, ok.text
+        waiting_client.append((run["session_id"], ok.json()["run"]["pending"][0]["dispatch_id"]))
+    browser.find_element(By.ID, "logout").click()
+    wait_for(lambda: browser.find_elements(By.ID, "key"), what="signed out")
+    sign_in(browser, restarted.base, "alice")
+    answers = (("button.submit-result", '{"calendar_id": "evt-2"}', "ok", "evt-2", "in your calendar"), ("button.submit-error", "calendar is down", "error", "calendar is down", "calendar entry failed"))
+    for (session, dispatch), (button, typed, status, told, reply) in zip(waiting_client, answers):
+        browser.get(f"{restarted.base}/ui/sessions/{session}")
+        client = wait_for(lambda: call_row(browser, "add_to_calendar"), what="the client call")
+        assert client.get_attribute("data-dispatch") == dispatch and client.get_attribute("data-status") == "pending"
+        client.find_element(By.CSS_SELECTOR, "textarea.result").send_keys(typed)
+        client.find_element(By.CSS_SELECTOR, button).click()
+        wait_for(lambda: call_row(browser, "add_to_calendar").get_attribute("data-status") == status, what=f"the call answered {status}")
+        wait_for(lambda: "completed" in browser.find_element(By.ID, "status").text, what="the run after the answer")
+        assert told in call_row(browser, "add_to_calendar").find_element(By.CSS_SELECTOR, "td.told").text
+        assert any(reply in r.text for r in browser.find_elements(By.CSS_SELECTOR, '#events tr[data-type="model_text"]')), reply
+    stored_calls = [next(c for c in httpx.get(f"{restarted.base}/sessions/{s_}", headers=alice).json()["calls"] if c["tool_name"] == "add_to_calendar") for s_, _ in waiting_client]
+    assert stored_calls[0]["result"] == {"calendar_id": "evt-2"} and stored_calls[0]["error"] is None
+    assert stored_calls[1]["error"] == {"type": "client_error", "message": "calendar is down"} and stored_calls[1]["result"] is None
