@@ -1,11 +1,15 @@
 """`python -m bench --db both`: every benchmark of helix_dbos, one command, one report.
 
-Runs, per database: (1-2) interleaved per-run time of helix_dbos, the bare DBOS loop and Pydantic
-AI's DBOSDurability; (3) write cost per step and per call; (4) storage growth of one 200-step
-session; (5) recovery latency with real crashed processes; then (6) concurrency: N sessions at
-once on one process, and on two worker processes sharing Postgres. Prints each table as it is
-measured and rewrites the generated region of docs/benchmarks.md. Every section uses a fresh
-database (Postgres `helix_bench_*` databases on `--pg-url`'s server, SQLite files in `--sqlite-dir`).
+Per database: (overhead) interleaved per-run time of helix_dbos, the bare DBOS loop and Pydantic
+AI's DBOSDurability; (cost) transactions and statements per step and per call; (storage) growth of
+one 200-step session and its model step time at step 10 vs 200; (recovery) relaunch latency with
+real crashed processes; (concurrency) N sessions at once in one process, and on two worker
+processes sharing Postgres; (idle) an idle runtime's statements per second against an idle bare
+DBOS app; (takeover) a worker SIGKILLed mid-body until a live one has its run under way; then
+(imports) what importing helix_dbos costs. Prints each table as it is measured and rewrites the
+generated region of docs/benchmarks.md, starting with issue 11's figures before and now. Every
+section uses a fresh database (Postgres `helix_bench_*` databases on `--pg-url`'s server, SQLite
+files in `--sqlite-dir`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from typing import Any
 from bench import report
 from bench.dbs import DEFAULT_PG_BASE, default_sqlite_dir, fresh_database
 
-SECTIONS = ("overhead", "cost", "storage", "recovery", "concurrency")
+SECTIONS = ("overhead", "cost", "storage", "recovery", "concurrency", "idle", "imports", "takeover")
+TAKEOVER_AFTER = 5.0
+"""The lease the takeover section kills workers under (docs/operations.md quotes its figures)."""
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PREAMBLE = """# Benchmarks
@@ -43,13 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", type=int, default=20, help="measured runs per runner (overhead)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--storage-steps", type=int, default=200)
-    p.add_argument("--idle-seconds", type=float, default=5.0, help="idle window for the idle-cost figure (storage)")
+    p.add_argument("--idle-seconds", type=float, default=10.0, help="idle window (idle)")
+    p.add_argument("--kills", type=int, default=20, help="worker kills per database (takeover)")
     p.add_argument("--recovery-repeats", type=int, default=3)
     p.add_argument("--sessions", type=int, default=200, help="sessions started at once (Postgres)")
     p.add_argument("--sqlite-sessions", type=int, default=40, help="sessions at once on SQLite, one process (0: skip)")
-    p.add_argument(
-        "--sqlite-sys-nullpool", action="store_true", help="SQLite concurrency with DBOS's system DB on NullPool (the proposed fix)"
-    )
     p.add_argument("--workers", type=int, default=2, help="worker processes for the queue case (Postgres only; 0: skip)")
     p.add_argument("--pg-url", default=DEFAULT_PG_BASE, help="any database URL on the Postgres server to use")
     p.add_argument("--sqlite-dir", default=default_sqlite_dir())
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             from bench.storage import run_storage
 
             with db(kind, "helix_bench_storage") as url:
-                s = run_storage(url, total_steps=args.storage_steps, idle_seconds=args.idle_seconds)
+                s = run_storage(url, total_steps=args.storage_steps)
             results.setdefault("storage", {})[kind] = asdict(s)
             _print(report.storage_section({"storage": {kind: results["storage"][kind]}}))
             lap(f"storage/{kind}")
@@ -135,14 +139,32 @@ def main(argv: list[str] | None = None) -> int:
                 from bench.concurrency import run_one_process
 
                 with db(kind, "helix_bench_conc1") as url:
-                    batches = run_one_process(url, sessions, sys_db_nullpool=args.sqlite_sys_nullpool)
+                    batches = run_one_process(url, sessions)
                 summaries = [b.summary() for b in batches]
-                if args.sqlite_sys_nullpool and kind == "sqlite":
-                    for summary in summaries:
-                        summary["runner"] += " (DBOS sys DB on NullPool)"
                 results.setdefault("concurrency", {}).setdefault("one_process", {})[kind] = summaries
                 _print(report.concurrency_section({"concurrency": {"one_process": {kind: results["concurrency"]["one_process"][kind]}}}))
                 lap(f"concurrency one process/{kind}")
+
+        if "idle" in sections:
+            from bench.idle import run_idle
+
+            with db(kind, "helix_bench_idle") as url, db(kind, "helix_bench_idle_bare") as bare_url:
+                results.setdefault("idle", {})[kind] = run_idle(url, bare_url, args.idle_seconds)
+            _print(report.idle_section({"idle": {kind: results["idle"][kind]}}))
+            lap(f"idle/{kind}")
+        if "takeover" in sections and args.kills > 0:
+            import tempfile
+            from pathlib import Path
+
+            from bench.takeover import measure as measure_takeover
+
+            from helix_dbos.ledger.migrate import upgrade
+
+            with db(kind, "helix_bench_takeover") as url, tempfile.TemporaryDirectory() as work:
+                upgrade(url)
+                results.setdefault("takeover", {})[kind] = measure_takeover(url, args.kills, TAKEOVER_AFTER, Path(work))
+            _print(report.takeover_section({"takeover": {kind: results["takeover"][kind]}}))
+            lap(f"takeover/{kind}")
 
     if "concurrency" in sections and "postgres" in dbs and args.workers > 0:
         from bench.concurrency import run_two_workers
@@ -153,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         _print(report.concurrency_section({"concurrency": {"two_workers": results["concurrency"]["two_workers"]}}))
         lap("concurrency two workers/postgres")
 
-    if "recovery" in sections:
-        from bench.recovery import import_profile
+    if "imports" in sections:
+        from bench.imports import run_imports
 
-        total, top = import_profile()
-        results["imports"] = {"total": total, "top": top}
+        results["imports"] = run_imports()
+        _print(report.imports_section(results))
+        lap("imports")
 
     meta = {
         "machine": machine,
@@ -166,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         "n": args.n,
         "warmup": args.warmup,
         "timings": timings,
+        "dbs": dbs,
     }
     _print(report.summary_section(results))
     _print(f"\n(total {meta['elapsed_s']:.0f} s)")

@@ -92,18 +92,13 @@ def _fire(n: int, fn: Any) -> tuple[float, list[float], list[Any]]:
     return total, latencies, results
 
 
-def run_one_process(url: str, sessions: int = 200, sys_db_nullpool: bool = False) -> list[BatchStats]:
-    """N bare runs, then N helix sessions, all at once, in this process.
-
-    `sys_db_nullpool`: DBOS's system-database engine without a pool (SQLite only), the proposed fix
-    for the deadlock between a datasource transaction that holds SQLite's write lock while it waits
-    for a system-DB connection, and DBOS's step writers that hold those connections while they wait
-    for the write lock (docs/benchmarks.md, hot spot 7).
-    """
+def run_one_process(url: str, sessions: int = 200) -> list[BatchStats]:
+    """N bare runs, then N helix sessions, all at once, in this process."""
     from dbos import DBOS
 
-    from bench.baselines import configure_dbos, make_bare_dbos_runner
-    from bench.helix_runner import HelixRunner
+    from bench.dbs import configure_dbos
+    from bench.systems.bare import make_runner as make_bare_dbos_runner
+    from bench.systems.helix import HelixRunner
 
     spec = WorkloadSpec()
     expected = expected_answer(spec)
@@ -114,7 +109,6 @@ def run_one_process(url: str, sessions: int = 200, sys_db_nullpool: bool = False
         reset=False,
         executor_id=BENCH_EXECUTOR,
         sys_db_pool_size=None if sqlite else ONE_PROCESS_POOLS["dbos"],
-        sys_db_nullpool=sys_db_nullpool and sqlite,
     )
     bare = make_bare_dbos_runner(spec)
     pools = {} if sqlite else {"tx_pool": ONE_PROCESS_POOLS["ds"], "api_pool": ONE_PROCESS_POOLS["sync"]}
@@ -211,8 +205,8 @@ def run_two_workers(url: str, sessions: int = 200, workers: int = 2, timeout: fl
     """N bare runs, then N helix runs, on DBOS queues served by `workers` worker processes."""
     from dbos import DBOSClient
 
-    from bench.baselines import APP_NAME, APP_VERSION
-    from bench.helix_runner import AGENT_NAME, make_agent
+    from bench.dbs import APP_NAME, APP_VERSION
+    from bench.systems.helix import AGENT_NAME, make_agent
     from bench.worker import BARE_QUEUE, QUEUE_POLL_S
     from helix_dbos.runtime import entries
 

@@ -36,8 +36,12 @@ BACKGROUND_MARKERS = (
     "(dynamic_scheduler_loop)",
     "(_loop)",
     "AutoUpgrade",
+    "helix-executor-lock-",
+    "helix-takeover-",
 )
-"""DBOS's polling threads. Work they do is not caused by a run (the two-worker case aside)."""
+"""DBOS's polling threads, and helix's lease/lock watchdog and takeover watcher: what they do runs
+on a clock, not because a run asked (the two-worker case aside), so a run's cost leaves it out and
+the idle section counts it."""
 
 _TABLE_RE = re.compile(r'\b(?:FROM|INTO|UPDATE|JOIN)\s+(?:"?(\w+)"?\.)?"?(\w+)"?', re.IGNORECASE)
 

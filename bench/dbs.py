@@ -16,6 +16,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
+from dbos import DBOS, DBOSConfig
+
+APP_NAME = "helix-bench"
+APP_VERSION = "helix-bench-1"
+"""Pinned: the default version is an MD5 of all workflow source, which would change with every edit."""
 
 DEFAULT_PG_BASE = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 """Where bench databases are created (`--pg-url`); each section gets its own `helix_bench_<name>`."""
@@ -155,3 +160,98 @@ def sqlite_sizes(url: str) -> dict[str, dict[str, int]]:
 
 def database_sizes(url: str) -> dict[str, dict[str, int]]:
     return sqlite_sizes(url) if url.startswith("sqlite") else postgres_sizes(url)
+
+
+# --- DBOS on a bench database (the baselines' systems; helix's runtime configures its own) ---
+
+
+def configure_dbos(
+    url: str,
+    *,
+    launch: bool = True,
+    reset: bool = True,
+    log_level: str = "WARNING",
+    executor_id: str | None = None,
+    sys_db_pool_size: int | None = None,
+) -> DBOSConfig:
+    """(Re)configure the process-global DBOS against `url` and return the config used.
+
+    * Any previous DBOS is destroyed *with its registry*: a DBOS instance cannot be re-configured in place,
+      and a registry left behind would still point its wrappers at the destroyed instance.
+      Consequence: build workflows/steps/agents after this call (use `launch=False`, build, `DBOS.launch()`).
+    * Postgres (`postgresql[+psycopg]://...`): the database is created if missing.
+    * SQLite (`sqlite:///path`): the file is created in WAL mode first (DBOS leaves the default rollback
+      journal, which stalls the notification poller), and the poll interval is lowered to 10 ms.
+    * `reset`: empty the system tables (`DBOS.reset_system_database(truncate=True)`, keeps the migrated
+      schema) so each benchmark database starts clean. Must happen before launch (DBOS asserts).
+    * `executor_id`: set it whenever helix_dbos shares this DBOS. `Runtime.launch()` takes the executor
+      id from the existing config, so DBOS and the ledger's attempt rows then name the same executor
+      (left unset, DBOS says "local" and the runtime locks a host default of its own). Two processes
+      sharing a database (the two-worker bench) must each pass a different one.
+    """
+    DBOS.destroy(destroy_registry=True)
+    config: DBOSConfig = {
+        "name": APP_NAME,
+        "application_version": APP_VERSION,
+        "system_database_url": url,
+        "log_level": log_level,
+    }
+    if executor_id is not None:
+        config["executor_id"] = executor_id
+    if sys_db_pool_size is not None:  # the concurrency bench shares a server: see bench/pools.py
+        config["sys_db_pool_size"] = sys_db_pool_size
+    if url.startswith("sqlite"):
+        created = _ensure_sqlite_wal(url)
+        config["notification_listener_polling_interval_sec"] = 0.01
+    else:
+        created = _ensure_pg_database(url)
+    DBOS(config=config)
+    if reset and not created:  # a brand-new database has nothing to empty (and no tables yet)
+        DBOS.reset_system_database(truncate=True)
+    if launch:
+        DBOS.launch()
+    return config
+
+
+def _ensure_sqlite_wal(url: str) -> bool:
+    """Create the SQLite file (and its directory) in WAL mode; returns True if the file is new.
+
+    `journal_mode=WAL` persists in the file, so an existing non-WAL file is converted too.
+    """
+    path = sa.make_url(url).database
+    if not path or path == ":memory:":
+        raise ValueError(f"need a file-backed SQLite URL, got {url!r}")
+    created = not os.path.exists(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    finally:
+        conn.close()
+    if str(mode).lower() != "wal":
+        raise RuntimeError(f"could not put {path} in WAL mode (got {mode!r})")
+    return created
+
+
+def _ensure_pg_database(url: str) -> bool:
+    """CREATE DATABASE if missing; returns True if it was created.
+
+    DBOS would create it at launch too, but the truncate-reset runs before launch and needs it to exist.
+    """
+    parsed = sa.make_url(url)
+    name = parsed.database
+    if not name:
+        raise ValueError(f"no database name in {url!r}")
+    admin = sa.create_engine(
+        parsed.set(drivername="postgresql+psycopg", database="postgres"), isolation_level="AUTOCOMMIT"
+    )
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).scalar()
+            if exists:
+                return False
+            quoted = admin.dialect.identifier_preparer.quote(name)
+            conn.execute(sa.text(f"CREATE DATABASE {quoted}"))
+            return True
+    finally:
+        admin.dispose()

@@ -1,40 +1,29 @@
-"""Benchmark harness: interleaved timing of named runners, a runner registry, and the CLI.
+"""Interleaved timing of the systems (``bench.systems``) in one process, on one DBOS and one database.
 
-Why interleaved (A, B, C, A, B, C, ...): all runners share one process, one DBOS and one database, so
-drift over time (database growth, autovacuum, CPU frequency, the other tenant of a 2-vCPU box) hits every
-runner equally instead of whichever happened to run last.
+Why interleaved (A, B, C, A, B, C, ...): drift over time (database growth, autovacuum, CPU
+frequency, the other tenant of a 2-vCPU box) hits every system equally instead of whichever
+happened to run last, so the ratios between them hold even when the absolute times wander.
 
-Adding a runner by name: write a factory `(WorkloadSpec) -> Runner` that builds its workflows against the
-*current* DBOS (it is called after `configure_dbos(url, launch=False)` and before `DBOS.launch()`), then either
-`register_runner(name, factory)` at import of your module, or pass `--runners ...,name=your.module:factory`.
-A factory that launches DBOS itself sets `factory.LAUNCHES_DBOS = True` and is built after the others
-(helix_dbos: `bench.helix_runner.make_helix_runner`, registered as `helix_dbos`); a runner with a `close()`
-is closed before DBOS is destroyed.
-
-CLI: `python -m bench.baselines --db sqlite|postgres|both -n 20 [--warmup 3] [--runners ...]`
-(`python -m bench.harness` is the same); the full report is `python -m bench`.
+A system's factory builds its workflows against the *current* DBOS (after ``configure_dbos(url,
+launch=False)``, before ``DBOS.launch()``). One that launches DBOS itself sets
+``factory.LAUNCHES_DBOS = True`` and is built after the others (helix_dbos: ``Runtime.launch()``);
+a runner with a ``close()`` is closed before DBOS is destroyed.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import importlib
 import inspect
 import math
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 
-from bench.workload import WorkloadSpec, expected_answer
+from bench.workload import Runner, WorkloadSpec, expected_answer
 
-Runner = Callable[[], Awaitable[Any] | Any]
-"""One iteration: one agent run, sync or async, returning its final answer."""
 RunnerFactory = Callable[[WorkloadSpec], Runner]
 
 BENCH_EXECUTOR = "helix-bench"
@@ -43,33 +32,12 @@ BENCH_EXECUTOR = "helix-bench"
 BASELINE = "bare_dbos"
 """Ratios in the table are relative to this runner's time (the issue's b/a)."""
 
-RUNNER_FACTORIES: dict[str, RunnerFactory] = {}
 
+def systems() -> dict[str, RunnerFactory]:
+    """The systems measured side by side, by runner name (imported here, when a section needs them)."""
+    from bench.systems import bare, helix, pydantic_ai
 
-def register_runner(name: str, factory: RunnerFactory) -> None:
-    """Make a runner selectable by `name` (`--runners`). Re-registering a name replaces it."""
-    RUNNER_FACTORIES[name] = factory
-
-
-def _register_defaults() -> None:
-    from bench.baselines import BASELINE_FACTORIES
-    from bench.helix_runner import make_helix_runner
-
-    for name, factory in BASELINE_FACTORIES.items():
-        RUNNER_FACTORIES.setdefault(name, factory)
-    RUNNER_FACTORIES.setdefault("helix_dbos", make_helix_runner)
-
-
-def resolve_factory(item: str) -> tuple[str, RunnerFactory]:
-    """`name` (registered) or `name=module:attr` (imported lazily, so optional runners cost nothing)."""
-    if "=" in item:
-        name, target = item.split("=", 1)
-        module_name, _, attr = target.partition(":")
-        factory = getattr(importlib.import_module(module_name), attr or "make_runner")
-        return name, factory
-    if item not in RUNNER_FACTORIES:
-        raise SystemExit(f"unknown runner {item!r}; known: {sorted(RUNNER_FACTORIES)} (or use name=module:attr)")
-    return item, RUNNER_FACTORIES[item]
+    return {"bare_dbos": bare.make_runner, "pydantic_ai_dbos": pydantic_ai.make_runner, "helix_dbos": helix.make_runner}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -177,7 +145,7 @@ def setup_runners(
     every table of the file, the ledger's Alembic version table included, and the next
     `Runtime.launch()` then fails re-creating tables that exist.
     """
-    from bench.baselines import configure_dbos
+    from bench.dbs import configure_dbos
 
     configure_dbos(url, launch=False, executor_id=executor_id, reset=reset)
     order = sorted(factories, key=lambda name: launches_dbos(factories[name]))
@@ -227,7 +195,8 @@ def run_benchmark(
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
     """Configure, build, probe, measure. Returns (stats, probe info)."""
     spec = spec or WorkloadSpec()
-    factories = dict(resolve_factory(item) for item in names)
+    known = systems()
+    factories = {name: known[name] for name in names}
     runners = setup_runners(url, factories, spec)
     tag = "sqlite" if url.startswith("sqlite") else "pg"
 
@@ -240,53 +209,3 @@ def run_benchmark(
         return asyncio.run(go())
     finally:
         teardown_runners(runners)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    _register_defaults()
-    parser = argparse.ArgumentParser(prog="python -m bench.baselines", description="Interleaved benchmark of durable agent runners.")
-    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="sqlite")
-    parser.add_argument("-n", type=int, default=20, help="measured runs per runner")
-    parser.add_argument("--warmup", type=int, default=3, help="unmeasured runs per runner first")
-    parser.add_argument("--runners", default="bare_dbos,pydantic_ai_dbos", help="comma list: name or name=module:attr")
-    parser.add_argument("--steps", type=int, default=WorkloadSpec.steps)
-    parser.add_argument("--tools-per-step", type=int, default=WorkloadSpec.tools_per_step)
-    parser.add_argument("--pg-url", default=None, help="default: bench.baselines.DEFAULT_PG_URL")
-    parser.add_argument(
-        "--sqlite-path", default=os.path.join(tempfile.gettempdir(), "helix_bench.sqlite"), help="SQLite file"
-    )
-    args = parser.parse_args(argv)
-
-    from bench.baselines import DEFAULT_PG_URL, sqlite_url
-
-    spec = WorkloadSpec(steps=args.steps, tools_per_step=args.tools_per_step)
-    names = [s.strip() for s in args.runners.split(",") if s.strip()]
-    targets = {"sqlite": [sqlite_url(args.sqlite_path)], "postgres": [args.pg_url or DEFAULT_PG_URL]}
-    urls = targets["sqlite"] + targets["postgres"] if args.db == "both" else targets[args.db]
-
-    print(
-        f"workload: {spec.steps} steps x {spec.tools_per_step} tools = {spec.model_requests} model requests + "
-        f"{spec.tool_calls} tool calls per run; n={args.n}, warmup={args.warmup}, interleaved"
-    )
-    try:
-        for url in urls:
-            if url.startswith("sqlite"):
-                # A new file each time: DBOS's truncate-reset would empty a helix ledger left in it by an
-                # earlier run, Alembic version table included, and helix's next launch then fails.
-                from bench.dbs import fresh_sqlite
-
-                path = url[len("sqlite:///"):]
-                url = fresh_sqlite(os.path.dirname(path), os.path.splitext(os.path.basename(path))[0])
-            stats, info = run_benchmark(url, names, args.n, args.warmup, spec)
-            label = "sqlite (WAL)" if url.startswith("sqlite") else "postgres"
-            print()
-            print(format_table(stats, title=f"== {label}: {url}"))
-            for name, p in info.items():
-                steps = ", ".join(f"{k} x{v}" for k, v in sorted(p["by_name"].items()))
-                print(f"  {name}: answer {'OK' if p['answer_ok'] else 'WRONG: ' + repr(p['answer'])}; {p['steps']} steps ({steps})")
-    finally:
-        DBOS.destroy(destroy_registry=True)
-
-
-if __name__ == "__main__":
-    main()

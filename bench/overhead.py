@@ -20,11 +20,10 @@ from typing import Any
 
 from bench.dbcount import DbCounter, EngineCounts, attach_standard, totals
 from bench.harness import (
-    RUNNER_FACTORIES,
-    _register_defaults,
     ameasure,
     probe,
     setup_runners,
+    systems,
     teardown_runners,
 )
 from bench.workload import WorkloadSpec
@@ -33,8 +32,8 @@ RUNNERS = ("bare_dbos", "pydantic_ai_dbos", "helix_dbos")
 
 
 def _factories(names: tuple[str, ...] = RUNNERS) -> dict[str, Any]:
-    _register_defaults()
-    return {name: RUNNER_FACTORIES[name] for name in names}
+    known = systems()
+    return {name: known[name] for name in names}
 
 
 @dataclass

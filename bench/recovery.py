@@ -112,6 +112,7 @@ def run_recovery(url: str, repeats: int = 3, tool: str = "score") -> RecoveryRes
                 "imports": data["t1"] - data["t0"],
                 "launch": data["t2"] - data["t1"],
                 "launch_to_rest": data["t3"] - data["t2"],
+                "from_launch": data["t3"] - data["t1"],  # the issue's figure: launch() to the run at rest
                 "total": data["t3"] - t_spawn,
                 "to_rerun": ledger["rerun"] - t_spawn,
                 "rerun_to_end": ledger["ended"] - ledger["rerun"],
@@ -122,34 +123,3 @@ def run_recovery(url: str, repeats: int = 3, tool: str = "score") -> RecoveryRes
             phase_samples.setdefault(k, []).append(v)
     out.launch_phases = {k: statistics.median(v) for k, v in phase_samples.items()}
     return out
-
-
-def import_profile(top: int = 8) -> tuple[float, list[tuple[str, float]]]:
-    """Import time of the app (`python -X importtime`): the total, and the heaviest packages by the
-    cumulative time of their first import (a package's figure includes what it imports first)."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import helix_dbos, bench.helix_runner"],
-        cwd=ROOT,
-        env=_env(None),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    best: dict[str, float] = {}
-    total = 0.0
-    for line in proc.stderr.splitlines():
-        if not line.startswith("import time:") or line.count("|") != 2:
-            continue
-        _, cumulative, name = line[len("import time:"):].split("|")
-        try:
-            secs = int(cumulative) / 1e6
-        except ValueError:  # the header line
-            continue
-        root = name.strip().split(".")[0]
-        if not name.startswith("  "):
-            total += secs
-        if root in ("helix_dbos", "bench"):
-            continue
-        best[root] = max(best.get(root, 0.0), secs)
-    return total, sorted(best.items(), key=lambda kv: -kv[1])[:top]

@@ -42,6 +42,75 @@ def machine_section(m: dict[str, Any]) -> str:
     return "### Machine\n\n" + _table(["", "value"], rows)
 
 
+#: The figures issue 11 set, with what they were when it was filed ("before": stop 16's main, the
+#: issue's "now" column, SQLite / Postgres), what "done" means and the goal.
+TARGETS = (
+    ("helix / bare DBOS, per-run (5 steps x 3 calls)", "3.7x / 4.5x", "<= 1.5x", "<= 1.3x"),
+    ("helix / Pydantic AI DBOSDurability", "2.5x / 3.4x", "<= 1.1x", "<= 1.0x"),
+    ("transactions per tool call", "4", "<= 2", "2"),
+    ("transactions per step with no call (beyond the model request)", "13", "<= 3", "2"),
+    ("per-run transactions outside steps", "19", "<= 6", "4"),
+    ("statements per call", "19", "<= 6", "4"),
+    ("200 sessions at once, one process, Postgres: helix / bare total time", "5.0x", "<= 1.5x", "<= 1.2x"),
+    ("idle runtime, statements per second (bare DBOS app in brackets)", "45-67", "<= 5", "<= 1"),
+    ("relaunch -> crashed run at rest, from launch() (imports apart), s", "~1.1", "<= 0.5", "<= 0.2"),
+    ('`python -c "import helix_dbos"`, wall s', "1.35-1.6", "<= 0.7", "<= 0.4"),
+    ("model step time at step 200 of one session / at step 10", "1.6x", "<= 1.1x", "1.0x"),
+)
+
+
+def _targets_values(results: dict[str, Any], db: str) -> list[str]:
+    """This run's value of each TARGETS row on ``db`` ("-" where the section did not run)."""
+    def get(path: tuple[str, ...]) -> Any:
+        node: Any = results
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return node
+
+    def ratio(a: Any, b: Any) -> str:
+        return f"{a / b:.2f}x" if a is not None and b else "-"
+
+    ov = get(("overhead", db, "stats"))
+    cost = get(("cost", db, "helix_dbos", "units"))
+    # a bare DBOS step with no call is its model request step alone: what "beyond the model request" subtracts
+    model_tx = get(("cost", db, "bare_dbos", "units", "step, no call", "tx"))
+    conc = {b["runner"].split(" ")[0]: b for b in get(("concurrency", "one_process", db)) or []}
+    idle = get(("idle", db))
+    rec = get(("recovery", db, "median"))
+    st = get(("storage", db, "rows"))
+    imp = get(("imports", "wall_s"))
+    c = lambda unit, k: f"{cost[unit][k]:.1f}" if cost else "-"  # noqa: E731
+    return [
+        ratio(ov["helix_dbos"]["mean_ms"], ov["bare_dbos"]["mean_ms"]) if ov else "-",
+        ratio(ov["helix_dbos"]["mean_ms"], ov["pydantic_ai_dbos"]["mean_ms"]) if ov else "-",
+        c("call", "tx"),
+        f"{cost['step, no call']['tx'] - (model_tx or 0):.1f}" if cost else "-",
+        c("per-run remainder", "tx"),
+        c("call", "stmts"),
+        ratio(conc["helix_dbos"]["total_s"], conc["bare_dbos"]["total_s"]) if "helix_dbos" in conc and "bare_dbos" in conc and db == "postgres" else "-",
+        f"{idle['helix_dbos']['stmts_per_s']:.1f} ({idle['bare_dbos']['stmts_per_s']:.1f})" if idle else "-",
+        f"{rec['from_launch']:.2f}" if rec and "from_launch" in rec else "-",
+        f"{imp['import helix_dbos']:.2f}" if imp else "-",
+        ratio(st[-1]["model_step_ms"], st[0]["model_step_ms"]) if st and st[-1]["step"] == 200 and st[0]["step"] == 10 else "-",
+    ]
+
+
+def targets_section(results: dict[str, Any], dbs: list[str]) -> str:
+    values = {db: _targets_values(results, db) for db in dbs}
+    rows = [[t[0], t[1]] + [values[db][i] for db in dbs] + [t[2], t[3]] for i, t in enumerate(TARGETS)]
+    return (
+        "### Issue 11's figures: before and now\n\n"
+        "`before` is the issue's measurement (SQLite / Postgres where it gave two); each figure's command is its "
+        "section's (`python -m bench --db both --sections NAME`): overhead (ratios), cost (transactions, statements; "
+        "a step's model request is its own DBOS step and counted apart), concurrency (200 sessions), idle, recovery "
+        "(relaunch), imports, storage (step 200 / step 10).\n\n"
+        + _table(["figure", "before"] + [DB_LABEL[db] for db in dbs] + ["done means", "goal"], rows)
+        + "\n"
+    )
+
+
 def summary_section(results: dict[str, Any]) -> str:
     ov = results.get("overhead", {})
     if not ov:
@@ -68,7 +137,7 @@ def summary_section(results: dict[str, Any]) -> str:
         ])
     rec = results.get("recovery", {})
     if rec:
-        rows.append(["recovery: relaunch -> crashed run at rest (median s)"] + [rec[d]["median"]["total"] if d in rec else None for d in dbs])
+        rows.append(["recovery: spawn of the relaunch -> crashed run at rest (median s)"] + [rec[d]["median"]["total"] if d in rec else None for d in dbs])
     conc = results.get("concurrency", {})
     for key, label in (("one_process", "one process"), ("two_workers", "two workers")):
         for d in dbs:
@@ -181,13 +250,7 @@ def storage_section(results: dict[str, Any]) -> str:
         )
         top = ", ".join(f"{k} {_f(v, 0)}" for k, v in sorted(data["per_table_last"].items(), key=lambda kv: -kv[1]) if v)
         parts.append(f"Live bytes per step in the last turn, by table: {top}.")
-        idle = data.get("idle") or {}
-        if idle:
-            tables = ", ".join(f"{k} {_f(v)}" for k, v in list(idle["by_table_per_s"].items())[:6])
-            parts.append(f"Idle cost of a launched runtime (helix's own DBOS config, no run, {idle['seconds']:.0f} s): "
-                         f"{_f(idle['stmts_per_s'])} statements/s ({tables}).\n")
-        else:
-            parts.append("")
+        parts.append("")
     return "\n".join(parts)
 
 
@@ -199,11 +262,13 @@ def recovery_section(results: dict[str, Any]) -> str:
         "### 5. Recovery latency\n",
         ("A child process runs the workload and is killed by `HELIX_DBOS_CRASH_AT=before_body:score` (its attempt "
         "committed, its body not run, `os._exit(97)`); a new process with the same executor id relaunches. Medians "
-        "of the repetitions, seconds, measured from the spawn of the relaunch process. `launch -> crashed call re-run` "
+        "of the repetitions, seconds, measured from the spawn of the relaunch process (`runtime.launch() -> run at rest` "
+        "is the figure with imports apart). `launch -> crashed call re-run` "
         "is when the crashed call's 2nd attempt started (ledger); `re-run -> run at rest` is the rest of the run "
         "(4 more steps and the answer).\n"),
     ]
     keys = [("interpreter", "interpreter start"), ("imports", "imports"), ("launch", "runtime.launch()"), ("launch_to_rest", "launch -> run at rest"),
+            ("from_launch", "runtime.launch() -> run at rest"),
             ("to_rerun", "spawn -> crashed call re-run"), ("rerun_to_end", "re-run -> run at rest"), ("total", "spawn -> run at rest")]
     dbs = list(rec)
     rows = [[label] + [rec[d]["median"][k] for d in dbs] for k, label in keys]
@@ -213,11 +278,57 @@ def recovery_section(results: dict[str, Any]) -> str:
     parts.append(_table(["phase (median s)"] + [f"{DB_LABEL[d]} (n={rec[d]['repeats']})" for d in dbs], rows, nd=3))
     ok = all(rec[d]["all_ok"] for d in dbs)
     parts.append(f"\nEvery recovered run completed with the right answer: {'yes' if ok else 'NO'}.")
-    imp = results.get("imports")
-    if imp:
-        parts.append(f"Import time of `helix_dbos` alone (`python -X importtime`): {imp['total']:.2f} s; heaviest packages (cumulative, first import): "
-                     + ", ".join(f"{k} {v:.2f} s" for k, v in imp["top"]) + ".")
     return "\n".join(parts) + "\n"
+
+
+def idle_section(results: dict[str, Any]) -> str:
+    idle = results.get("idle", {})
+    if not idle:
+        return ""
+    parts = [
+        "### 7. An idle runtime\n",
+        ("Statements per second over a window with no work, on every engine of the process (DBOS's system database, "
+        "the ledger's engines, the executor lock's connection), a few seconds after launch: a helix runtime with one "
+        "agent (no remote or companion sub-agent: it does not serve the children's queue) against a bare DBOS app "
+        "with one workflow registered (DBOS's defaults). Top tables by statements per second.\n"),
+    ]
+    rows = []
+    for db, data in idle.items():
+        for name, r in data.items():
+            tables = ", ".join(f"{k} {_f(v)}" for k, v in list(r["by_table_per_s"].items())[:6])
+            rows.append([DB_LABEL[db], name, r["stmts_per_s"], r["seconds"], _cell(tables, 200)])
+    parts.append(_table(["database", "system", "statements/s", "window s", "by table (/s)"], rows, nd=1))
+    return "\n".join(parts) + "\n"
+
+
+def imports_section(results: dict[str, Any]) -> str:
+    imp = results.get("imports")
+    if not imp:
+        return ""
+    rows = [[name, secs] for name, secs in imp["wall_s"].items()]
+    return (
+        "### 8. Import time\n\n"
+        f"Wall time of `python -c CODE` in a fresh interpreter (median of {imp['repeats']}, after one warm-up run each).\n\n"
+        + _table(["CODE", "wall s"], rows, nd=3)
+        + f"\n\n`python -X importtime` of the last row: {imp['importtime_total_s']:.2f} s in all; heaviest packages (cumulative, first import): "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in imp["top"])
+        + ".\n"
+    )
+
+
+def takeover_section(results: dict[str, Any]) -> str:
+    tk = results.get("takeover", {})
+    if not tk:
+        return ""
+    rows = [[DB_LABEL[db], r["kills"], r["takeover_after"], r["under_way_median"], r["under_way_worst"], r["at_rest_median"], r["at_rest_worst"]] for db, r in tk.items()]
+    return (
+        "### 9. Worker loss: death to runs under way again\n\n"
+        "A worker is SIGKILLed mid-body while a second worker with another executor id is alive; the time from the "
+        "kill to the killed call's next attempt starting on the live worker, and to the run at rest (`bench/takeover.py`, "
+        "docs/operations.md).\n\n"
+        + _table(["database", "kills", "HELIX_DBOS_TAKEOVER_AFTER s", "under way: median s", "worst s", "at rest: median s", "worst s"], rows, nd=2)
+        + "\n"
+    )
 
 
 def concurrency_section(results: dict[str, Any]) -> str:
@@ -255,12 +366,16 @@ def generated(results: dict[str, Any], meta: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v:.0f} s" for k, v in meta.get("timings", {}).items())
         + ").\n",
         machine_section(meta["machine"]),
+        targets_section(results, meta.get("dbs", ["sqlite", "postgres"])),
         summary_section(results),
         overhead_section(results, meta["n"], meta["warmup"]),
         cost_section(results),
         storage_section(results),
         recovery_section(results),
         concurrency_section(results),
+        idle_section(results),
+        imports_section(results),
+        takeover_section(results),
         END,
     ]
     return "\n\n".join(p for p in parts if p)

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bench.dbs import database_sizes
-from bench.helix_runner import TURN_AGENT_NAME, make_turn_agent
+from bench.systems.helix import TURN_AGENT_NAME, make_turn_agent
 from bench.workload import WorkloadSpec
 from helix_dbos.runtime.dbos_private import system_table
 
@@ -35,29 +35,6 @@ class StorageResult:
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per mark
     first_last: dict[str, dict[str, int]] = field(default_factory=dict)
     per_table_last: dict[str, float] = field(default_factory=dict)
-    idle: dict[str, Any] = field(default_factory=dict)
-
-
-def measure_idle(runtime: Any, seconds: float) -> dict[str, Any]:
-    """Statements per second a launched, idle runtime issues (DBOS pollers: its queues, notifications)."""
-    from bench.dbcount import DbCounter, attach_standard
-
-    counter = DbCounter()
-    attach_standard(counter, runtime)
-    try:
-        before_bg = {k: v.copy() for k, v in counter.bg.items()}
-        before_fg = counter.snapshot()
-        time.sleep(seconds)
-        bg = {k: counter.bg[k].minus(before_bg[k]) for k in counter.bg}
-        fg = counter.delta(counter.snapshot(), before_fg)
-    finally:
-        counter.detach()
-    stmts = sum(v.stmts for v in bg.values()) + sum(v.stmts for v in fg.values())
-    tables: dict[str, int] = {}
-    for v in list(bg.values()) + list(fg.values()):
-        for table, n in v.by_table.items():
-            tables[table] = tables.get(table, 0) + n
-    return {"seconds": seconds, "stmts_per_s": stmts / seconds, "by_table_per_s": {k: v / seconds for k, v in sorted(tables.items(), key=lambda kv: -kv[1])}}
 
 
 def _dbos_payload_sizes(url: str, run_ids: list[str]) -> dict[str, int]:
@@ -137,7 +114,7 @@ class ModelStepTimer:
 
 
 def run_storage(
-    url: str, total_steps: int = 200, steps_per_turn: int = 10, executor_id: str = "helix-bench-storage", idle_seconds: float = 5.0
+    url: str, total_steps: int = 200, steps_per_turn: int = 10, executor_id: str = "helix-bench-storage"
 ) -> StorageResult:
     import helix_dbos as hx
 
@@ -145,7 +122,6 @@ def run_storage(
     runtime = hx.Runtime([make_turn_agent(spec)], database_url=url, executor_id=executor_id).launch()
     out = StorageResult(steps_per_turn)
     try:
-        out.idle = measure_idle(runtime, idle_seconds)
         sizes = [database_sizes(url)]
         times: list[float] = []
         model_times: list[tuple[float, float]] = []

@@ -1,6 +1,6 @@
 """Worker loss: the time from a worker's death to its runs being under way again on a live worker.
 
-    python -m bench.takeover --db both --kills 20 --takeover-after 5
+    python -m bench --db both --sections takeover --kills 20     (the lease: 5 s)
 
 Per database: one live worker (executor ``live``) serves; then, per kill, a fresh worker under a new
 executor id starts a session whose one tool body runs for a few seconds, is SIGKILLed mid-body,
@@ -138,32 +138,7 @@ def main(argv: list[str]) -> int:
         p.add_argument("--until", default="")
         p.add_argument("--seconds", type=float, default=3600)
         return _app(p.parse_args(argv[1:]))
-    p = argparse.ArgumentParser(prog="python -m bench.takeover", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
-    p.add_argument("--kills", type=int, default=20)
-    p.add_argument("--takeover-after", type=float, default=5.0)
-    p.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    args = p.parse_args(argv)
-    from bench.dbs import default_sqlite_dir, fresh_database
-
-    rows = []
-    for kind in (["sqlite", "postgres"] if args.db == "both" else [args.db]):
-        with fresh_database(kind, "takeover", pg_base=args.pg_url, sqlite_dir=default_sqlite_dir()) as url:
-            from helix_dbos.ledger.migrate import upgrade
-
-            upgrade(url)
-            r = measure(url, args.kills, args.takeover_after, Path(default_sqlite_dir()) / f"takeover-{kind}-{uuid.uuid4().hex[:6]}")
-            rows.append((kind, r))
-            print(json.dumps({"db": kind, **r}), flush=True)
-    print("\n| database | kills | takeover_after | death -> under way, median / worst | death -> at rest, median / worst |")
-    print("|---|---|---|---|---|")
-    for kind, r in rows:
-        print(
-            f"| {kind} | {r['kills']} | {r['takeover_after']:g} s | {r['under_way_median']:.2f} s / {r['under_way_worst']:.2f} s "
-            f"| {r['at_rest_median']:.2f} s / {r['at_rest_worst']:.2f} s |"
-        )
-    return 0
-
+    raise SystemExit("python -m bench.takeover worker ...: the takeover figures are `python -m bench --sections takeover`")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

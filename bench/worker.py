@@ -30,8 +30,9 @@ def main(argv: list[str]) -> int:
 
     from dbos import DBOS
 
-    from bench.baselines import configure_dbos, make_bare_dbos_runner
-    from bench.helix_runner import HelixRunner
+    from bench.dbs import configure_dbos
+    from bench.systems.bare import make_runner as make_bare_dbos_runner
+    from bench.systems.helix import HelixRunner
     from bench.pools import WORKER_POOLS
     from bench.workload import WorkloadSpec
 

@@ -73,6 +73,8 @@ async def note(text: str) -> dict[str, Any]:
 
 
 ToolFunction = Callable[..., Awaitable[dict[str, Any]]]
+Runner = Callable[[], Awaitable[Any] | Any]
+"""One benchmark iteration of a system (``bench.systems``): one agent run, returning its final answer."""
 
 TOOL_FUNCTIONS: dict[str, ToolFunction] = {"lookup": lookup, "score": score, "note": note}
 """Tool name -> plain body. Never decorate these in place: wrap a copy (DBOS stores metadata on the function)."""

@@ -17,16 +17,17 @@ def test_bench_runs_on_sqlite(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     proc = subprocess.run(
         [
-            sys.executable, "-m", "bench", "--db", "sqlite", "--sections", "overhead,storage",
+            sys.executable, "-m", "bench", "--db", "sqlite", "--sections", "overhead,storage,takeover", "--kills", "1",
             "-n", "1", "--warmup", "0", "--storage-steps", "10", "--idle-seconds", "0.2",
             "--sqlite-dir", str(tmp_path), "--out", str(out), "--check",
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
     assert "helix_dbos" in text and "answer OK" in text and "WRONG" not in text
+    assert "Issue 11's figures" in text and "Worker loss" in text

@@ -1,4 +1,4 @@
-"""The third runner: the same scripted workload through helix_dbos.
+"""helix_dbos on the same scripted workload.
 
 Same `FunctionModel` script, same tool bodies (`bench.workload.TOOL_FUNCTIONS`, wrapped by `hx.tool`
 exactly as a user would), so the only difference from the baselines is the runtime: the ledger,
@@ -116,9 +116,9 @@ class HelixRunner:
         self.runtime.shutdown()
 
 
-def make_helix_runner(spec: WorkloadSpec) -> HelixRunner:
-    """Factory for `bench.harness` (call after `configure_dbos(..., launch=False)`; it launches DBOS)."""
+def make_runner(spec: WorkloadSpec) -> HelixRunner:
+    """For `bench.harness` (call after `configure_dbos(..., launch=False)`; it launches DBOS)."""
     return HelixRunner(spec)
 
 
-make_helix_runner.LAUNCHES_DBOS = True  # type: ignore[attr-defined]
+make_runner.LAUNCHES_DBOS = True  # type: ignore[attr-defined]
