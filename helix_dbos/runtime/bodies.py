@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..definitions import Agent, CheckContext, ToolContext
+from ..definitions import Agent, ToolContext
 from ..ledger import store
 from . import executor_lock, fence, attempt_gate, reconcile, scopes, tracing, transactional, transcript
 from .durable import plain_tx
@@ -57,7 +57,7 @@ async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None
         await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
         gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
-            await _reconcile(run_id, dispatch_id, gate)
+            await reconcile.ask_and_record(run_id, dispatch_id, gate)
             gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
         out = await _body(run_id, dispatch_id, gate)
@@ -156,17 +156,3 @@ def record_once(
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
             return {"status": status, "written": True}
     return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error))
-
-
-async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> None:
-    """Ask the call's reconcile check and commit its verdict (a tool removed meanwhile cannot tell)."""
-    tool = env().agent(gate["agent_name"]).tool(gate["tool_name"])
-    if tool is None or tool.reconcile is None:
-        verdict: dict[str, Any] = {"verdict": "unknown", "reason": "the tool or its check is no longer defined"}
-    else:
-        ctx = CheckContext(session_id=gate["session_id"], dispatch_id=dispatch_id, tool_name=tool.name,
-                           args=gate["args"], attempts=gate["attempts"], run_id=run_id)
-        verdict = await reconcile.ask(tool, ctx)
-    crash_point("after_check", gate["tool_name"])
-    await _hold_executor_lock()  # a process that lost its executor id records no verdict either
-    await plain_tx(attempt_gate.record_check, run_id, dispatch_id, gate["attempts"], verdict)
