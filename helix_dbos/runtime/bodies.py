@@ -1,17 +1,19 @@
-"""Call bodies: each runs as a DBOS step whose first act is the committed attempt record.
+"""Call bodies: each opens with the attempt gate, a committed attempt record, and ends with its result.
 
-DBOS re-runs a step whose output it never recorded (steps are at-least-once). The attempt gate
-turns that into the contract: a re-executed body step finds its earlier attempt, and runs again only
-if recovery says so (safe on both sides, under 3 bodies); otherwise it answers the call without a body.
+A body is not a DBOS step: the gate and the result write are the ledger's two facts about the call
+(each one short transaction), and the body runs between them in the run workflow's code. A replay of
+the workflow re-enters the gate, which answers from the ledger what already happened: a body with
+an attempt and no result runs again only if recovery says so (safe on both sides, under 3 bodies;
+transactional; or a check said not applied), otherwise the gate answers the call without a body.
 
 Both ledger writes here ride out store outages (``plain_tx`` retries transient errors), and a retry
 after a commit whose acknowledgement was lost must not see its own write as someone else's: the gate
-stamps its attempt with a token minted per step execution, the result write recognises its own answer.
+stamps its attempt with a token minted per gate execution, the result write recognises its own answer.
 
 Where the gate would answer a started call ``outcome_unknown`` and its tool has a reconcile check,
-the step asks the check (outside any transaction), commits the verdict to the call's row, and gates
-again; the step's recorded output is the call's final answer. A transactional tool's body runs in
-``transactional.run``: its writes and its result in one transaction.
+it answers "reconcile": the check is asked (outside any transaction), its verdict committed to the
+call's row as a ledger fact of its own (``reconcile.ask_and_record``), and the gate runs again. A
+transactional tool's body runs in ``transactional.run``: its writes and its result in one transaction.
 """
 
 from __future__ import annotations

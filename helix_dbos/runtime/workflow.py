@@ -1,15 +1,15 @@
 """One run = one DBOS workflow (workflow id = run id), whose only input is the run id.
 
 Per step: the model request (a DBOS step; its recorded output is the reply) -> the append
-checkpoint (one datasource transaction, exactly once: the reply, every call, a fresh dispatch id
-each) -> the bodies (each a DBOS step opening with a committed attempt) -> the step commit (one
-datasource transaction). A step whose reply starts no body makes no append: its reply, calls and
+checkpoint (one exactly-once ledger transaction: the reply, every call, a fresh dispatch id each)
+-> the bodies (not DBOS steps: each opens with a committed attempt and ends with its result write)
+-> the step commit (one exactly-once ledger transaction). A step whose reply starts no body makes no append: its reply, calls and
 answers (or its suspension) go in one commit.
 
-Determinism under DBOS replay: the workflow reads the ledger only through recorded steps, and
-gives every body its step id up front, in reply order (``DBOS.reserve_step``), so parallel lanes
-finishing in any order replay to the same ids. Remote children are dispatched and awaited in reply
-order around the lanes for the same reason.
+Determinism under DBOS replay: the workflow's ledger transactions record their own outputs
+(``durable.tx``, keyed by their order), bodies make no DBOS operations (a replay re-enters their
+gates, which answer from the ledger), and remote children are dispatched and awaited in reply order
+around the lanes, so parallel lanes finishing in any order replay the same DBOS operations.
 """
 
 from __future__ import annotations
