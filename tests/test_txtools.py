@@ -231,10 +231,16 @@ def test_transactional_call_under_each_entry_after_a_kill(db_url: str, tmp_path:
 @pytest.mark.parametrize(("point", "kind"), [("after_body", "turn"), ("before_body", "with_message")])
 def test_a_redirect_asks_the_check_before_it_pairs(db_url: str, tmp_path: Path, point: str, kind: str) -> None:
     """A new message pairs every unanswered call; a started reconciled call is asked about first:
-    charged (killed after the body) it is answered ok with the charge, not charged it is not_started."""
+    charged (killed after the body) it is answered ok with the charge, not charged it is not_started.
+    The verdict is on the row: a replay of the redirecting run never asks again."""
     k = Kit(db_url, tmp_path, scenario="reconcile")
     k.crash(f"{point}:rec_charge")
-    out = k.entry(kind, message="never mind", executor=f"{k.executor}-other")
+    other = f"{k.executor}-other"
+    if point == "after_body":  # the redirecting run dies after its pairing; its replay must not ask again
+        assert k.entry(kind, message="never mind", executor=other, crash_at="after_model").code == CRASH_EXIT_CODE
+        out = k.run("wake", executor=other)
+    else:
+        out = k.entry(kind, message="never mind", executor=other)
     assert out.code == 0 and out.result is not None and out.result["status"] == "completed", out.stderr[-3000:]
     call = ledger_call(k, "rec_charge")
     assert len(k.lines("checks")) == 1 and call["decided_by"] == "check"
