@@ -333,7 +333,33 @@ def test_check_that_cannot_tell_leaves_outcome_unknown() -> None:
 def test_no_check_and_never_started_are_not_reconciled() -> None:
     assert one(call(0, "u", replay="unsafe"), CHECKED).status == "outcome_unknown"  # no check defined
     assert one(call(0, "r", replay="unsafe", attempts=0, status="saved"), CHECKED).action == "run"  # provably never started
-    assert one(call(0, "r", replay="unsafe"), CHECKED, entry="redirect").status == "outcome_unknown"  # a redirect asks nobody
+    assert one(call(0, "r", replay="unsafe", attempts=0, status="saved"), CHECKED, entry="redirect").status == "not_started"
+
+
+def test_a_redirect_asks_the_check_before_pairing_a_started_call_and_pairs_by_its_verdict() -> None:
+    started = call(0, "r", replay="unsafe")
+    assert one(started, CHECKED, entry="redirect").action == "reconcile"
+    # the runtime asked already (or asks nothing): a call without a verdict is paired outcome_unknown
+    final = decide([started], CHECKED, "redirect", ask_checks=False)[0]
+    assert (final.action, final.status, final.decided_by) == ("pair", "outcome_unknown", None)
+    # not applied: a redirect runs no body, so the call did not take effect and is not_started
+    d = one(call(0, "r", replay="unsafe", check="not_applied"), CHECKED, entry="redirect")
+    assert (d.status, d.decided_by) == ("not_started", "check") and "did not take effect" in (d.note or "")
+    unknown = one(call(0, "r", replay="unsafe", check="unknown"), CHECKED, entry="redirect")
+    assert (unknown.status, unknown.decided_by) == ("outcome_unknown", None) and "could not tell" in unknown.reason
+    # no check, or the seed's DBOS profile: outcome_unknown as before, nothing to ask
+    assert one(call(0, "u", replay="unsafe"), CHECKED, entry="redirect").status == "outcome_unknown"
+    assert one(started, CHECKED, entry="redirect", profile="dbos_compat").status == "outcome_unknown"
+    # a stop asks nobody
+    assert one(started, CHECKED, entry="stop").status == "run_stopped"
+
+
+def test_without_asking_no_decision_is_reconcile() -> None:
+    behind = call(1, "r", replay="unsafe", concurrency_group="g")
+    doubt = call(0, "u", replay="unsafe", concurrency_group="g")
+    for entry in ("recover", "retry", "redirect"):
+        actions = [d.action for d in decide([doubt, behind, call(2, "r", replay="unsafe")], CHECKED, entry, ask_checks=False)]  # type: ignore[arg-type]
+        assert "reconcile" not in actions, (entry, actions)
 
 
 def test_an_undecided_check_holds_its_lane_and_a_decided_one_frees_it() -> None:

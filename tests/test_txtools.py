@@ -8,6 +8,7 @@ tool's check (the outside system, asked by dispatch id).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,146 @@ def test_a_reconciled_call_frees_the_call_ordered_after_it(db_url: str, tmp_path
     first, second = ledger_call(k, "rec_seq"), ledger_call(k, "seq_b")
     assert (first["status"], first["decided_by"]) == ("ok", "check")
     assert second["status"] == "ok" and k.bodies()["seq_b"] == 1  # not outcome_unknown: the call ahead is known
+
+
+def test_a_reconciled_call_behind_an_unsafe_call_of_its_lane_is_checked(db_url: str, tmp_path: Path) -> None:
+    """The lane ran the unsafe call, then the reconciled one, and died after the reconciled body:
+    recovery asks the check about the call behind, and its verdict (applied) answers it."""
+    k = Kit(db_url, tmp_path, scenario="seq_reconcile")
+    finish(k, "after_body", "rec_seq")
+    ahead, behind = ledger_call(k, "seq_unsafe"), ledger_call(k, "rec_seq")
+    assert ahead["status"] == "ok" and k.bodies() == {"seq_unsafe": 1, "rec_seq": 1}
+    assert [c["dispatch_id"] for c in k.lines("checks")] == [behind["dispatch_id"]]  # asked once, about the call behind
+    [effect] = charges(k, behind["dispatch_id"])
+    assert (behind["status"], behind["decided_by"], behind["check_outcome"]["verdict"]) == ("ok", "check", "applied")
+    assert behind["result"] == effect["receipt"] == told(k, "rec_seq")
+    assert transcript_problems(db_url, k.session) == []
+
+
+# --- entries other than the wake ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["continue", "retry", "turn"])
+def test_transactional_call_under_each_entry_after_a_kill(db_url: str, tmp_path: Path, kind: str) -> None:
+    """Killed after the transactional body (its transaction never committed), another executor enters:
+    ``resume`` and ``retry()`` run it again, exactly once in effect; a new message pairs it not_started."""
+    k = Kit(db_url, tmp_path, scenario="tx")
+    k.crash("after_body:tx_book")
+    out = k.entry(kind, message="never mind" if kind == "turn" else None, executor=f"{k.executor}-other")
+    assert out.code == 0 and out.result is not None and out.result["status"] == "completed", out.stderr[-3000:]
+    call = ledger_call(k, "tx_book")
+    assert call["decided_by"] == "database"
+    if kind == "turn":  # a redirect runs nothing again; the database proves the body had no effect
+        assert (call["status"], call["paired_by"]) == ("not_started", "redirect")
+        assert tx_rows(k, call["dispatch_id"]) == 0 and k.bodies()["tx_book"] == 1
+        assert "did not take effect" in told(k, "tx_book")["message"]
+    else:
+        assert (call["status"], call["attempts"]) == ("ok", 2) and k.bodies()["tx_book"] == 2
+        assert tx_rows(k, call["dispatch_id"]) == 1 and told(k, "tx_book") == call["result"]
+    assert transcript_problems(db_url, k.session) == []
+
+
+@pytest.mark.parametrize(("point", "kind"), [("after_body", "turn"), ("before_body", "with_message")])
+def test_a_redirect_asks_the_check_before_it_pairs(db_url: str, tmp_path: Path, point: str, kind: str) -> None:
+    """A new message pairs every unanswered call; a started reconciled call is asked about first:
+    charged (killed after the body) it is answered ok with the charge, not charged it is not_started.
+    The verdict is on the row: a replay of the redirecting run never asks again."""
+    k = Kit(db_url, tmp_path, scenario="reconcile")
+    k.crash(f"{point}:rec_charge")
+    other = f"{k.executor}-other"
+    if point == "after_body":  # the redirecting run dies after its pairing; its replay must not ask again
+        assert k.entry(kind, message="never mind", executor=other, crash_at="after_model").code == CRASH_EXIT_CODE
+        out = k.run("wake", executor=other)
+    else:
+        out = k.entry(kind, message="never mind", executor=other)
+    assert out.code == 0 and out.result is not None and out.result["status"] == "completed", out.stderr[-3000:]
+    call = ledger_call(k, "rec_charge")
+    assert len(k.lines("checks")) == 1 and call["decided_by"] == "check"
+    if point == "after_body":
+        [effect] = charges(k, call["dispatch_id"])
+        assert (call["status"], call["check_outcome"]["verdict"]) == ("ok", "applied")
+        assert call["result"] == effect["receipt"] == told(k, "rec_charge")
+    else:
+        assert (call["status"], call["check_outcome"]["verdict"]) == ("not_started", "not_applied")
+        assert charges(k, call["dispatch_id"]) == [] and told(k, "rec_charge")["status"] == "not_started"
+    assert k.bodies().get("rec_charge", 0) == (1 if point == "after_body" else 0)  # a redirect runs no body
+    assert transcript_problems(db_url, k.session) == []
+
+
+# --- async checks, in process, through a failing run and retry() -------------------------------------
+
+
+def _paying_agent(check: Any, timeout: float = 5.0) -> tuple[hx.Agent, list[str]]:
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    bodies: list[str] = []
+
+    @hx.tool(reconcile=check, reconcile_timeout=timeout)
+    async def pay(ctx: hx.ToolContext, amount: int) -> dict[str, Any]:
+        """Pay an amount."""
+        bodies.append(ctx.require_dispatch_id())
+        return {"paid": amount, "by": "body"}
+
+    def reply(messages: list[Any], info: Any) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("pay", {"amount": 5}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    return hx.Agent("payer", FunctionModel(reply), tools=[pay]), bodies
+
+
+def test_an_async_check_answers_a_failing_runs_call(db_url: str, make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that fails after a call's attempt asks the (async) check before pairing it: Applied
+    answers it ok with the check's result, and retry() keeps that answer."""
+    asked: list[hx.CheckContext] = []
+
+    async def paid(ctx: hx.CheckContext) -> hx.Applied:
+        asked.append(ctx)
+        await asyncio.sleep(0)
+        return hx.Applied({"paid": ctx.args["amount"], "by": "check"})
+
+    agent, bodies = _paying_agent(paid)
+    rt = make_runtime([agent])
+    monkeypatch.setenv("HELIX_DBOS_FAIL_AT", "before_body:pay")
+    failed = rt.start("payer", "go").result(timeout=60)
+    assert (failed.status, failed.error_code) == ("failed", "injected_fault")
+    [call] = rt.session(failed.session_id).calls
+    assert (call.status, call.decided_by, call.result) == ("ok", "check", {"paid": 5, "by": "check"})
+    assert call.check_outcome is not None and call.check_outcome["verdict"] == "applied"
+    assert [(c.dispatch_id, c.attempts) for c in asked] == [(call.dispatch_id, 1)] and bodies == []
+    monkeypatch.delenv("HELIX_DBOS_FAIL_AT")
+    done = rt.retry(failed.session_id).result(timeout=60)
+    [call] = rt.session(failed.session_id).calls
+    assert done.status == "completed" and call.status == "ok" and len(asked) == 1 and bodies == []
+
+
+def test_an_async_check_that_times_out_leaves_outcome_unknown_until_retry_asks_again(
+    db_url: str, make_runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An async check past its reconcile_timeout cannot tell: the failed run's call is outcome_unknown.
+    retry() asks again; this time it answers NotApplied, so the body runs (once)."""
+    slow = [True]
+
+    async def check(ctx: hx.CheckContext) -> hx.NotApplied:
+        if slow[0]:
+            await asyncio.sleep(5)
+        return hx.NotApplied()
+
+    agent, bodies = _paying_agent(check, timeout=0.2)
+    rt = make_runtime([agent])
+    monkeypatch.setenv("HELIX_DBOS_FAIL_AT", "before_body:pay")
+    failed = rt.start("payer", "go").result(timeout=60)
+    [call] = rt.session(failed.session_id).calls
+    assert failed.status == "failed" and (call.status, call.decided_by) == ("outcome_unknown", None)
+    assert call.check_outcome is not None and call.check_outcome["verdict"] == "unknown"
+    assert "timed out after 0.2 s" in call.check_outcome["reason"]
+    monkeypatch.delenv("HELIX_DBOS_FAIL_AT")
+    slow[0] = False
+    done = rt.retry(failed.session_id).result(timeout=60)
+    [call] = rt.session(failed.session_id).calls
+    assert done.status == "completed" and (call.status, call.decided_by, len(call.attempts)) == ("ok", "check", 2)
+    assert call.result == {"paid": 5, "by": "body"} and bodies == [call.dispatch_id]
 
 
 # --- definitions: refused at definition time, typed ------------------------------------------------

@@ -1,7 +1,7 @@
 """Queries over the ledger. Every function takes a blocking ``sa.Connection`` inside the caller's transaction.
 
 One set of functions serves both sides: API calls run them on the runtime's engine, and the workflow
-runs them in worker threads inside DBOS datasource transactions or a step's short transactions. Nothing here
+runs them in worker threads inside the workflow's exactly-once ledger transactions or short ones (an attempt gate, a result write). Nothing here
 commits; the caller's transaction boundary is the unit of atomicity.
 """
 

@@ -12,7 +12,8 @@ The rules, in the order they apply to a call:
    A call ordered after a waiting call (same lane, see 5) waits with it.
 3. A stop pairs every unsettled call ``run_stopped``.
 4. A redirecting entry (a new message) pairs every unsettled call before the message:
-   ``not_started`` when no body ever started, else ``outcome_unknown``; nothing runs again.
+   ``not_started`` when no body ever started, else ``outcome_unknown`` (unless the database or a
+   check proves the outcome, see below); nothing runs again.
 5. A call ordered after an in-doubt call (its ``concurrency_group``, or the sequential chain) is
    ``outcome_unknown`` too: it was written to run after that call's effect.
 6. A call whose body provably never started runs as its first attempt.
@@ -32,12 +33,14 @@ happened (``decided_by`` on the decision says what):
   carry no effect, so the 3-body limit still counts), ``replay_limit_reached`` after 3 with a note
   saying nothing took effect; under a redirect, behind a call in doubt, or when it can no longer
   run (removed, schema changed) it is ``not_started`` with a note saying it did not take effect.
-- **Reconciled** (``check``): where rule 5 or 8 would answer a started call ``outcome_unknown`` and
-  the tool now has a ``reconcile`` check that has not answered for its latest attempt, the action is
-  ``reconcile``: the runtime asks the check, records its verdict on the call, and decides again.
+- **Reconciled** (``check``): where rule 4, 5 or 8 would answer a started call ``outcome_unknown``
+  and the tool now has a ``reconcile`` check that has not answered for its latest attempt, the action
+  is ``reconcile``: the runtime asks the check, records its verdict on the call, and decides again.
   ``applied`` settles the call ``ok`` (the runtime does it); ``not_applied`` runs it again within the
-  3-body limit even if unsafe (``not_started`` when the order rule or the schema forbids a run);
-  ``unknown`` (``None``, raised, timed out) leaves ``outcome_unknown``.
+  3-body limit even if unsafe (``not_started`` when the order rule, the schema or a redirect forbids
+  a run); ``unknown`` (``None``, raised, timed out) leaves ``outcome_unknown``. With
+  ``ask_checks=False`` (the entry asked already, or cannot ask) a call without a verdict is decided
+  as if its check could not tell: the decisions are final, never ``reconcile``.
 
 Under ``profile="dbos_compat"`` (the seed's DBOS row) only remote children recover; every other
 interrupted call is ``outcome_unknown``.
@@ -157,13 +160,18 @@ def decide(
     tools_now: Mapping[str, ToolNow],
     entry: Entry = "recover",
     profile: Profile = "full",
+    ask_checks: bool = True,
 ) -> list[Decision]:
-    """One decision per call, in position order. See the module docstring for the rules."""
+    """One decision per call, in position order. See the module docstring for the rules.
+
+    ``ask_checks=False``: the verdicts on the calls are all there will be (the runtime asked every
+    check it could before this decision, or this entry asks none), so no decision is ``reconcile``.
+    """
     decisions: list[Decision] = []
     doubted_lanes: set[str] = set()
     waiting_lanes: set[str] = set()
     for call in sorted(calls, key=lambda c: c.position):
-        decision = _decide_one(call, tools_now, entry, profile, doubted_lanes, waiting_lanes)
+        decision = _decide_one(call, tools_now, entry, profile, doubted_lanes, waiting_lanes, ask_checks)
         if decision.action == "wait":
             waiting_lanes.update(_lanes_of(call))
         in_doubt = (
@@ -184,6 +192,7 @@ def _decide_one(
     profile: Profile,
     doubted_lanes: set[str],
     waiting_lanes: set[str],
+    ask_checks: bool,
 ) -> Decision:
     if not _unsettled(call, entry):
         return Decision(call.dispatch_id, "keep", reason="settled")
@@ -202,7 +211,11 @@ def _decide_one(
             return _pair(call, "not_started", NOT_STARTED, "redirected before its body started")
         if call.transactional:
             return _pair(call, "not_started", NOT_COMMITTED, "redirected; transactional: no result committed, so no effect", "database")
-        return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "redirected after its body started")
+        if call.kind == "tool" and profile != "dbos_compat":
+            checked = _redirected_check(call, tools_now.get(call.tool_name), ask_checks)
+            if checked is not None:
+                return checked
+        return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, _unknown_why(call, "redirected after its body started"))
 
     if waiting_answer and _awaits_answer(call):
         return Decision(call.dispatch_id, "wait", reason="awaiting an answer")
@@ -214,7 +227,7 @@ def _decide_one(
         if not never_started and call.transactional:
             return _pair(call, "not_started", NOT_COMMITTED + NOT_RUN_AGAIN_ORDERED, "ordered after a call in doubt; transactional: no effect", "database")
         if not never_started and call.kind == "tool":
-            checked = _by_check(call, tools_now.get(call.tool_name), "ordered after a call in doubt")
+            checked = _by_check(call, tools_now.get(call.tool_name), "ordered after a call in doubt", ask_checks)
             if checked is not None:
                 return checked
         note = OUTCOME_UNKNOWN + (ORDERED_AFTER_DOUBT if never_started else "")
@@ -249,7 +262,7 @@ def _decide_one(
     elif not tool.accepts(call.args):
         doubt = "saved arguments fail the current schema"
     if doubt is not None:
-        return _by_check(call, tool, doubt) or _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, _unknown_why(call, doubt))
+        return _by_check(call, tool, doubt, ask_checks) or _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, _unknown_why(call, doubt))
     if call.attempts >= MAX_BODIES:
         return _pair(call, "replay_limit_reached", REPLAY_LIMIT_REACHED, f"{call.attempts} bodies already started")
     return Decision(call.dispatch_id, "run_again", reason=f"safe: attempt {call.attempts + 1} of {MAX_BODIES}")
@@ -271,13 +284,25 @@ def _unknown_why(call: SavedCall, doubt: str) -> str:
     return f"{doubt}; its reconcile check could not tell" if call.check == "unknown" else doubt
 
 
-def _by_check(call: SavedCall, tool: ToolNow | None, doubt: str) -> Decision | None:
+def _redirected_check(call: SavedCall, tool: ToolNow | None, ask_checks: bool) -> Decision | None:
+    """A redirect runs no body, so a check's ``not_applied`` pairs the call ``not_started`` (it did
+    not take effect), where it would run again under recovery (None: ``outcome_unknown``)."""
+    if tool is None or not tool.reconcile:
+        return None
+    if call.check is None:
+        return Decision(call.dispatch_id, "reconcile", reason="redirected after its body started: ask the tool's reconcile check") if ask_checks else None
+    if call.check == "not_applied":
+        return _pair(call, "not_started", CHECKED_NOT_APPLIED, "redirected after its body started; check: not applied", "check")
+    return None  # "applied" is settled by the runtime as it records the verdict; "unknown" stays in doubt
+
+
+def _by_check(call: SavedCall, tool: ToolNow | None, doubt: str, ask_checks: bool) -> Decision | None:
     """Where a started call would be in doubt, its reconcile check decides (None: no check to ask,
     or it could not tell, so the caller pairs ``outcome_unknown``)."""
     if tool is None or not tool.reconcile:
         return None
     if call.check is None:
-        return Decision(call.dispatch_id, "reconcile", reason=f"{doubt}: ask the tool's reconcile check")
+        return Decision(call.dispatch_id, "reconcile", reason=f"{doubt}: ask the tool's reconcile check") if ask_checks else None
     if call.check != "not_applied":
         return None  # "applied" is settled by the runtime as it records the verdict; "unknown" stays in doubt
     why = f"{doubt}; check: not applied"

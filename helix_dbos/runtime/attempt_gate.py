@@ -53,7 +53,7 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
                 "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
                 "agent_name": run["agent_name"], "transactional": transactional, "replay": call["replay"]}
     if d.action == "reconcile":
-        # Ask the outside system (the body step does, outside this transaction), then gate again.
+        # Ask the outside system (the body does, outside this transaction), record the verdict, gate again.
         return {"action": "reconcile", "attempts": call["attempts"], "args": call["args"], "tool_name": call["tool_name"],
                 "session_id": call["session_id"], "agent_name": run["agent_name"], "reason": d.reason}
     if d.action == "pair":
@@ -68,8 +68,9 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     """Commit what a reconcile check answered about the call's latest attempt, before anything acts
     on it; ``applied`` settles the call ``ok`` with the check's result in the same transaction.
 
-    A re-executed body step then reads the verdict instead of asking again. A verdict about an
-    attempt that is no longer the latest (or a call already answered) is dropped.
+    A gate run again (or a replay, a redirect's or a failure's pairing) then reads the verdict instead
+    of asking again. A verdict about an attempt that is no longer the latest (or a call already
+    answered) is dropped.
     """
     fence.check(conn, run_id, "reconcile verdict")
     call = store.get_call(conn, dispatch_id, for_update=True)

@@ -1,17 +1,19 @@
-"""Call bodies: each runs as a DBOS step whose first act is the committed attempt record.
+"""Call bodies: each opens with the attempt gate, a committed attempt record, and ends with its result.
 
-DBOS re-runs a step whose output it never recorded (steps are at-least-once). The attempt gate
-turns that into the contract: a re-executed body step finds its earlier attempt, and runs again only
-if recovery says so (safe on both sides, under 3 bodies); otherwise it answers the call without a body.
+A body is not a DBOS step: the gate and the result write are the ledger's two facts about the call
+(each one short transaction), and the body runs between them in the run workflow's code. A replay of
+the workflow re-enters the gate, which answers from the ledger what already happened: a body with
+an attempt and no result runs again only if recovery says so (safe on both sides, under 3 bodies;
+transactional; or a check said not applied), otherwise the gate answers the call without a body.
 
 Both ledger writes here ride out store outages (``plain_tx`` retries transient errors), and a retry
 after a commit whose acknowledgement was lost must not see its own write as someone else's: the gate
-stamps its attempt with a token minted per step execution, the result write recognises its own answer.
+stamps its attempt with a token minted per gate execution, the result write recognises its own answer.
 
 Where the gate would answer a started call ``outcome_unknown`` and its tool has a reconcile check,
-the step asks the check (outside any transaction), commits the verdict to the call's row, and gates
-again; the step's recorded output is the call's final answer. A transactional tool's body runs in
-``transactional.run``: its writes and its result in one transaction.
+it answers "reconcile": the check is asked (outside any transaction), its verdict committed to the
+call's row as a ledger fact of its own (``reconcile.ask_and_record``), and the gate runs again. A
+transactional tool's body runs in ``transactional.run``: its writes and its result in one transaction.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..definitions import Agent, CheckContext, ToolContext
+from ..definitions import Agent, ToolContext
 from ..ledger import store
 from . import executor_lock, fence, attempt_gate, reconcile, scopes, tracing, transactional, transcript
 from .durable import plain_tx
@@ -57,7 +59,7 @@ async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None
         await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
         gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
-            await _reconcile(run_id, dispatch_id, gate)
+            await reconcile.ask_and_record(run_id, dispatch_id, gate)
             gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
         out = await _body(run_id, dispatch_id, gate)
@@ -156,17 +158,3 @@ def record_once(
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
             return {"status": status, "written": True}
     return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error))
-
-
-async def _reconcile(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> None:
-    """Ask the call's reconcile check and commit its verdict (a tool removed meanwhile cannot tell)."""
-    tool = env().agent(gate["agent_name"]).tool(gate["tool_name"])
-    if tool is None or tool.reconcile is None:
-        verdict: dict[str, Any] = {"verdict": "unknown", "reason": "the tool or its check is no longer defined"}
-    else:
-        ctx = CheckContext(session_id=gate["session_id"], dispatch_id=dispatch_id, tool_name=tool.name,
-                           args=gate["args"], attempts=gate["attempts"], run_id=run_id)
-        verdict = await reconcile.ask(tool, ctx)
-    crash_point("after_check", gate["tool_name"])
-    await _hold_executor_lock()  # a process that lost its executor id records no verdict either
-    await plain_tx(attempt_gate.record_check, run_id, dispatch_id, gate["attempts"], verdict)

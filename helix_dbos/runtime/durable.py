@@ -121,6 +121,12 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     return await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
 
 
+def tx_committed(conn: sa.Connection, workflow_id: str, name: str) -> bool:
+    """Whether the workflow's first ``tx`` called ``name`` has committed (a replay is past it)."""
+    record = t.tx_outputs
+    return conn.execute(sa.select(record.c.op).where(record.c.workflow_id == workflow_id, record.c.op == f"{name}#0")).first() is not None
+
+
 def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:
     """Wrap a workflow function: its own operation counter for ``tx``, and a stopping event loop
     leaves it ``PENDING`` (see ``ProcessStopping``).

@@ -61,8 +61,10 @@ def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bo
     return store.fetch_all(conn, stmt)
 
 
-def decisions(agent: Agent, calls: Sequence[Row], entry: str) -> dict[str, Decision]:
-    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, env().profile)  # type: ignore[arg-type]
+def decisions(agent: Agent, calls: Sequence[Row], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:
+    """The recovery rules over one step's rows. ``ask_checks=False`` where the caller pairs now,
+    with the verdicts already on the rows (a redirect, a failure, a rewind): no ``reconcile`` action."""
+    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, env().profile, ask_checks)  # type: ignore[arg-type]
     return {d.dispatch_id: d for d in out}
 
 

@@ -3,6 +3,10 @@
 A rewind supersedes what followed its checkpoint (and pairs the calls left behind there), a
 redirect pairs the saved step's unanswered calls and states the new message, a resume or retry
 hands the saved step to the workflow to recover; the plan says where the run starts.
+
+Before a redirect's transaction, the workflow asks the reconcile checks of the saved step's started
+calls (``redirect_checks`` lists them; ``reconcile.ask_before`` asks and records), so the pairing
+answers what a check can tell instead of ``outcome_unknown``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from ..definitions import Agent
 from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import CALL_SETTLED, REDIRECTING_ENTRIES
-from . import fence, transcript
-from .pairing import apply_pairings, calls_of_step, decisions, step_ref
+from . import durable, fence, reconcile, transcript
+from .pairing import apply_pairings, calls_of_step, decisions, saved_call, step_ref
 from .state import env
 
 
@@ -36,7 +40,26 @@ def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
     ).all()
     for saver, step in sorted(steps, key=lambda ref: (ref[1], ref[0])):
         calls = calls_of_step(conn, saver, step)
-        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect"), "rewind")
+        # a superseded branch asks no check: no run or model reaches it again
+        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "rewind")
+
+
+PREPARE_TX = "helix.prepare"
+
+
+def redirect_checks(conn: sa.Connection, run_id: str) -> list[dict[str, Any]]:
+    """The reconcile checks a redirecting entry asks before its pairing (a fenced read).
+
+    Its target is the step ``prepare_entry`` will pair: the rewind's checkpoint or the latest one.
+    Once the prepare transaction has committed (a replay of the workflow), there is nothing to ask:
+    the calls are answered, and the latest checkpoint is already this run's own.
+    """
+    run = fence.check(conn, run_id, "read saved calls")
+    if run["entry"] not in REDIRECTING_ENTRIES or durable.tx_committed(conn, run_id, PREPARE_TX):
+        return []
+    target = store.get_checkpoint(conn, run["checkpoint_id"]) if run["checkpoint_id"] else store.latest_checkpoint(conn, run["session_id"])
+    ref = step_ref(conn, target)
+    return [] if ref is None else reconcile.checks_to_ask(conn, run, [ref], "redirect")
 
 
 def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
@@ -63,7 +86,8 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
     if entry in REDIRECTING_ENTRIES:
         if ref is not None:
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
-            apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect"), "redirect")
+            # the checks were asked just before this transaction (``redirect_checks``): pair by their verdicts
+            apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "redirect")
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
             body = transcript.dump(transcript.results_message(calls, run["entry_message"]))
             store.insert_message(conn, sid, run_id, ref["step"], "request", body)
@@ -80,6 +104,10 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> dict[str, Any]:
             for call in calls:
                 if call["status"] in CALL_SETTLED and decided[call["dispatch_id"]].action != "keep":
                     store.reopen_call(conn, call)
+                    if saved_call(call).check == "unknown":
+                        # the failure asked and the check could not tell: retry() asks it again (the
+                        # verdict stays in the session's events, as ``reconciled``)
+                        store.record_check(conn, call, None)
                     store.emit(conn, sid, run_id, "call_reopened", {"dispatch_id": call["dispatch_id"]})
         plan["mode"] = "recover"
         plan["recover"] = ref

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ..ledger import store
 from ..ledger.statuses import BODY_KINDS, CALL_SETTLED
-from . import fence, transcript
+from . import fence, reconcile, transcript
 from .pairing import apply_pairings, calls_of_step, decisions, open_steps
 from .planning import Planned, reply_text
 from .state import env
@@ -147,13 +147,20 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
 # --- ends ----------------------------------------------------------------------------------------
 
 
+def failure_checks(conn: sa.Connection, run_id: str) -> list[Row]:
+    """The reconcile checks a failing run asks before ``fail_run`` pairs its calls (a fenced read)."""
+    run = fence.check(conn, run_id, "read saved calls")
+    return reconcile.checks_to_ask(conn, run, open_steps(conn, run), "redirect")
+
+
 def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[str, Any]:
-    """A failed run never leaves a call unanswered: each saved, unanswered call is paired first."""
+    """A failed run never leaves a call unanswered: each saved, unanswered call is paired first,
+    by the redirect rules and the verdicts the checks asked just before (``failure_checks``) gave."""
     run = fence.check(conn, run_id, "fail")
     agent = env().agent(run["agent_name"])
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
-        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect"), "run_failed")
+        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "run_failed")
     store.end_run(conn, run_id, "failed", error_code=code, error=message)
     return {"status": "failed", "error_code": code, "error": message}
 

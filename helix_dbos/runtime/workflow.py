@@ -1,20 +1,21 @@
 """One run = one DBOS workflow (workflow id = run id), whose only input is the run id.
 
 Per step: the model request (a DBOS step; its recorded output is the reply) -> the append
-checkpoint (one datasource transaction, exactly once: the reply, every call, a fresh dispatch id
-each) -> the bodies (each a DBOS step opening with a committed attempt) -> the step commit (one
-datasource transaction). A step whose reply starts no body makes no append: its reply, calls and
+checkpoint (one exactly-once ledger transaction: the reply, every call, a fresh dispatch id each)
+-> the bodies (not DBOS steps: each opens with a committed attempt and ends with its result write)
+-> the step commit (one exactly-once ledger transaction). A step whose reply starts no body makes no append: its reply, calls and
 answers (or its suspension) go in one commit.
 
-Determinism under DBOS replay: the workflow reads the ledger only through recorded steps, and
-gives every body its step id up front, in reply order (``DBOS.reserve_step``), so parallel lanes
-finishing in any order replay to the same ids. Remote children are dispatched and awaited in reply
-order around the lanes for the same reason.
+Determinism under DBOS replay: the workflow's ledger transactions record their own outputs
+(``durable.tx``, keyed by their order), bodies make no DBOS operations (a replay re-enters their
+gates, which answer from the ledger), and remote children are dispatched and awaited in reply order
+around the lanes, so parallel lanes finishing in any order replay the same DBOS operations.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import traceback
 from types import SimpleNamespace
 from typing import Any, Final
@@ -22,10 +23,10 @@ from typing import Any, Final
 from dbos import DBOS
 
 from ..definitions import Agent
-from ..errors import HelixError, RunFencedError, helix_code
+from ..errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import children, companions, durable, fence, prepare, scopes, step_commits, tracing
+from . import children, companions, durable, fence, prepare, reconcile, scopes, step_commits, tracing
 from .bodies import body_step
 from .dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from .durable import plain_tx, recorded, step, tx, workflow_function
@@ -39,6 +40,7 @@ from .state import env
 RUN_WORKFLOW = "helix.run"
 #: Call kinds answered by a child workflow rather than a body of the parent.
 CHILD_KINDS: Final = frozenset({"remote", "companion"})
+log = logging.getLogger("helix_dbos")
 
 
 class MaxStepsReached(Exception):
@@ -75,6 +77,7 @@ async def _run(run_id: str) -> dict[str, Any]:
         if fence.is_fenced(exc):
             raise await _refused(run_id, workflow_id, exc) from None
         code, error = failure(exc)
+        await _ask_before_failing(run_id, code)
         # DBOS retries this transaction until the store answers: after an outage past the window the
         # failure is written once the database is back, pairing every call the run left unanswered.
         try:
@@ -83,6 +86,25 @@ async def _run(run_id: str) -> dict[str, Any]:
             if fence.is_fenced(again):
                 raise await _refused(run_id, workflow_id, again) from None
             raise
+
+
+async def _ask_before_failing(run_id: str, code: str) -> None:
+    """Before a failure pairs the run's started calls, ask their reconcile checks and record the
+    verdicts, as a recovery would: ``Applied`` answers a call ``ok`` (and ``retry()`` keeps it),
+    ``NotApplied`` pairs it ``not_started`` (and ``retry()`` runs it again).
+
+    Bounded by each check's ``reconcile_timeout`` (they are asked side by side), and never in the way
+    of the failure: when the store is what failed it asks nothing (its reads would wait out another
+    window), and any error here only means the calls are paired ``outcome_unknown``, as without a
+    check, for ``retry()`` to ask again.
+    """
+    if code == StoreUnavailableError.code:
+        return
+    try:
+        await reconcile.ask_before(run_id, step_commits.failure_checks)
+    except Exception as exc:  # noqa: BLE001 - the failure is written whatever happened here
+        if not fence.is_fenced(exc):  # fenced: the failure transaction is refused too, and says so
+            log.warning("run %s: reconcile checks before the failure were not asked: %s", run_id, exc)
 
 
 def failure(exc: BaseException) -> tuple[str, str]:
@@ -122,8 +144,10 @@ async def _settle_cancel(run_id: str) -> None:
 
 async def _drive(run_id: str) -> dict[str, Any]:
     await _refresh(run_id)
-    prepare_entry = tracing.traced("helix.prepare", prepare.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
-    plan = await tx("helix.prepare", prepare_entry, run_id)
+    # A redirect pairs the saved step's started calls: first ask their reconcile checks (recorded)
+    await reconcile.ask_before(run_id, prepare.redirect_checks)
+    prepare_entry = tracing.traced(prepare.PREPARE_TX, prepare.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
+    plan = await tx(prepare.PREPARE_TX, prepare_entry, run_id)
     sid: str = plan["session_id"]
     agent = env().agent(plan["agent_name"])
     budget: int = plan["max_steps"]

@@ -64,6 +64,7 @@ SCENARIOS: dict[str, list[str]] = {
     "tx": ["tx_book"],
     "reconcile": ["rec_charge"],
     "reconcile_seq": ["rec_seq", "seq_b"],
+    "seq_reconcile": ["seq_unsafe", "rec_seq"],  # an unsafe call ahead of a reconciled one, in one lane
     "full": ["safe_set", "unsafe_send", "group_a", "group_b", "seq_a", "seq_b", "tx_book", "rec_charge"],
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
     "slow_pair": ["slow_safe", "slow_unsafe"],
