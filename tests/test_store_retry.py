@@ -176,3 +176,36 @@ def test_real_sqlite_errors_are_classified(tmp_path: Path) -> None:
             holder.close()
     finally:
         engine.dispose()
+
+
+def test_a_silent_server_is_a_transient_error_within_the_bound(pg_url: str) -> None:
+    """A server that stops answering raises nothing by itself (the proxy holds the bytes, the kernel
+    acknowledges them): inside ``bounded_waits`` the waiting query, and a new connection's attempt,
+    fail transient by the bound, the pool discards the connection, and the next query after the
+    silence works; outside it the same query simply waits the silence out."""
+    import time
+
+    from helix_dbos.ledger.engine import bounded_waits
+    from tests.tcpproxy import TcpProxy
+
+    proxy = TcpProxy.for_url(pg_url)
+    engine = create_sync_engine(proxy.url(pg_url), pool_size=2, max_overflow=0)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1  # pooled, then stalled below
+        proxy.stall()
+        # the pooled connection's pre-ping waits past the bound, then so does the reconnect SQLAlchemy tries
+        started = time.monotonic()
+        with pytest.raises(sa.exc.OperationalError) as info, bounded_waits(time.monotonic() + 1.0):
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        assert is_transient(info.value) and time.monotonic() - started < 4, info.value  # libpq's connect minimum: 2 s
+        threading.Timer(1.5, proxy.restore).start()
+        started = time.monotonic()
+        with engine.connect() as conn:  # no bound: it waits for the server, then goes on
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+        assert time.monotonic() - started >= 1.4
+    finally:
+        proxy.restore()
+        engine.dispose()
+        proxy.close()
