@@ -2,7 +2,12 @@
 
 The shared server must never be stopped, so an outage is played here: ``cut()`` resets every
 connection through the proxy and refuses new ones (each accepted socket is reset at once, which a
-client sees as "server closed the connection unexpectedly"), ``restore()`` forwards again. Threads,
+client sees as "server closed the connection unexpectedly"), ``restore()`` forwards again.
+
+``stall()`` plays the other kind of outage, a server (or a link) that stops answering without
+closing anything: connections stay open and new ones are accepted, but no byte is forwarded either
+way; the kernel still acknowledges what the client sends, so no TCP timeout or keepalive notices.
+``restore()`` delivers what was held and forwards again, as a server that wakes up would. Threads,
 no asyncio: it runs beside whatever the test process does.
 """
 
@@ -50,6 +55,8 @@ class TcpProxy:
         self._open: set[socket.socket] = set()
         self._cut = False
         self._closed = False
+        self._flowing = threading.Event()  # cleared while stalled: pumps hold what they read
+        self._flowing.set()
         self.accepted = 0
         self.refused = 0
         self.dropped = 0
@@ -77,9 +84,18 @@ class TcpProxy:
         for s in doomed:
             _reset(s)
 
+    @property
+    def is_stalled(self) -> bool:
+        return not self._flowing.is_set()
+
+    def stall(self) -> None:
+        """The database stops answering: every connection (open or new) is kept, nothing is forwarded."""
+        self._flowing.clear()
+
     def restore(self) -> None:
         with self._lock:
             self._cut = False
+        self._flowing.set()
 
     @contextmanager
     def outage(self, seconds: float) -> Iterator[None]:
@@ -90,9 +106,19 @@ class TcpProxy:
         finally:
             self.restore()
 
+    @contextmanager
+    def stalled(self, seconds: float) -> Iterator[None]:
+        self.stall()
+        try:
+            time.sleep(seconds)
+            yield
+        finally:
+            self.restore()
+
     def close(self) -> None:
         self._closed = True
         self.cut()
+        self._flowing.set()  # held pumps wake and find their sockets reset
         try:
             self._listener.close()
         except OSError:
@@ -130,6 +156,7 @@ class TcpProxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                self._flowing.wait()  # stalled: hold it (the client's kernel has its ACK already)
                 dst.sendall(data)
         except OSError:
             pass

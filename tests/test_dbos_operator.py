@@ -8,14 +8,22 @@ never writes the ledger, never asks the model and never starts a body (it ends E
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from dbos import DBOS
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import helix_dbos as hx
 from helix_dbos.ledger.engine import is_sqlite
 from tests.crashkit import Kit, helix_table, query, transcript_problems
 
@@ -239,3 +247,54 @@ def test_cancel_while_no_process_runs_it_settles_at_the_wake(db_url: str, tmp_pa
     assert kit.bodies()["unsafe_send"] == 1
     assert kit.model_steps() == {0: 1}
     assert transcript_problems(db_url, kit.session) == []
+
+
+def test_fork_of_a_running_run_from_python_is_refused(db_url: str, make_runtime: Callable[..., Any]) -> None:
+    """``DBOS.fork_workflow`` (DBOS's Python API, not its CLI) of a run while its body is still
+    running: each fork ends ERROR with the typed refusal and one ``run_refused`` event, asks no
+    model and starts no body; the run itself goes on undisturbed and its transcript stays valid."""
+    release, started = threading.Event(), threading.Event()
+    bodies: list[str] = []  # counted by the tool itself, outside the runtime
+    asked: list[int] = []  # counted by the model
+
+    @hx.tool(replay="safe")
+    async def hold(ctx: hx.ToolContext) -> str:
+        """Hold until the test lets go."""
+        bodies.append(ctx.dispatch_id or "")
+        started.set()
+        await asyncio.to_thread(release.wait, 60)
+        return "held"
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked.append(sum(isinstance(m, ModelResponse) for m in messages))
+        if asked[-1] == 0:
+            return ModelResponse(parts=[ToolCallPart("hold", {}, tool_call_id="h1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    rt = make_runtime([hx.Agent("holder", FunctionModel(reply), tools=[hold])])
+    handle = rt.start("holder", "go")
+    try:
+        assert started.wait(30), "the body never started"
+        run_id, session_id = handle.run_id, handle.session_id
+        steps = len(DBOS.list_workflow_steps(run_id))
+        assert workflow(db_url, run_id)["status"] == "PENDING"  # type: ignore[index]
+        forks = [DBOS.fork_workflow(run_id, start) for start in sorted({0, steps})]  # from scratch; past the recorded model step
+        for fork in forks:
+            fork_id = fork.get_workflow_id()
+            assert fork_id != run_id
+            with pytest.raises(Exception, match="refused") as refused:
+                fork.get_result()
+            assert "fork" in str(refused.value), refused.value
+            wait_for(lambda f=fork_id: _refused(db_url, f), what=f"fork {fork_id} to end")
+            assert workflow(db_url, fork_id)["status"] == "ERROR"  # type: ignore[index]
+        assert bodies == [bodies[0]] and asked == [0], "a fork asked the model or started a body"
+    finally:
+        release.set()
+    result = handle.result(timeout=60)
+    assert result.status == "completed" and result.run_id == run_id
+    (call,) = rt.session(session_id).calls
+    assert (call.status, len(call.attempts)) == ("ok", 1)
+    assert len(bodies) == 1 and asked == [0, 1]  # the run went on; nothing ran or was asked twice
+    refusals = [e for e in events(db_url, session_id) if e["type"] == "run_refused"]
+    assert len(refusals) == len(forks) and {e["run_id"] for e in refusals} == {run_id}, refusals
+    assert transcript_problems(db_url, session_id) == []

@@ -31,7 +31,7 @@ from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime import executor_lock
 from helix_dbos.runtime.executor_lock import APPLICATION_NAME, LOCK_LOST_EXIT_CODE, ExecutorLock
-from tests.crashkit import ROOT, Kit, calls_by_tool
+from tests.crashkit import ROOT, Kit, calls_by_tool, transcript_problems
 from tests.procs import SETTINGS_VARS, child_env
 
 
@@ -119,6 +119,9 @@ def test_a_worker_cut_off_from_its_lock_re_acquires_it_and_the_takeover_is_refus
     assert {(c["status"], c["attempts"]) for c in calls.values()} == {("ok", 1)}
     assert k.bodies() == {"slow_safe": 1, "slow_unsafe": 1}  # counted by the tools: nothing ran twice
     assert {line["pid"] for line in k.lines("bodies")} == {proc.pid}
+    assert k.model_steps() == {0: 1, 1: 1}, "the saved step was asked for again"  # counted by the model
+    assert {line["pid"] for line in k.lines("model")} == {proc.pid}  # the refused takeover never asked it
+    assert transcript_problems(pg_url, k.session) == []
 
 
 def test_a_worker_whose_id_was_taken_while_it_was_cut_off_exits_before_the_taker_acts(pg_url: str, tmp_path: Path) -> None:
@@ -163,6 +166,10 @@ def test_a_worker_whose_id_was_taken_while_it_was_cut_off_exits_before_the_taker
     assert [s["pid"] for s in starts if s["tool"] == "slow_safe"][0] == proc.pid
     assert all(s["t"] > acted_at for s in starts if s["pid"] != proc.pid)  # ...only after the first process was gone
     assert calls == {"slow_safe": "ok", "slow_unsafe": "outcome_unknown"}
+    asks = k.lines("model")
+    assert k.model_steps() == {0: 1, 1: 1}, "the saved step was asked for again"  # counted by the model
+    assert asks[0]["pid"] == proc.pid and asks[1]["pid"] != proc.pid and asks[1]["t"] > acted_at  # step 1: the taker's
+    assert transcript_problems(pg_url, k.session) == []
 
 
 def _old_key(database: str, executor_id: str) -> int:

@@ -9,6 +9,7 @@ client may have acted on) in the rewind's own transaction.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -17,10 +18,12 @@ import pydantic
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
+from helix_dbos.cli.main import app as cli
 from helix_dbos.errors import StaleAnswerError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.recovery import NOT_STARTED, OUTCOME_UNKNOWN
@@ -64,6 +67,14 @@ def agent_asking(kind: str, asked: list[int], bodies: list[str]) -> hx.Agent:
     return hx.Agent(f"rewinder_{kind}", FunctionModel(reply), tools=[note, pay, confirm])
 
 
+def cli_calls(db_url: str, *args: str) -> list[dict[str, Any]]:
+    """``helix-dbos calls ... --json`` as an operator runs it (Typer's runner: the real command, in-process)."""
+    result = CliRunner().invoke(cli, ["calls", *args, "--db", db_url, "--json"])
+    assert result.exit_code == 0, result.output
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    return rows
+
+
 def audit_waiting(db_url: str, session_id: str) -> list[str]:
     """docs/audit.md's "still waiting" query, for approvals and for client calls."""
     prefix = "" if is_sqlite(db_url) else "helix."
@@ -104,6 +115,9 @@ def test_rewind_pairs_the_pending_call_it_leaves_behind(db_url: str, make_runtim
     assert [c.dispatch_id for c in view.calls if c.status == "pending"] == [new.dispatch_id]
     assert rt.get_run(first.run_id).pending == []  # the old run no longer lists it either
     assert audit_waiting(db_url, sid) == [new.dispatch_id]
+    listed = {c["dispatch_id"]: c["status"] for c in cli_calls(db_url, "--session", sid)}
+    assert listed[old.dispatch_id] == expected[0] and listed[new.dispatch_id] == "pending", listed  # the CLI agrees
+    assert [c["dispatch_id"] for c in cli_calls(db_url, "--session", sid, "--status", "pending")] == [new.dispatch_id]
     assert asked == [0, 1, 1] and bodies == [bodies[0]]  # step 0 not asked again, its body not run again
 
     app = create_app(rt)  # the service over this launched runtime (no lifespan: it is launched already)

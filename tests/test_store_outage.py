@@ -51,15 +51,16 @@ def attempts(db_url: str, session_id: str) -> list[dict[str, Any]]:
         engine.dispose()
 
 
-def run_through_outage(k: Kit, proxy: TcpProxy, *, window: float, cut: float) -> dict[str, Any]:
-    """Start the run through the proxy, cut the database once both bodies have started, restore it
-    ``cut`` seconds later, and return the run's result as the same process reports it."""
+def run_through_outage(k: Kit, proxy: TcpProxy, *, window: float, cut: float, stall: bool = False) -> dict[str, Any]:
+    """Start the run through the proxy, cut the database (``stall``: make it stop answering) once
+    both bodies have started, restore it ``cut`` seconds later, and return the run's result as the
+    same process reports it."""
     proc = k.spawn("start", extra_env={"HELIX_DBOS_STORE_RETRY_WINDOW": str(window), "SCENARIO_DELAY": "1.5"})
     deadline = time.monotonic() + 40
     while len({b["tool"] for b in k.lines("bodies")}) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before the outage"
-    with proxy.outage(cut):
+    with proxy.stalled(cut) if stall else proxy.outage(cut):
         pass
     out, _ = proc.communicate(timeout=90)
     assert proc.returncode == 0, (proc.returncode, _stderr(k))
@@ -115,6 +116,44 @@ def test_an_outage_past_the_window_fails_typed_and_retry_recovers(pg_url: str, p
     assert all(r["ended_at"] is not None and r["outcome"] is not None for r in attempts(pg_url, k.session))
     assert k.model_steps()[0] == 1
     assert transcript_problems(pg_url, k.session) == []
+
+
+def test_a_stall_inside_the_window_is_ridden_out(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
+    """The database stops answering (connections kept open, bytes held, no error anywhere) for less
+    than the window: the run just waits, and nothing is run again or asked again."""
+    k = Kit(proxy.url(pg_url), tmp_path, scenario="outage")
+    started = time.monotonic()
+    result = run_through_outage(k, proxy, window=30, cut=5, stall=True)
+    assert time.monotonic() - started >= 5 and proxy.dropped == proxy.refused == 0  # a stall, not a cut
+    assert result["status"] == "completed", result
+    calls = {c["tool"]: c for c in result["calls"]}
+    assert {(c["status"], c["attempts"]) for c in calls.values()} == {("ok", 1)}, calls
+    assert k.bodies() == {"slow_safe": 1, "slow_unsafe": 1}
+    assert k.model_steps() == {0: 1, 1: 1}
+    rows = attempts(pg_url, k.session)
+    assert len(rows) == 2 and all(r["ended_at"] is not None and r["outcome"] == "ok" for r in rows), rows
+    assert transcript_problems(pg_url, k.session) == []
+
+
+def test_a_stall_past_the_window_fails_typed_with_no_attempt_left_open(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
+    """The database stops answering for longer than the window: the result writes that wait on it
+    give up at the window's end (a stalled connection raises nothing by itself; the runtime bounds
+    its waits), the run fails ``store_unavailable`` once the store answers again, and every attempt
+    row has its end and outcome."""
+    k = Kit(proxy.url(pg_url), tmp_path, scenario="outage")
+    result = run_through_outage(k, proxy, window=2, cut=9, stall=True)
+    assert proxy.dropped == proxy.refused == 0  # nothing was cut: only silence
+    assert result["status"] == "failed" and result["error_code"] == "store_unavailable", result
+    engine = create_sync_engine(pg_url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        error = conn.execute(sa.select(t.runs.c.error).where(t.runs.c.run_id == result["run_id"])).scalar_one()
+    engine.dispose()
+    assert "store_retry_window" in error and "e3q8" not in error, error
+    assert all(c["status"] in CALL_SETTLED for c in result["calls"]), result["calls"]
+    rows = attempts(pg_url, k.session)
+    assert len(rows) == 2 and all(r["ended_at"] is not None and r["outcome"] is not None for r in rows), rows
+    assert k.bodies() == {"slow_safe": 1, "slow_unsafe": 1}
+    assert k.model_steps() == {0: 1}  # failed: the model was not asked again
 
 
 # --- the attempt gate across a lost commit acknowledgement (both databases) ----------------------

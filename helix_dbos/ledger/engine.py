@@ -9,7 +9,13 @@ front (``IMMEDIATE``), because a deferred transaction that reads, then writes, f
 
 from __future__ import annotations
 
+import functools
+import math
 import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +89,80 @@ def translate_map(url: str) -> dict[str | None, str | None]:
     return {SCHEMA: None} if is_sqlite(url) else {SCHEMA: SCHEMA}
 
 
+#: libpq's connection options on every Postgres connection of the ledger. A connection attempt
+#: gives up after ``connect_timeout`` seconds (libpq waits for ever by default, so a server that
+#: accepts and never answers hung the runtime); keepalives and ``tcp_user_timeout`` (ms) drop a
+#: connection whose peer vanished (a host gone, a partition), which otherwise waits for an answer
+#: for ever. A server that is alive but does not answer is bounded by ``bounded_waits``.
+PG_CONNECT_ARGS: dict[str, Any] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30000,
+}
+
+#: The monotonic time by which the current retried transaction must hear from the server (None:
+#: no bound). Set by ``store_retry`` for each try of a transaction with a finite window.
+_wait_until: ContextVar[float | None] = ContextVar("helix_wait_until", default=None)
+
+
+@contextmanager
+def bounded_waits(until: float | None) -> Iterator[None]:
+    """Within this block (and the worker threads it starts, which copy the context), a Postgres
+    connection of the ledger that waits for the server past monotonic time ``until`` is closed and
+    the wait fails with a psycopg ``OperationalError`` (no SQLSTATE: a lost connection, transient).
+
+    Why: a server that stops answering without closing anything (frozen, overloaded, a proxy or
+    link that holds the bytes) leaves a client blocked in a read for ever; the kernel acknowledges
+    what was sent, so neither keepalives nor ``tcp_user_timeout`` notice. Any wait counts, a lock
+    wait included: a transaction that cannot get an answer within the window is, to its caller, a
+    store that is unavailable.
+    """
+    if until is None or math.isinf(until):
+        yield
+        return
+    token = _wait_until.set(until)
+    try:
+        yield
+    finally:
+        _wait_until.reset(token)
+
+
+@functools.cache
+def _bounded_connection_class() -> type:
+    """A psycopg ``Connection`` whose waits honour ``bounded_waits`` (built on first use: importing
+    psycopg is not free, and SQLite users never need it)."""
+    import psycopg
+    from psycopg import errors as pe
+
+    class BoundedConnection(psycopg.Connection):  # type: ignore[type-arg]
+        def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+            until = _wait_until.get()
+            if until is None:
+                return super().wait(gen, interval, timeout)
+            left = max(until - time.monotonic(), 0.0)
+            try:
+                return super().wait(gen, interval, left if timeout is None else min(timeout, left))
+            except pe._WaitTimeout:
+                if timeout is not None and timeout <= left:
+                    raise  # the caller's own timeout, not ours
+                # Half-way through the protocol: the connection cannot be used again. Closed, it is
+                # a disconnect to SQLAlchemy (invalidated, the pool recycled) and transient to us.
+                self.pgconn.finish()
+                raise psycopg.OperationalError("the database did not answer in time (store_retry_window); connection closed") from None
+
+    return BoundedConnection
+
+
+def _bounded_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+    until = _wait_until.get()
+    if until is not None:  # a connection attempt inside the bound gives up with it (libpq's minimum: 2 s)
+        cparams["connect_timeout"] = max(2, min(int(cparams.get("connect_timeout") or 10), math.ceil(until - time.monotonic())))
+    return _bounded_connection_class().connect(*cargs, **cparams)
+
+
 def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
     """A blocking engine for the entry gate, answers and reads (callers' threads, not the DBOS loop)."""
     if is_sqlite(url):
@@ -93,5 +173,7 @@ def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
             kwargs.setdefault("pool_size", 10)
             kwargs.setdefault("max_overflow", 10)
             kwargs.setdefault("pool_pre_ping", True)
+        kwargs["connect_args"] = {**PG_CONNECT_ARGS, **kwargs.get("connect_args", {})}
         engine = sa.create_engine(sync_url(url), **kwargs)
+        event.listen(engine, "do_connect", _bounded_connect)
     return engine.execution_options(schema_translate_map=translate_map(url))

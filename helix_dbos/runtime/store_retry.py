@@ -7,6 +7,12 @@ and deadlocks, SQLite busy/locked) are retried with backoff for up to ``store_re
 from the first failure; past that the caller gets a ``StoreUnavailableError`` (``store_unavailable``),
 which the run workflow records as its failure code once the store is back.
 
+A store that stops answering without closing anything (a frozen server, a link that holds the
+bytes) raises nothing: each try of a transaction with a finite window therefore runs under
+``ledger.engine.bounded_waits``, so a connection that waits for the server past the window's end is
+closed and the try fails like a lost connection; the window counts from the start of the first try
+that failed, so a try that hung for the whole window ends it at once.
+
 DBOS itself retries its system-database writes and its datasource transactions without a deadline
 (``db_retry`` and the datasource's retry loop): those pause the run until the store returns, which is
 the same outcome as a short outage inside the window. This module bounds the waits helix_dbos owns.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +31,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from ..errors import StoreUnavailableError
+from ..ledger.engine import bounded_waits
 
 T = TypeVar("T")
 log = logging.getLogger("helix_dbos")
@@ -86,11 +94,23 @@ class Backoff:
         self.deadline: float | None = None
         self.delay = _FIRST_DELAY
 
-    def next_delay(self, exc: BaseException) -> float:
-        """How long to wait before the next try; raises ``StoreUnavailableError`` once the window is spent."""
+    def try_until(self, started: float) -> float | None:
+        """By when a try started at ``started`` must hear from the server.
+
+        With no window (``math.inf``: retried until the store answers) each try is still bounded by
+        the configured window, so one connection stuck on a silent peer is abandoned and the next
+        try gets a new one, instead of waiting on it for ever."""
+        if math.isinf(self.window):
+            return started + max(_window(), 1.0)
+        # never under a second: a caller's nearly spent wait must not turn every read into a timeout
+        return self.deadline if self.deadline is not None else started + max(self.window, 1.0)
+
+    def next_delay(self, exc: BaseException, started: float | None = None) -> float:
+        """How long to wait before the next try (``started``: when the failed try began); raises
+        ``StoreUnavailableError`` once the window is spent."""
         now = time.monotonic()
         if self.deadline is None:
-            self.deadline = now + self.window
+            self.deadline = min(now, started if started is not None else now) + self.window
             log.warning("database unavailable while %s (%s); retrying for up to %gs", self.what, first_line(exc), self.window)
         if now >= self.deadline:
             log.error("database still unavailable after %gs while %s: giving up (store_unavailable)", self.window, self.what)
@@ -102,32 +122,37 @@ class Backoff:
 
 async def retrying(what: str, attempt: Callable[[], Awaitable[T]], window: float | None = None) -> T:
     """Run ``attempt`` (one whole transaction) until it succeeds, a non-transient error, or the window
-    ends (``store_retry_window`` unless given; ``math.inf``: until the store answers)."""
-    backoff: Backoff | None = None
+    ends (``store_retry_window`` unless given; ``math.inf``: until the store answers). Each try's
+    waits on the server are bounded (``Backoff.try_until``): silence counts as an outage too."""
+    backoff = Backoff(what, window)
+    failed = False
     while True:
+        started = time.monotonic()
         try:
-            value = await attempt()
+            with bounded_waits(backoff.try_until(started)):  # copied into the try's worker thread
+                value = await attempt()
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            backoff = backoff or Backoff(what, window)
-            await asyncio.sleep(backoff.next_delay(exc))
+            failed = True
+            await asyncio.sleep(backoff.next_delay(exc, started))
             continue
-        if backoff is not None:
+        if failed:
             log.warning("database reachable again while %s", what)
         return value
 
 
 def retrying_sync(what: str, attempt: Callable[[], T], window: float) -> T:
     """``retrying`` for callers' threads (the API's waits), with the runtime's window passed in."""
-    backoff: Backoff | None = None
+    backoff = Backoff(what, window)
     while True:
+        started = time.monotonic()
         try:
-            return attempt()
+            with bounded_waits(backoff.try_until(started)):
+                return attempt()
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            backoff = backoff or Backoff(what, window)
-            time.sleep(backoff.next_delay(exc))
+            time.sleep(backoff.next_delay(exc, started))
 
 

@@ -164,7 +164,7 @@ def model_function(scenario: str) -> Any:
         responses = sum(isinstance(m, ModelResponse) for m in messages)
         last = messages[-1]
         seen = [p.content for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart)]
-        effect("model", step=responses, seen=seen, history=[p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, TextPart)])
+        effect("model", step=responses, pid=os.getpid(), t=time.time(), seen=seen, history=[p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, TextPart)])
         if scenario == "odd":
             # usage given: FunctionModel's token estimate JSON-encodes the messages, which pydantic cannot
             # do for a lone surrogate; arguments as JSON text, as providers send them
