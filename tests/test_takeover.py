@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -353,6 +354,73 @@ def test_executors_are_listed_for_the_operator(db_url: str, tmp_path: Path) -> N
         stop_all(kit, b)
     released = q(db_url, f"SELECT status FROM {tbl(db_url, 'executor_audit')} WHERE executor_id = 'worker-b'")
     assert released == [{"status": "released"}]
+
+
+def test_a_killed_workers_remote_child_and_companion_turn_are_taken_over(db_url: str, tmp_path: Path) -> None:
+    """The children of runs are workflows of the executor that dequeued them: worker-a serves a
+    remote child (its unsafe ``dig`` in flight) and a companion turn (its safe ``ponder`` in flight)
+    for two parents that serve no queue, and is SIGKILLed while worker-b is alive. Its lease lapses,
+    one live process takes worker-a over, and the live ones finish both children by the recovery rules:
+    the unsafe body never again, the safe one once more under its dispatch id; both parents complete."""
+    from helix_dbos.ledger import tables as t
+    from tests.familykit import Family
+
+    fam = Family(db_url, tmp_path)
+    env = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE)}
+    fam.hold("tides")  # the remote child's dig holds
+    fam.hold("one")  # the companion turn's ponder holds
+    a = fam.spawn("serve", executor="worker-a", env=env)
+    b: subprocess.Popen[str] | None = None
+    parents: list[subprocess.Popen[str]] = []
+    sessions = {"remote_boss": uuid.uuid4().hex, "pal_boss": uuid.uuid4().hex}
+    try:
+        assert a.stdout is not None and json.loads(a.stdout.readline())["ready"]
+        for agent, message in (("remote_boss", "tides"), ("pal_boss", "one")):
+            parents.append(fam.spawn("start", "--agent", agent, "--message", message, "--session", sessions[agent],
+                                     executor=f"parent-{agent}", serve=False, env=env))
+        fam.wait_for(lambda: {x["tool"] for x in fam.bodies()} >= {"dig", "ponder"}, label="both children's bodies on worker-a")
+        assert {x["pid"] for x in fam.bodies()} == {a.pid}
+        b = fam.spawn("serve", executor="worker-b", env=env)
+        assert b.stdout is not None and json.loads(b.stdout.readline())["ready"]
+        a.kill()
+        a.wait(timeout=30)
+        killed = time.monotonic()
+        fam.release("tides")
+        fam.release("one")
+        results = [json.loads(p.communicate(timeout=LEASE + BOUND + 30)[0].strip().splitlines()[-1]) for p in parents]
+        assert time.monotonic() - killed < LEASE + BOUND
+    finally:
+        (fam.effects / "stop_worker").touch()
+        for p in [a, *([b] if b else []), *parents]:
+            if p.poll() is None:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+    remote, pal = results
+    assert remote["status"] == "completed" and pal["status"] == "completed", results
+    (child_call,) = remote["calls"]
+    assert child_call["status"] == "ok" and child_call["result"] == {"topic": "tides", "digs": 1}, child_call
+    assert "pal turn 1: one" in pal["output"], pal
+    bodies = fam.bodies()
+    assert [x["pid"] for x in bodies if x["tool"] == "dig"] == [a.pid]  # unsafe: never again after the kill
+    (dig,) = fam.rows(t.calls, t.calls.c.session_id == child_call["child_session_id"], t.calls.c.tool_name == "dig")
+    assert dig["status"] == "outcome_unknown", dig  # the child's model was told instead
+    ponders = [x for x in bodies if x["tool"] == "ponder"]
+    live = {b.pid, *(p.pid for p in parents)}  # who runs a taken-over workflow is DBOS's choice: any live process
+    assert ponders[0]["pid"] == a.pid and len(ponders) == 2 and ponders[1]["pid"] in live, (ponders, live)
+    assert len({x["dispatch_id"] for x in ponders}) == 1 and [x["attempt"] for x in ponders] == [1, 2], ponders  # safe: once more, same dispatch id
+    for agent in ("researcher", "pal", "remote_boss", "pal_boss"):
+        counts = fam.model_requests(agent)
+        assert counts and max(counts.values()) == 1, f"{agent} was asked twice for one step: {counts}"
+    taken = fam.rows(t.executor_takeovers)
+    assert [(r["executor_id"], r["why"]) for r in taken] == [("worker-a", "lapsed")], taken
+    assert taken[0]["taken_by"] in ("worker-b", "parent-remote_boss", "parent-pal_boss"), taken
+    (comp,) = fam.rows(t.companions, t.companions.c.parent_session_id == sessions["pal_boss"])
+    # what worker-a held: the remote child's run, the companion's workflow and the turn it was running
+    assert sorted(taken[0]["workflow_ids"]) == sorted([child_call["dispatch_id"], comp["workflow_id"], pal["calls"][0]["dispatch_id"]]), (taken, comp)
+    fam.close()
 
 
 pytestmark = pytest.mark.timeout(240)
