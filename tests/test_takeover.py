@@ -11,6 +11,8 @@ import json
 import signal
 import subprocess
 import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,9 @@ ENV = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), "SCENARIO_DELAY": "3"}
 #: What a takeover may take beyond the lease: the watcher's poll (lease / 4), DBOS's re-enqueue and
 #: dequeue, the re-run safe body (3 s) and the last model step, on a loaded two-core machine.
 BOUND = 20.0
+#: What the handover itself may take beyond the lease, to the crashed call's second attempt: the
+#: watcher's poll (lease / 4), DBOS's re-enqueue and dequeue (bench/: 0.3-1.3 s on this machine).
+UNDER_WAY_BOUND = 4.0
 
 
 q, tbl = query, helix_table
@@ -64,6 +69,68 @@ def calls(db_url: str, session_id: str) -> dict[str, dict[str, Any]]:
     return {r["tool_name"]: r for r in q(db_url, f"SELECT tool_name, status, attempts, dispatch_id FROM {tbl(db_url, 'calls')} WHERE session_id = :s AND step = 0", s=session_id)}
 
 
+def epoch(value: Any) -> float:
+    """A ledger timestamp in epoch seconds (SQLite hands back naive UTC datetimes, or their text)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+
+
+def executors_json(db_url: str) -> list[dict[str, Any]]:
+    """``helix-dbos executors --json``, as the operator runs it (in-process, through Typer's runner)."""
+    from typer.testing import CliRunner
+
+    from helix_dbos.cli.main import app as cli
+
+    result = CliRunner().invoke(cli, ["executors", "--db", db_url, "--json"])
+    assert result.exit_code == 0, (result.stdout, result.exception)
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    return rows
+
+
+def frozen(kit: Kit, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Wait until ``proc`` stopped itself at its ``SCENARIO_FREEZE_AT`` point (state T in /proc)."""
+    deadline = time.monotonic() + timeout
+    while not (kit.lines("frozen") and Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            err = "".join(p.read_text()[-3000:] for p in kit.workdir.glob("spawn-*.stderr"))
+            raise AssertionError(f"the worker never froze (exit {proc.poll()}): {err}")
+        time.sleep(0.02)
+
+
+def hold_watchdog(db_url: str, executor: str) -> Any:
+    """Hold up ``executor``'s watchdog's first database round trip after it wakes: on Postgres by
+    locking its executor-lock row (the confirmation waits behind it), on SQLite by holding the
+    file's write lock (the lease renewal waits). Returns the connection to close to let it go."""
+    if is_sqlite(db_url):
+        import sqlite3
+
+        from helix_dbos.ledger.engine import sqlite_path
+
+        lite = sqlite3.connect(str(sqlite_path(db_url)), isolation_level=None, timeout=30)
+        lite.execute("BEGIN IMMEDIATE")
+        return lite
+    import sqlalchemy as sa
+
+    from helix_dbos.ledger.engine import create_sync_engine
+
+    conn = create_sync_engine(db_url, poolclass=sa.pool.NullPool).connect()
+    conn.execute(sa.text("SELECT 1 FROM helix_private.executor_locks WHERE executor_id = :e FOR UPDATE"), {"e": executor}).one()
+    return conn
+
+
+def wait_attempt_outcomes(db_url: str, session_id: str, outcome: str, timeout: float) -> dict[str, int]:
+    """The session's tools with an attempt that ended ``outcome`` (attempt number), once there is one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = q(db_url, f"SELECT c.tool_name, a.attempt FROM {tbl(db_url, 'attempts')} a JOIN {tbl(db_url, 'calls')} c "
+                         f"ON c.dispatch_id = a.dispatch_id WHERE c.session_id = :s AND a.outcome = :o", s=session_id, o=outcome)
+        found = {r["tool_name"]: r["attempt"] for r in rows}
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def stop_all(kit: Kit, *procs: subprocess.Popen[str]) -> None:
     (kit.workdir / "stop-servers").touch()
     for p in procs:
@@ -92,7 +159,7 @@ def test_a_killed_workers_run_is_finished_by_a_live_one(db_url: str, tmp_path: P
         wait_bodies(kit, a, {"slow_safe", "slow_unsafe"})
         a.send_signal(signal.SIGKILL)
         a.wait()
-        killed = time.monotonic()
+        killed, killed_at = time.monotonic(), time.time()
         rest = session_at_rest(db_url, kit.session, LEASE + BOUND)
         took = time.monotonic() - killed
         assert rest["run_status"] == "completed", rest
@@ -100,10 +167,22 @@ def test_a_killed_workers_run_is_finished_by_a_live_one(db_url: str, tmp_path: P
     finally:
         stop_all(kit, b, a)
     assert_recovered_by_the_rules(kit, db_url)
+    # The small bound itself: the crashed safe call's second attempt was committed (the run under
+    # way again, on worker-b) within the lease plus one watcher round and DBOS's re-enqueue.
+    second = q(db_url, f"SELECT executor_id, started_at FROM {tbl(db_url, 'attempts')} WHERE dispatch_id = :d AND attempt = 2",
+               d=calls(db_url, kit.session)["slow_safe"]["dispatch_id"])[0]
+    assert second["executor_id"] == "worker-b", second
+    under_way = epoch(second["started_at"]) - killed_at
+    assert 0 < under_way < LEASE + UNDER_WAY_BOUND, under_way
     row = q(db_url, f"SELECT taken_over_by, taken_runs FROM {tbl(db_url, 'executors')} WHERE executor_id = 'worker-a'")[0]
     assert row == {"taken_over_by": "worker-b", "taken_runs": 1}
     history = q(db_url, f"SELECT executor_id, taken_by, why FROM {tbl(db_url, 'executor_takeovers')}")
     assert history == [{"executor_id": "worker-a", "taken_by": "worker-b", "why": "lapsed"}]
+    # The operator sees the same: `helix-dbos executors --json` says who took over whom.
+    listed = {r["executor_id"]: r for r in executors_json(db_url)}
+    assert listed["worker-a"]["status"] == "taken_over" and listed["worker-a"]["taken_over_by"] == "worker-b", listed
+    assert listed["worker-a"]["taken_runs"] == 1 and listed["worker-a"]["pending_runs"] == 0, listed
+    assert listed["worker-b"]["took_over"] == ["worker-a"] and listed["worker-b"]["taken_over_by"] is None, listed
 
     # A gone executor that comes back finds its runs taken: it runs nothing again.
     back = Kit(db_url, tmp_path / "back", scenario="slow_pair", executor="worker-a", session=kit.session)
@@ -129,18 +208,38 @@ def test_two_live_workers_race_and_exactly_one_takes_over(db_url: str, tmp_path:
 
 
 def test_a_frozen_worker_past_its_lease_is_taken_over_and_its_late_writes_refused(db_url: str, tmp_path: Path) -> None:
+    """Frozen mid-body past its lease, then resumed: its bodies end and their result writes are
+    refused by the attempt fence (the first to write; a refusal ends the run's workflow in that
+    process, so its sibling may never write); then it finds its lease taken and exits 75, running
+    nothing more.
+
+    On Postgres the late write is made certain: while the test holds worker-a's executor-lock row,
+    the woken watchdog cannot confirm the lock (nor so renew, nor exit), so the woken bodies' writes
+    are tried first. (On SQLite the watchdog's check is a file lock no test can hold up without also
+    holding up the write: the attempts end ``refused`` if a write came first, ``lost`` if the
+    watchdog did; both paths are asserted apart below.)"""
     kit = Kit(db_url, tmp_path, scenario="slow_pair", executor="worker-a")
     b = serve(kit, "worker-b")
     a = kit.spawn("start", extra_env=ENV)
+    held: Any = None
     try:
         wait_bodies(kit, a, {"slow_safe", "slow_unsafe"})
         a.send_signal(signal.SIGSTOP)
         rest = session_at_rest(db_url, kit.session, LEASE + BOUND)
         assert rest["run_status"] == "completed", rest
+        if not is_sqlite(db_url):
+            held = hold_watchdog(db_url, "worker-a")
         a.send_signal(signal.SIGCONT)
+        if held is not None:
+            late = wait_attempt_outcomes(db_url, kit.session, "refused", timeout=30)
+            assert late, "no woken body's write was tried"  # the first woken body wrote, and was refused
+            held.close()
+            held = None
         code = a.wait(timeout=60)
         assert code == LOCK_LOST_EXIT_CODE, code  # it found its lease taken and stopped, loudly
     finally:
+        if held is not None:
+            held.close()
         if a.poll() is None:
             a.send_signal(signal.SIGCONT)
             a.kill()
@@ -148,10 +247,63 @@ def test_a_frozen_worker_past_its_lease_is_taken_over_and_its_late_writes_refuse
     err = "".join(p.read_text() for p in kit.workdir.glob("spawn-*.stderr"))
     assert "lost its lease" in err or "lost its lock" in err
     c = calls(db_url, kit.session)
-    outcomes = q(db_url, f"SELECT attempt, outcome FROM {tbl(db_url, 'attempts')} WHERE dispatch_id = :d ORDER BY attempt", d=c["slow_safe"]["dispatch_id"])
-    assert [o["outcome"] for o in outcomes][1] == "ok" and outcomes[0]["outcome"] in ("refused", "lost"), outcomes  # late write refused
-    assert c["slow_unsafe"]["status"] == "outcome_unknown"
+    outcomes = q(db_url, f"SELECT attempt, outcome, executor_id FROM {tbl(db_url, 'attempts')} WHERE dispatch_id = :d ORDER BY attempt", d=c["slow_safe"]["dispatch_id"])
+    assert [(o["attempt"], o["outcome"], o["executor_id"]) for o in outcomes][1] == (2, "ok", "worker-b"), outcomes
+    firsts = {r["tool_name"]: r["outcome"] for r in q(db_url, f"SELECT c.tool_name, a.outcome FROM {tbl(db_url, 'attempts')} a JOIN {tbl(db_url, 'calls')} c "
+                                                            f"ON c.dispatch_id = a.dispatch_id WHERE c.session_id = :s AND a.attempt = 1", s=kit.session)}
+    ended = {line["tool"] for line in kit.lines("body_ends") if line["pid"] == a.pid}
+    # A woken body's write is refused; a sibling whose write was never tried (the first refusal ends
+    # the run's workflow in that process, or the watchdog exits it) stays lost, never written.
+    assert set(firsts.values()) <= {"refused", "lost"} and {k for k, v in firsts.items() if v == "refused"} <= ended, (firsts, ended)
+    if not is_sqlite(db_url):
+        assert "refused" in firsts.values(), firsts  # the late write was tried, and refused
+    elif "refused" not in firsts.values():  # the watchdog exited the process before any write was tried
+        assert "lost its lease" in err, err[-2000:]
+    assert c["slow_safe"]["status"] == "ok" and c["slow_unsafe"]["status"] == "outcome_unknown", c  # the late writes changed nothing
     assert kit.bodies()["slow_unsafe"] == 1 and kit.bodies()["slow_safe"] == 2  # it ran nothing of the taken runs again
+    assert transcript_problems(db_url, kit.session) == []
+
+
+def test_a_worker_whose_lease_lapsed_starts_no_body_when_it_wakes(db_url: str, tmp_path: Path) -> None:
+    """The lapsed-lease rule: a process frozen (SIGSTOP) after its call's attempt was recorded and
+    before the body starts is taken over; woken, it starts no body (its own clock says its lease ran
+    out, so the body waits for the watchdog, which finds the lease taken) and exits 75.
+
+    The freeze is the process's own (``SCENARIO_FREEZE_AT=before_body``), so it is exactly between
+    the attempt gate and the body's last check; and the woken watchdog's first database round trip
+    is held up by the test for a while, so only the lease's own clock stands between the woken
+    process and a second body (without that rule the body starts at once)."""
+    kit = Kit(db_url, tmp_path, scenario="unsafe", executor="worker-a")
+    b = serve(kit, "worker-b")
+    a = kit.spawn("start", extra_env={**ENV, "SCENARIO_FREEZE_AT": "before_body:unsafe_send"})
+    held: Any = None
+    try:
+        frozen(kit, a)
+        rest = session_at_rest(db_url, kit.session, LEASE + BOUND)  # worker-b took the run over
+        assert rest["run_status"] == "completed", rest
+        held = hold_watchdog(db_url, "worker-a")
+        a.send_signal(signal.SIGCONT)
+        time.sleep(1.5)  # a body the woken process started would have written its line by now
+        assert not kit.bodies(), kit.lines("bodies")
+        held.close()
+        held = None
+        code = a.wait(timeout=60)
+        assert code == LOCK_LOST_EXIT_CODE, code
+    finally:
+        if held is not None:
+            held.close()
+        if a.poll() is None:
+            a.send_signal(signal.SIGCONT)
+            a.kill()
+        stop_all(kit, b, a)
+    assert not kit.bodies(), kit.lines("bodies")  # neither the woken worker-a nor worker-b (unsafe: never again) ran it
+    c = calls(db_url, kit.session)["unsafe_send"]
+    assert c["status"] == "outcome_unknown", c
+    attempts = q(db_url, f"SELECT attempt, outcome, executor_id FROM {tbl(db_url, 'attempts')} WHERE dispatch_id = :d", d=c["dispatch_id"])
+    assert attempts == [{"attempt": 1, "outcome": "lost", "executor_id": "worker-a"}], attempts
+    err = "".join(p.read_text() for p in kit.workdir.glob("spawn-*.stderr"))
+    assert "lost its lease" in err, err[-2000:]
+    assert kit.model_steps() == {0: 1, 1: 1}  # worker-b continued from the saved reply
     assert transcript_problems(db_url, kit.session) == []
 
 
@@ -207,6 +359,73 @@ def test_executors_are_listed_for_the_operator(db_url: str, tmp_path: Path) -> N
         stop_all(kit, b)
     released = q(db_url, f"SELECT status FROM {tbl(db_url, 'executor_audit')} WHERE executor_id = 'worker-b'")
     assert released == [{"status": "released"}]
+
+
+def test_a_killed_workers_remote_child_and_companion_turn_are_taken_over(db_url: str, tmp_path: Path) -> None:
+    """The children of runs are workflows of the executor that dequeued them: worker-a serves a
+    remote child (its unsafe ``dig`` in flight) and a companion turn (its safe ``ponder`` in flight)
+    for two parents that serve no queue, and is SIGKILLed while worker-b is alive. Its lease lapses,
+    one live process takes worker-a over, and the live ones finish both children by the recovery rules:
+    the unsafe body never again, the safe one once more under its dispatch id; both parents complete."""
+    from helix_dbos.ledger import tables as t
+    from tests.familykit import Family
+
+    fam = Family(db_url, tmp_path)
+    env = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE)}
+    fam.hold("tides")  # the remote child's dig holds
+    fam.hold("one")  # the companion turn's ponder holds
+    a = fam.spawn("serve", executor="worker-a", env=env)
+    b: subprocess.Popen[str] | None = None
+    parents: list[subprocess.Popen[str]] = []
+    sessions = {"remote_boss": uuid.uuid4().hex, "pal_boss": uuid.uuid4().hex}
+    try:
+        assert a.stdout is not None and json.loads(a.stdout.readline())["ready"]
+        for agent, message in (("remote_boss", "tides"), ("pal_boss", "one")):
+            parents.append(fam.spawn("start", "--agent", agent, "--message", message, "--session", sessions[agent],
+                                     executor=f"parent-{agent}", serve=False, env=env))
+        fam.wait_for(lambda: {x["tool"] for x in fam.bodies()} >= {"dig", "ponder"}, label="both children's bodies on worker-a")
+        assert {x["pid"] for x in fam.bodies()} == {a.pid}
+        b = fam.spawn("serve", executor="worker-b", env=env)
+        assert b.stdout is not None and json.loads(b.stdout.readline())["ready"]
+        a.kill()
+        a.wait(timeout=30)
+        killed = time.monotonic()
+        fam.release("tides")
+        fam.release("one")
+        results = [json.loads(p.communicate(timeout=LEASE + BOUND + 30)[0].strip().splitlines()[-1]) for p in parents]
+        assert time.monotonic() - killed < LEASE + BOUND
+    finally:
+        (fam.effects / "stop_worker").touch()
+        for p in [a, *([b] if b else []), *parents]:
+            if p.poll() is None:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+    remote, pal = results
+    assert remote["status"] == "completed" and pal["status"] == "completed", results
+    (child_call,) = remote["calls"]
+    assert child_call["status"] == "ok" and child_call["result"] == {"topic": "tides", "digs": 1}, child_call
+    assert "pal turn 1: one" in pal["output"], pal
+    bodies = fam.bodies()
+    assert [x["pid"] for x in bodies if x["tool"] == "dig"] == [a.pid]  # unsafe: never again after the kill
+    (dig,) = fam.rows(t.calls, t.calls.c.session_id == child_call["child_session_id"], t.calls.c.tool_name == "dig")
+    assert dig["status"] == "outcome_unknown", dig  # the child's model was told instead
+    ponders = [x for x in bodies if x["tool"] == "ponder"]
+    live = {b.pid, *(p.pid for p in parents)}  # who runs a taken-over workflow is DBOS's choice: any live process
+    assert ponders[0]["pid"] == a.pid and len(ponders) == 2 and ponders[1]["pid"] in live, (ponders, live)
+    assert len({x["dispatch_id"] for x in ponders}) == 1 and [x["attempt"] for x in ponders] == [1, 2], ponders  # safe: once more, same dispatch id
+    for agent in ("researcher", "pal", "remote_boss", "pal_boss"):
+        counts = fam.model_requests(agent)
+        assert counts and max(counts.values()) == 1, f"{agent} was asked twice for one step: {counts}"
+    taken = fam.rows(t.executor_takeovers)
+    assert [(r["executor_id"], r["why"]) for r in taken] == [("worker-a", "lapsed")], taken
+    assert taken[0]["taken_by"] in ("worker-b", "parent-remote_boss", "parent-pal_boss"), taken
+    (comp,) = fam.rows(t.companions, t.companions.c.parent_session_id == sessions["pal_boss"])
+    # what worker-a held: the remote child's run, the companion's workflow and the turn it was running
+    assert sorted(taken[0]["workflow_ids"]) == sorted([child_call["dispatch_id"], comp["workflow_id"], pal["calls"][0]["dispatch_id"]]), (taken, comp)
+    fam.close()
 
 
 pytestmark = pytest.mark.timeout(240)

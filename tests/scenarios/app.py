@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -183,6 +185,27 @@ def model_function(scenario: str) -> Any:
     return reply
 
 
+def freeze_at(spec: str) -> None:
+    """``SCENARIO_FREEZE_AT=<crash point>[:<tool>]``: the process stops itself (SIGSTOP) at that
+    boundary, as a VM pause or a starved host would stop it, and goes on where it was when the test
+    sends SIGCONT. A test cannot time an outside SIGSTOP between two statements; this one is exact.
+    It records a ``frozen`` effect first, so the test knows the process reached the point."""
+    from helix_dbos.runtime import bodies
+
+    crash = bodies.crash_point
+    want_point, _, want_tool = spec.partition(":")
+
+    def crash_point(point: str, tool_name: str | None = None) -> None:
+        if point == want_point and (not want_tool or want_tool == tool_name):
+            effect("frozen", point=point, tool=tool_name, pid=os.getpid(), t=time.time())
+            # to this very thread: a process-directed SIGSTOP may be taken by another thread, and
+            # this one would run on for a moment (into the body) before the group stop reached it
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+        crash(point, tool_name)
+
+    bodies.crash_point = crash_point  # type: ignore[assignment]  (the module's name for the fault hook)
+
+
 def build_runtime(args: argparse.Namespace) -> hx.Runtime:
     agent = hx.Agent("crashy", FunctionModel(model_function(args.scenario)), tools=build_tools(args.variant))
     return hx.Runtime([agent], database_url=args.db, executor_id=args.executor, recovery=args.recovery)
@@ -241,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     EFFECTS = Path(args.effects)
     EFFECTS.mkdir(parents=True, exist_ok=True)
+    if os.environ.get("SCENARIO_FREEZE_AT"):
+        freeze_at(os.environ["SCENARIO_FREEZE_AT"])
     from helix_dbos.ledger.engine import create_sync_engine
 
     engine = create_sync_engine(args.db, poolclass=sa.pool.NullPool)
