@@ -97,3 +97,7 @@ def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url
     # the first process died inside its body span, which never ended: only the recovery's is exported
     assert [(d["helix.policy"], d["helix.decision"], d["helix.status"]) for d in decided] == [("unsafe", "done", "outcome_unknown")]
     assert {s["name"] for s in spans if s["pid"] == spans[0]["pid"]} >= {"helix.prepare", "helix.model_request", "helix.append"}
+    # the trace's root: emitted once, whole, by the process that ended the run; every span's parent is exported
+    (root,) = [s for s in spans if s["name"] == "helix.run"]
+    assert root["pid"] != spans[0]["pid"] and root["parent_id"] is None and root["attributes"]["helix.status"] == "completed"
+    assert all(s["parent_id"] == root["span_id"] for s in spans if s is not root)

@@ -87,7 +87,9 @@ def install_span_file(path: str) -> None:
         def export(self, spans: Any) -> SpanExportResult:
             with open(path, "a") as f:
                 for s in spans:
-                    f.write(json.dumps({"name": s.name, "trace_id": s.context.trace_id, "pid": os.getpid(), "attributes": dict(s.attributes or {})}) + "\n")
+                    f.write(json.dumps({"name": s.name, "trace_id": s.context.trace_id, "span_id": s.context.span_id,
+                                        "parent_id": s.parent.span_id if s.parent else None, "pid": os.getpid(),
+                                        "attributes": dict(s.attributes or {})}) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
             return SpanExportResult.SUCCESS
