@@ -70,7 +70,8 @@ async def _run(run_id: str) -> dict[str, Any]:
     try:
         return await _run_once(run_id)
     finally:
-        await _root_span(run_id)
+        if DBOS.workflow_id == run_id:  # a refused fork is not the run: the run's own execution emits its root
+            await _root_span(run_id)
 
 
 async def _root_span(run_id: str) -> None:
