@@ -322,16 +322,19 @@ def test_tool_extras_args_validator_tool_return_and_deferral(make_runtime: Any) 
         if n < 0:
             raise ModelRetry("n must be positive")
 
-    agent = Agent(FunctionModel(reply), name="extras")
+    # a callable agent metadata= is resolved with the run's RunContext; the runtime's own key stays beside it
+    agent = Agent(FunctionModel(reply), name="extras", metadata=lambda ctx: {"team": "ops", "run": ctx.run_id})
 
     @agent.tool_plain(args_validator=positive)
     def pick(n: int) -> int:
         effects.append(f"pick:{n}")
         return n * 2
 
-    @agent.tool_plain
-    def rich() -> ToolReturn:
-        return ToolReturn(return_value={"v": 1}, content="for the model's eyes")
+    @agent.tool
+    def rich(ctx: RunContext[None]) -> ToolReturn:
+        value = {"v": 1, "team": ctx.metadata["team"], "same_run": ctx.metadata["run"] == ctx.run_id,
+                 "dispatch_id": hx.dispatch_id(ctx)}
+        return ToolReturn(return_value=value, content="for the model's eyes")
 
     @agent.tool_plain
     def later() -> str:
@@ -342,7 +345,8 @@ def test_tool_extras_args_validator_tool_return_and_deferral(make_runtime: Any) 
     assert result.status == "completed"
     calls = [(c.tool_name, c.status, c.result, (c.error or {}).get("type")) for c in rt.session(result.session_id).calls]
     assert calls[0] == ("pick", "error", None, "ModelRetry")
-    assert calls[1] == ("rich", "ok", {"v": 1}, None)
+    rich_call = rt.session(result.session_id).calls[1]
+    assert calls[1] == ("rich", "ok", {"v": 1, "team": "ops", "same_run": True, "dispatch_id": rich_call.dispatch_id}, None)
     assert calls[2][:2] == ("later", "error") and calls[2][3] == "UnsupportedFeatureError"
     assert calls[3] == ("pick", "ok", 6, None)
     assert effects == ["pick:3"]  # the rejected arguments never reached the body

@@ -277,20 +277,26 @@ class PydanticAgent(Agent):
             helix.update(dispatch_id=call.dispatch_id, attempt=call.attempt, tool_call_id=call.tool_call_id)
             extra = {"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, "retry": max(0, call.attempt - 1),
                      "tool_call_approved": approved}
-        base = getattr(self.source, "_metadata", None)
-        metadata = {**(base if isinstance(base, dict) else {}), HELIX_KEY: helix}
-        return RunContext(
+        ctx = RunContext(
             deps=await self.deps_for(scope),
             model=self.resolved_model(),
             usage=RunUsage(),
             run_id=scope.run_id,
             conversation_id=scope.session_id,
             run_step=scope.step,
-            metadata=metadata,
+            metadata={HELIX_KEY: helix},
             model_settings=self.model_settings,
             agent=self.source,
             **extra,
         )
+        base = getattr(self.source, "_metadata", None)
+        if callable(base):  # Agent(metadata=fn): fn(ctx) with the run's deps, each time a context is built
+            base = base(ctx)
+        if base is None:
+            return ctx
+        if not isinstance(base, Mapping):
+            raise ConfigurationError(f"agent {self.name!r}: metadata must be a dict (or a function returning one), not {type(base).__name__}")
+        return replace(ctx, metadata={**base, HELIX_KEY: helix})
 
     # --- hooks the runtime calls -----------------------------------------------------------------
 
