@@ -1,7 +1,8 @@
 """A ``pydantic_ai.Agent`` as it is, turned into the definitions the run workflow needs.
 
-The workflow keeps its own loop (model request as a DBOS step, save-first append, bodies as steps),
-so a pydantic-ai agent is not *run* by pydantic-ai here: it is read. Its model, instructions,
+The workflow keeps its own loop (model request as a DBOS step, save-first append, each body between
+its attempt gate and its result write), so a pydantic-ai agent is not *run* by pydantic-ai here: it
+is read. Its model, instructions,
 model settings and output type become an ``hx.Agent``; every tool its toolsets list (function
 toolsets, ``@agent.tool``/``@agent.tool_plain``, MCP servers) becomes a ``Tool`` whose body is the
 toolset's own ``call_tool`` with a ``RunContext``. What recovery needs that pydantic-ai does not
