@@ -82,32 +82,57 @@ def _app(db_url: str, effects: Path, executor: str, cmd: str, session: str, cras
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(effects / f"{cmd}.stderr", "w"), text=True)
 
 
+def _sse_values(response: Any) -> list[tuple[str, Any]]:
+    events: list[tuple[str, Any]] = []
+    kind = ""
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            events.append((kind, json.loads(line[6:])))
+    return events
+
+
 def test_live_output_across_processes_and_no_restream_on_recovery(db_url: str, tmp_path: Path) -> None:
-    """The test process (not the worker) reads the deltas while the worker streams; the worker dies
-    right after step 0's reply was recorded; the relaunch recovers that reply without streaming it
-    again and streams only step 1."""
-    from dbos import DBOSClient
+    """The service runs in the test process, which is not the worker: its ``/sessions/{id}/live``
+    streams the deltas the worker subprocess writes. The worker dies right after step 0's reply was
+    recorded; the relaunch recovers that reply without streaming it again and streams only step 1,
+    to the same open SSE response."""
+    from fastapi.testclient import TestClient
+
+    from helix_dbos.service.app import create_app
 
     effects = tmp_path / "effects"
     executor, session = f"live-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    first = _app(db_url, effects, executor, "start", session, crash_at="after_model")
-    run_id = json.loads(first.stdout.readline())["run_id"]
-    client = DBOSClient(system_database_url=db_url)
-    seen: list[dict[str, Any]] = []
-    reader = threading.Thread(target=lambda: seen.extend(client.read_stream(run_id, live.LIVE_KEY, timeout_seconds=60)))
-    reader.start()
-    assert first.wait(60) == CRASH_EXIT_CODE
-    wake = _app(db_url, effects, executor, "wake", session)
-    out = json.loads([ln for ln in wake.communicate(timeout=90)[0].splitlines() if ln.startswith("{")][-1])
-    reader.join(70)
-    client.destroy()
+    # serves HTTP only: it never dequeues, never takes the dead worker's runs over, and (another
+    # application version) never picks up the run DBOS's recovery re-enqueues on its internal queue
+    server = hx.Runtime([hx.Agent("live", streaming_model())], database_url=db_url, executor_id=f"svc-{uuid.uuid4().hex[:8]}",
+                        serve_queue=False, takeover=False, application_version="http-only")
+    with TestClient(create_app(server), base_url="http://localhost") as client:
+        first = _app(db_url, effects, executor, "start", session, crash_at="after_model")
+        run_id = json.loads(first.stdout.readline())["run_id"]
+        events: list[tuple[str, Any]] = []
+
+        def follow() -> None:
+            with client.stream("GET", f"/sessions/{session}/live", params={"timeout": 60}) as response:
+                assert response.status_code == 200
+                events.extend(_sse_values(response))
+
+        reader = threading.Thread(target=follow)
+        reader.start()
+        assert first.wait(60) == CRASH_EXIT_CODE
+        wake = _app(db_url, effects, executor, "wake", session)
+        out = json.loads([ln for ln in wake.communicate(timeout=90)[0].splitlines() if ln.startswith("{")][-1])
+        reader.join(70)
     assert out["status"] == "completed" and out["output"] == "found it"
     model = [json.loads(line) for line in (effects / "model.jsonl").read_text().splitlines()]
     assert [m["step"] for m in model] == [0, 1] and model[0]["pid"] != model[1]["pid"]
+    assert events[0] == ("run", {"run_id": run_id, "best_effort": True}) and events[-1][0] == "end"
+    seen = [v for k, v in events if k == "live"]
     requests = {(v["step"], v["request"]) for v in seen}
     assert sorted(step for step, _ in requests) == [0, 1]  # one streamed request per step: step 0 never again
     assert _texts(seen, 0) == "Looking " and _texts(seen, 1) == "found it"
-    assert all(v["best_effort"] for v in seen)
+    assert all(v["best_effort"] is True for v in seen)
 
 
 def test_service_streams_live_output_over_sse(db_url: str) -> None:
@@ -138,7 +163,7 @@ def test_service_streams_live_output_over_sse(db_url: str) -> None:
         assert client.get("/sessions/nope/live").status_code == 404
 
 
-def test_cli_start_live_prints_deltas(monkeypatch: Any, db_url: str) -> None:
+def _cli(monkeypatch: Any, *args: str) -> Any:
     import logging
 
     from typer.testing import CliRunner
@@ -149,11 +174,33 @@ def test_cli_start_live_prints_deltas(monkeypatch: Any, db_url: str) -> None:
     monkeypatch.setenv("HELIX_DBOS_LIVE_OUTPUT", "0")  # restored after the test; --live sets it to 1
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("HELIX_DBOS_DATABASE_URL", raising=False)
+    monkeypatch.delenv("HELIX_DBOS_EXECUTOR_ID", raising=False)  # a fresh executor, not the crashed app's
     for handler in logging.getLogger("dbos").handlers:
         if handler.name == "__dbos_console_log_handler__" and isinstance(handler, logging.StreamHandler):
             handler.stream = sys.__stderr__
-    result = CliRunner().invoke(cli, ["start", "live", "go", "--live", "--db", db_url])
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_cli_start_live_prints_deltas(monkeypatch: Any, db_url: str) -> None:
+    result = _cli(monkeypatch, "start", "live", "go", "--live", "--db", db_url)
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "Looking " in out and "→ look" in out and "found it" in out
     assert out.index("Looking") < out.index("found it") < out.index("completed")
+
+
+def test_cli_resume_live_prints_only_the_new_steps_output(monkeypatch: Any, db_url: str, tmp_path: Path) -> None:
+    """The app dies right after step 0's reply was saved (``after_append``); ``resume --live`` in a
+    fresh process recovers that saved step (its body runs, its reply is not asked for again) and
+    prints only step 1's text as it streams: the saved reply is never printed as if new."""
+    effects = tmp_path / "effects"
+    session = uuid.uuid4().hex
+    crashed = _app(db_url, effects, f"live-{uuid.uuid4().hex[:8]}", "start", session, crash_at="after_append")
+    assert crashed.wait(60) == CRASH_EXIT_CODE
+    result = _cli(monkeypatch, "resume", session, "--live", "--db", db_url)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "found it" in out and out.index("found it") < out.index("completed"), out
+    assert "Looking" not in out and "→ look" not in out, out  # step 0's reply was saved, not streamed again
+    model = [json.loads(line) for line in (effects / "model.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in model] == [0]  # the crashed app asked once (the CLI's runtime counts nothing)

@@ -17,7 +17,11 @@ from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import UsageLimits
 
+import sqlalchemy as sa
+
 import helix_dbos as hx
+from helix_dbos.ledger import tables as t
+from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.definitions.pydantic_agent import resolve_policy
 from helix_dbos.errors import ConfigurationError, UnsupportedFeatureError, ValidationError
 
@@ -31,6 +35,16 @@ class Booking(pydantic.BaseModel):
 class Deps:
     user: str
     effects: list[str]
+
+
+def _call_rows(db_url: str, session_id: str) -> list[dict[str, Any]]:
+    """The session's ``calls`` rows as the ledger holds them (policy columns the views do not show)."""
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return [dict(r) for r in conn.execute(sa.select(t.calls).where(t.calls.c.session_id == session_id)).mappings()]
+    finally:
+        engine.dispose()
 
 
 def _calls(messages: list[ModelMessage]) -> int:
@@ -78,7 +92,7 @@ def build_agent(seen: dict[str, Any], effects: list[str]) -> Agent[Deps, Booking
     def who(ctx: RunContext[Deps]) -> str:
         return f"The user is {ctx.deps.user}."
 
-    @agent.tool
+    @agent.tool(metadata={"concurrency_group": "venue"})
     def book(ctx: RunContext[Deps], venue: str, seats: int) -> dict[str, Any]:
         """Book a table."""
         ctx.deps.effects.append(f"book:{venue}:{seats}:{hx.dispatch_id(ctx)}")
@@ -99,7 +113,7 @@ def build_agent(seen: dict[str, Any], effects: list[str]) -> Agent[Deps, Booking
     return agent
 
 
-def test_plain_pydantic_agent_runs_on_the_ledger(make_runtime: Any) -> None:
+def test_plain_pydantic_agent_runs_on_the_ledger(make_runtime: Any, db_url: str) -> None:
     seen: dict[str, Any] = {}
     effects: list[str] = []
     deps_effects: list[str] = []
@@ -127,6 +141,13 @@ def test_plain_pydantic_agent_runs_on_the_ledger(make_runtime: Any) -> None:
     assert calls["lookup:0"].replay == "safe"  # from the tool's metadata
     assert calls["greet:0"].replay == "safe"  # from the runtime's mapping
     assert calls["book:0"].replay == "unsafe"  # the default
+    rows = {r["tool_name"]: r for r in _call_rows(db_url, result.session_id) if r["step"] == 0}
+    policy = {k: (r["replay"], r["concurrency_group"], r["sequential"], r["requires_approval"]) for k, r in rows.items()}
+    assert policy == {
+        "lookup": ("safe", None, False, False),  # metadata
+        "book": ("unsafe", "venue", False, False),  # metadata's group; replay the default
+        "greet": ("safe", None, True, False),  # pydantic-ai's sequential=True; replay from the mapping
+    }
     booked = calls["book:0"].result
     assert booked["user"] == "ann" and booked["dispatch_id"] == calls["book:0"].dispatch_id and booked["tool_call_id"] == "c2"
     assert deps_effects == [f"book:Siam:2:{calls['book:0'].dispatch_id}"]
@@ -165,6 +186,54 @@ def test_pydantic_flags_approval_and_external_tools(make_runtime: Any) -> None:
     final = receipt.run.result(timeout=60)
     assert final.status == "completed" and final.output == "done"
     assert effects == ["wire:5"]
+
+
+def test_approval_required_toolset_is_the_runtimes_gate(make_runtime: Any, db_url: str) -> None:
+    """``toolset.approval_required(rule)`` (the usual gate on MCP tools): the rule is asked per call
+    when the reply is planned, a gated call suspends for ``approve``, an approved one runs once with
+    ``ctx.tool_call_approved``, a denied one never runs, and one the rule lets pass runs straight."""
+    effects: list[str] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _calls(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("db_purge", {"table": "users"}, "p1"),
+                                        ToolCallPart("db_purge", {"table": "orders"}, "p2"),
+                                        ToolCallPart("db_purge", {"table": "tmp"}, "p3")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    ops = FunctionToolset[None]()
+
+    @ops.tool
+    def purge(ctx: RunContext[None], table: str) -> str:
+        effects.append(f"purge:{table}:{ctx.tool_call_approved}")
+        return "purged"
+
+    rules: list[tuple[str, str]] = []
+
+    def risky(ctx: RunContext[None], tool_def: ToolDefinition, args: dict[str, Any]) -> bool:
+        rules.append((tool_def.name, args["table"]))
+        return args["table"] != "tmp"
+
+    agent = Agent(FunctionModel(reply), name="dba", toolsets=[ops.approval_required(risky).prefixed("db")])
+    rt = make_runtime([agent])
+    result = rt.start("dba", "clean up").result(timeout=60)
+    assert result.status.startswith("suspended"), result
+    pending = {p.args["table"]: p for p in result.pending}
+    assert sorted(pending) == ["orders", "users"] and {p.kind for p in pending.values()} == {"approval"}
+    assert effects == ["purge:tmp:True"]  # the rule let it pass: it ran without asking anyone
+    assert ("purge", "users") in rules  # the rule saw the toolset's own name for the tool
+    rt.approve(result.session_id, pending["users"].dispatch_id)
+    receipt = rt.approve(result.session_id, pending["orders"].dispatch_id, approved=False, reason="keep orders")
+    assert receipt.run is not None
+    final = receipt.run.result(timeout=60)
+    assert final.status == "completed" and final.output == "done", final
+    assert effects == ["purge:tmp:True", "purge:users:True"]  # approved: once, with tool_call_approved
+    calls = {c.args["table"]: c for c in rt.session(result.session_id).calls}
+    assert (calls["users"].status, calls["users"].approved, len(calls["users"].attempts)) == ("ok", True, 1)
+    assert (calls["orders"].status, calls["orders"].approved, calls["orders"].attempts) == ("denied", False, [])
+    assert (calls["tmp"].status, calls["tmp"].approved, len(calls["tmp"].attempts)) == ("ok", None, 1)
+    rows = {r["args"]["table"]: r["requires_approval"] for r in _call_rows(db_url, result.session_id)}
+    assert rows == {"users": True, "orders": True, "tmp": False}
 
 
 def test_resolve_policy_sources() -> None:
@@ -253,16 +322,19 @@ def test_tool_extras_args_validator_tool_return_and_deferral(make_runtime: Any) 
         if n < 0:
             raise ModelRetry("n must be positive")
 
-    agent = Agent(FunctionModel(reply), name="extras")
+    # a callable agent metadata= is resolved with the run's RunContext; the runtime's own key stays beside it
+    agent = Agent(FunctionModel(reply), name="extras", metadata=lambda ctx: {"team": "ops", "run": ctx.run_id})
 
     @agent.tool_plain(args_validator=positive)
     def pick(n: int) -> int:
         effects.append(f"pick:{n}")
         return n * 2
 
-    @agent.tool_plain
-    def rich() -> ToolReturn:
-        return ToolReturn(return_value={"v": 1}, content="for the model's eyes")
+    @agent.tool
+    def rich(ctx: RunContext[None]) -> ToolReturn:
+        value = {"v": 1, "team": ctx.metadata["team"], "same_run": ctx.metadata["run"] == ctx.run_id,
+                 "dispatch_id": hx.dispatch_id(ctx)}
+        return ToolReturn(return_value=value, content="for the model's eyes")
 
     @agent.tool_plain
     def later() -> str:
@@ -273,7 +345,8 @@ def test_tool_extras_args_validator_tool_return_and_deferral(make_runtime: Any) 
     assert result.status == "completed"
     calls = [(c.tool_name, c.status, c.result, (c.error or {}).get("type")) for c in rt.session(result.session_id).calls]
     assert calls[0] == ("pick", "error", None, "ModelRetry")
-    assert calls[1] == ("rich", "ok", {"v": 1}, None)
+    rich_call = rt.session(result.session_id).calls[1]
+    assert calls[1] == ("rich", "ok", {"v": 1, "team": "ops", "same_run": True, "dispatch_id": rich_call.dispatch_id}, None)
     assert calls[2][:2] == ("later", "error") and calls[2][3] == "UnsupportedFeatureError"
     assert calls[3] == ("pick", "ok", 6, None)
     assert effects == ["pick:3"]  # the rejected arguments never reached the body

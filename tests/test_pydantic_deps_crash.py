@@ -10,6 +10,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
+from helix_dbos.ledger import tables as t
+from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.runtime.faults import CRASH_EXIT_CODE
 from tests.crashkit import ROOT, transcript_problems
 from tests.procs import child_env
@@ -30,7 +34,18 @@ def _lines(effects: Path, kind: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def _call_row(db_url: str, dispatch_id: str) -> dict[str, Any]:
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return dict(conn.execute(sa.select(t.calls).where(t.calls.c.dispatch_id == dispatch_id)).mappings().one())
+    finally:
+        engine.dispose()
+
+
 def test_recovered_run_rebuilds_its_deps_in_a_fresh_process(db_url: str, tmp_path: Path) -> None:
+    """``remember`` says ``replay="unsafe"`` in its metadata; the app's ``tool_policies`` mapping
+    overrides it to safe (with a concurrency group), so after the kill it runs again."""
     effects = tmp_path / "effects"
     executor, session = f"deps-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     crashed = _run(db_url, effects, executor, "start", session, crash_at="after_body:remember")
@@ -48,6 +63,8 @@ def test_recovered_run_rebuilds_its_deps_in_a_fresh_process(db_url: str, tmp_pat
     assert len(bodies) == 2 and bodies[0]["pid"] != bodies[1]["pid"]  # safe: it re-ran in the new process
     assert {b["user"] for b in bodies} == {"ann"} and {b["dispatch_id"] for b in bodies} == {call["dispatch_id"]}
     assert call["status"] == "ok" and call["attempts"] == 2 and call["result"]["user"] == "ann"
+    row = _call_row(db_url, call["dispatch_id"])  # the mapping's policy is the one saved on the row
+    assert (row["replay"], row["concurrency_group"], row["sequential"]) == ("safe", "notes", False)
     model = _lines(effects, "model")
     assert [m["step"] for m in model] == [0, 1]  # the saved reply was not asked again
     assert {m["instructions"] for m in model} == {"ann has 3 notes left."}  # dynamic instructions, from deps
@@ -80,3 +97,7 @@ def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url
     # the first process died inside its body span, which never ended: only the recovery's is exported
     assert [(d["helix.policy"], d["helix.decision"], d["helix.status"]) for d in decided] == [("unsafe", "done", "outcome_unknown")]
     assert {s["name"] for s in spans if s["pid"] == spans[0]["pid"]} >= {"helix.prepare", "helix.model_request", "helix.append"}
+    # the trace's root: emitted once, whole, by the process that ended the run; every span's parent is exported
+    (root,) = [s for s in spans if s["name"] == "helix.run"]
+    assert root["pid"] != spans[0]["pid"] and root["parent_id"] is None and root["attributes"]["helix.status"] == "completed"
+    assert all(s["parent_id"] == root["span_id"] for s in spans if s is not root)

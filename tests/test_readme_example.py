@@ -1,7 +1,9 @@
-"""The README's example, run exactly as printed: fresh, killed mid-email and relaunched, relaunched again.
+"""The README's examples, run exactly as printed.
 
 The code block after ``<!-- readme-example -->`` is written to a file unchanged and run in a
-subprocess on the test database. The crash is real (``HELIX_DBOS_CRASH_AT`` exits the process right
+subprocess on the test database: fresh, killed mid-email and relaunched, relaunched again. The
+pydantic-ai example (``<!-- readme-mcp-server -->`` and ``<!-- readme-pydantic-example -->``, two
+files) runs the agent against the MCP server over stdio. The crash is real (``HELIX_DBOS_CRASH_AT`` exits the process right
 after the email body returned); the relaunched script must wait for the recovered session rather
 than start a new one, and the outbox (an fsync-free file outside the runtime, appended by the body)
 must hold exactly one email.
@@ -21,17 +23,17 @@ from tests.procs import SETTINGS_VARS, child_env
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_example() -> str:
+def readme_example(tag: str = "readme-example") -> str:
     text = (ROOT / "README.md").read_text()
-    match = re.search(r"<!-- readme-example -->\n```python\n(.*?)```", text, re.S)
-    assert match, "README has no example after <!-- readme-example -->"
+    match = re.search(rf"<!-- {tag} -->\n```python\n(.*?)```", text, re.S)
+    assert match, f"README has no example after <!-- {tag} -->"
     return match.group(1)
 
 
-def run(workdir: Path, db_url: str, **extra: str) -> subprocess.CompletedProcess[str]:
+def run(workdir: Path, db_url: str, script: str = "example.py", **extra: str) -> subprocess.CompletedProcess[str]:
     env = child_env((*SETTINGS_VARS, "OPENAI"))
     env.update(HELIX_DBOS_DATABASE_URL=db_url, **extra)
-    return subprocess.run([sys.executable, "example.py"], cwd=workdir, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([sys.executable, script], cwd=workdir, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_the_readme_example_runs_as_printed_and_a_relaunch_waits_for_its_session(db_url: str, tmp_path: Path) -> None:
@@ -47,3 +49,14 @@ def test_the_readme_example_runs_as_printed_and_a_relaunch_waits_for_its_session
     assert again.returncode == 0 and again.stdout == relaunched.stdout  # the same session, not a new one
     [email] = [json.loads(line) for line in (tmp_path / "outbox.jsonl").read_text().splitlines()]
     assert email["idempotency_key"].startswith("window-seats:")
+
+
+def test_the_readme_pydantic_ai_example_runs_as_printed_with_its_mcp_server(db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "inventory.py").write_text(readme_example("readme-mcp-server"))
+    (tmp_path / "stockist.py").write_text(readme_example("readme-pydantic-example"))
+    done = run(tmp_path, db_url, "stockist.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    email, summary = done.stdout.splitlines()
+    assert email.startswith("email to ann@example.com, key ") and email.endswith(": k1 is sold out")  # deps, once
+    # the MCP tools' policies came from the server's annotations
+    assert summary == "completed Done. [('read_stock', 'safe'), ('clear_item', 'unsafe'), ('email_buyer', 'unsafe')]"

@@ -3,6 +3,7 @@ with the dispatch id, attempt, policy and recovery decision as attributes (in-me
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,19 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 import helix_dbos as hx  # noqa: E402
-from helix_dbos.runtime.tracing import trace_id_of  # noqa: E402
+from helix_dbos.runtime.config import Settings  # noqa: E402
+from helix_dbos.runtime.tracing import root_span_id_of, trace_id_of  # noqa: E402
+
+
+def _run_spans(spans: InMemorySpanExporter, run_id: str, wait: float = 10.0) -> list[Any]:
+    """The run's finished spans, once its root is among them (it ends when the workflow returns,
+    a moment after the result is readable)."""
+    deadline = time.monotonic() + wait
+    while True:
+        mine = [s for s in spans.get_finished_spans() if (s.attributes or {}).get("helix.run_id") == run_id]
+        if any(s.name == "helix.run" for s in mine) or time.monotonic() > deadline:
+            return mine
+        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -50,11 +63,18 @@ def test_one_trace_per_run_with_span_per_boundary(make_runtime: Any, spans: InMe
     rt = make_runtime([hx.Agent("traced", FunctionModel(reply), tools=[look, send])])
     result = rt.start("traced", "go").result(timeout=60)
     assert result.status == "completed"
-    mine = [s for s in spans.get_finished_spans() if (s.attributes or {}).get("helix.run_id") == result.run_id]
+    mine = _run_spans(spans, result.run_id)
     names = sorted(s.name for s in mine)
-    assert names == sorted(["helix.prepare", "helix.model_request", "helix.model_request", "helix.append",
+    assert names == sorted(["helix.run", "helix.prepare", "helix.model_request", "helix.model_request", "helix.append",
                             "helix.body_attempt", "helix.body_attempt", "helix.step_commit", "helix.step_commit"])
     assert {s.context.trace_id for s in mine} == {trace_id_of(result.run_id)}  # one trace, the same in any process
+    # a real root: every span's parent is a span of the trace, and the root has none
+    (root,) = [s for s in mine if s.name == "helix.run"]
+    assert root.parent is None and root.context.span_id == root_span_id_of(result.run_id)
+    exported = {s.context.span_id for s in mine}
+    assert all(s.parent.span_id in exported for s in mine if s is not root)
+    assert root.attributes["helix.status"] == "completed" and root.attributes["helix.agent"] == "traced"
+    assert all(root.start_time <= s.start_time and s.end_time <= root.end_time for s in mine)
     calls = {c.tool_name: c for c in rt.session(result.session_id).calls}
     bodies = {s.attributes["helix.tool"]: s.attributes for s in mine if s.name == "helix.body_attempt"}
     assert bodies["look"]["helix.policy"] == "safe" and bodies["send"]["helix.policy"] == "unsafe"
@@ -65,3 +85,18 @@ def test_one_trace_per_run_with_span_per_boundary(make_runtime: Any, spans: InMe
     assert sorted(m["helix.step"] for m in models) == [0, 1] and {m["helix.calls"] for m in models} == {2, 0}
     commits = [s.attributes for s in mine if s.name == "helix.step_commit"]
     assert sorted(c["helix.saved"] for c in commits) == [False, True]
+
+
+def test_otlp_endpoints_reach_dbos_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HELIX_DBOS_OTLP_TRACES_ENDPOINTS`` turns on DBOS's OTLP exporter with those endpoints (the
+    config DBOS is built with, as DBOS itself reads it; nothing is sent)."""
+    from dbos._dbos_config import translate_dbos_config_to_config_file
+
+    settings = Settings("sqlite:///unused.sqlite", "ex", "v1")
+    monkeypatch.delenv("HELIX_DBOS_OTLP_TRACES_ENDPOINTS", raising=False)
+    off = translate_dbos_config_to_config_file(settings.dbos_config())  # type: ignore[arg-type]
+    assert off["telemetry"]["disable_otlp"] is True and off["telemetry"]["OTLPExporter"]["tracesEndpoint"] == []
+    monkeypatch.setenv("HELIX_DBOS_OTLP_TRACES_ENDPOINTS", "http://127.0.0.1:4318/v1/traces, http://otel:4318/v1/traces")
+    on = translate_dbos_config_to_config_file(settings.dbos_config())  # type: ignore[arg-type]
+    assert on["telemetry"]["disable_otlp"] is False
+    assert on["telemetry"]["OTLPExporter"]["tracesEndpoint"] == ["http://127.0.0.1:4318/v1/traces", "http://otel:4318/v1/traces"]

@@ -31,6 +31,9 @@ class ToolContext:
     #: A transactional tool's connection, inside the one transaction that also records the call's
     #: result (None for other tools). Write through it only; never commit or roll it back yourself.
     connection: sa.Connection | None = None
+    #: The human's answer on a call that awaited approval (None when it awaited none); a body runs
+    #: only past the gate, so True here is what ``RunContext.tool_call_approved`` reports.
+    approved: bool | None = None
 
     def require_connection(self) -> sa.Connection:
         """The transaction's connection, or a loud failure in a tool that is not ``transactional``."""

@@ -1,7 +1,8 @@
 """A ``pydantic_ai.Agent`` as it is, turned into the definitions the run workflow needs.
 
-The workflow keeps its own loop (model request as a DBOS step, save-first append, bodies between their attempt and result transactions),
-so a pydantic-ai agent is not *run* by pydantic-ai here: it is read. Its model, instructions,
+The workflow keeps its own loop (model request as a DBOS step, save-first append, each body between
+its attempt gate and its result write), so a pydantic-ai agent is not *run* by pydantic-ai here: it
+is read. Its model, instructions,
 model settings and output type become an ``hx.Agent``; every tool its toolsets list (function
 toolsets, ``@agent.tool``/``@agent.tool_plain``, MCP servers) becomes a ``Tool`` whose body is the
 toolset's own ``call_tool`` with a ``RunContext``. What recovery needs that pydantic-ai does not
@@ -37,7 +38,7 @@ from ..errors import (
 )
 from .agents import Agent, SubAgent
 from .context import RunScope, ToolContext
-from .tools import Tool
+from .tools import ApprovalRule, Tool
 
 log = logging.getLogger("helix_dbos")
 
@@ -94,6 +95,8 @@ class ToolsetTool(Tool):
     owner: Any = None  # the PydanticAgent
     origin: str = "function"  # function | mcp
     policy_source: str = "default"
+    #: listed under an ``ApprovalRequiredToolset``: the runtime's gate, not the toolset, decides
+    toolset_gated: bool = False
 
     def definition(self) -> ToolDefinition:
         # approval and client execution are the runtime's business: the model sees a plain function
@@ -117,23 +120,25 @@ def _flag(value: Any, key: str, tool: str) -> bool:
     return value
 
 
-def resolve_policy(tool_def: ToolDefinition, origin: str, override: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+def resolve_policy(
+    tool_def: ToolDefinition, origin: str, override: Mapping[str, Any] | None, toolset_approval: ApprovalRule | None = None
+) -> tuple[dict[str, Any], str]:
     """The recovery policy of one listed tool, and where it came from.
 
     Later sources win: the default (unsafe), pydantic-ai's flags (``sequential``, ``requires_approval``
-    as kind ``unapproved``, ``external`` tools become client tools), an MCP server's annotations
-    (``readOnlyHint`` or ``idempotentHint`` true -> safe), the tool's ``metadata`` keys, and last the
-    per-agent mapping by tool name given to the runtime.
+    as kind ``unapproved`` or a wrapping ``ApprovalRequiredToolset``'s rule, ``external`` tools become
+    client tools), an MCP server's annotations (``readOnlyHint`` or ``idempotentHint`` true -> safe),
+    the tool's ``metadata`` keys, and last the per-agent mapping by tool name given to the runtime.
     """
     name = tool_def.name
     policy: dict[str, Any] = {
         "replay": "unsafe",
         "concurrency_group": None,
         "sequential": bool(tool_def.sequential),
-        "requires_approval": tool_def.kind == "unapproved",
+        "requires_approval": toolset_approval if toolset_approval is not None else tool_def.kind == "unapproved",
         "client": tool_def.kind in ("external", "deferred"),
     }
-    source = "default"
+    source = "default" if toolset_approval is None else "approval_toolset"
     metadata = dict(tool_def.metadata or {})
     if origin == "mcp":
         notes = metadata.get("annotations") or {}
@@ -163,6 +168,63 @@ def resolve_policy(tool_def: ToolDefinition, origin: str, override: Mapping[str,
     if policy["client"]:
         policy["requires_approval"] = False
     return policy, source
+
+
+Rule = tuple[Callable[[RunContext[Any], ToolDefinition, dict[str, Any]], bool], ToolDefinition]
+
+
+def _has_approval(toolset: AbstractToolset[Any]) -> bool:
+    from pydantic_ai.toolsets import ApprovalRequiredToolset, CombinedToolset, WrapperToolset
+
+    if isinstance(toolset, ApprovalRequiredToolset):
+        return True
+    if isinstance(toolset, WrapperToolset):
+        return _has_approval(toolset.wrapped)
+    if isinstance(toolset, CombinedToolset):
+        return any(_has_approval(t) for t in toolset.toolsets)
+    return False
+
+
+async def approval_rules(toolset: AbstractToolset[Any], ctx: RunContext[Any]) -> dict[str, list[Rule]]:
+    """By the name the agent lists a tool under: the ``ApprovalRequiredToolset`` rules that wrap it.
+
+    ``toolset.apply`` visits only leaves, so the wrapper tree is walked here; each approval wrapper
+    lists its own tools (the names and definitions its rule is called with), and the prefixing and
+    renaming wrappers above it map those names to the ones the model sees.
+    """
+    from pydantic_ai.toolsets import (
+        ApprovalRequiredToolset, CombinedToolset, PrefixedToolset, RenamedToolset, WrapperToolset,
+    )
+
+    if isinstance(toolset, ApprovalRequiredToolset):
+        rules = await approval_rules(toolset.wrapped, ctx)
+        for name, listed in (await toolset.get_tools(ctx)).items():
+            rules.setdefault(name, []).append((toolset.approval_required_func, listed.tool_def))
+        return rules
+    if isinstance(toolset, PrefixedToolset):
+        return {f"{toolset.prefix}_{k}": v for k, v in (await approval_rules(toolset.wrapped, ctx)).items()}
+    if isinstance(toolset, RenamedToolset):
+        new_names = {v: k for k, v in toolset.name_map.items()}
+        return {new_names.get(k, k): v for k, v in (await approval_rules(toolset.wrapped, ctx)).items()}
+    if isinstance(toolset, WrapperToolset):
+        return await approval_rules(toolset.wrapped, ctx)
+    if isinstance(toolset, CombinedToolset):
+        merged: dict[str, list[Rule]] = {}
+        for child in toolset.toolsets:
+            for k, v in (await approval_rules(child, ctx)).items():
+                merged.setdefault(k, []).extend(v)
+        return merged
+    return {}
+
+
+def _approval_rule(rules: list[Rule], ctx: RunContext[Any]) -> ApprovalRule:
+    """The toolset's ``approval_required_func`` per call, asked with the run's ``RunContext`` when the
+    call is planned (a rule that raises asks a human: ``planning._needs_approval``)."""
+
+    def needs(args: dict[str, Any]) -> bool:
+        return any(bool(func(ctx, tool_def, dict(args))) for func, tool_def in rules)
+
+    return needs
 
 
 def _is_mcp(toolset: AbstractToolset[Any]) -> bool:
@@ -209,26 +271,33 @@ class PydanticAgent(Agent):
         self._deps[scope.run_id] = deps
         return deps
 
-    async def run_context(self, scope: RunScope, call: ToolContext | None = None) -> RunContext[Any]:
+    async def run_context(self, scope: RunScope, call: ToolContext | None = None, approved: bool = False) -> RunContext[Any]:
         helix: dict[str, Any] = {"session_id": scope.session_id, "run_id": scope.run_id, "agent_name": self.name}
         extra: dict[str, Any] = {}
         if call is not None:
             helix.update(dispatch_id=call.dispatch_id, attempt=call.attempt, tool_call_id=call.tool_call_id)
-            extra = {"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, "retry": max(0, call.attempt - 1)}
-        base = getattr(self.source, "_metadata", None)
-        metadata = {**(base if isinstance(base, dict) else {}), HELIX_KEY: helix}
-        return RunContext(
+            extra = {"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, "retry": max(0, call.attempt - 1),
+                     "tool_call_approved": approved}
+        ctx = RunContext(
             deps=await self.deps_for(scope),
             model=self.resolved_model(),
             usage=RunUsage(),
             run_id=scope.run_id,
             conversation_id=scope.session_id,
             run_step=scope.step,
-            metadata=metadata,
+            metadata={HELIX_KEY: helix},
             model_settings=self.model_settings,
             agent=self.source,
             **extra,
         )
+        base = getattr(self.source, "_metadata", None)
+        if callable(base):  # Agent(metadata=fn): fn(ctx) with the run's deps, each time a context is built
+            base = base(ctx)
+        if base is None:
+            return ctx
+        if not isinstance(base, Mapping):
+            raise ConfigurationError(f"agent {self.name!r}: metadata must be a dict (or a function returning one), not {type(base).__name__}")
+        return replace(ctx, metadata={**base, HELIX_KEY: helix})
 
     # --- hooks the runtime calls -----------------------------------------------------------------
 
@@ -248,9 +317,11 @@ class PydanticAgent(Agent):
                 log.warning("agent %r: toolset %s could not list its tools: %s", self.name, toolset.label, exc)
                 continue
             origin = "mcp" if _is_mcp(toolset) else "function"
+            gates = await approval_rules(toolset, ctx) if _has_approval(toolset) else {}
             tools: dict[str, ToolsetTool] = {}
             for name, listed_tool in listed.items():
-                policy, source = resolve_policy(listed_tool.tool_def, origin, self.tool_policies.get(name))
+                rule = _approval_rule(gates[name], ctx) if gates.get(name) else None
+                policy, source = resolve_policy(listed_tool.tool_def, origin, self.tool_policies.get(name), rule)
                 tools[name] = ToolsetTool(
                     name=name,
                     description=listed_tool.tool_def.description or "",
@@ -266,6 +337,7 @@ class PydanticAgent(Agent):
                     owner=self,
                     origin=origin,
                     policy_source=source,
+                    toolset_gated=rule is not None,
                 )
             self._listed[index] = tools
         merged: dict[str, ToolsetTool] = {}
@@ -313,7 +385,11 @@ class PydanticAgent(Agent):
         """One body: the toolset's own ``call_tool``, bounded by ``tool_timeout`` so a server that
         dies or never answers gives the model a typed error instead of hanging the run."""
         scope = self._scopes.get(call.run_id) or RunScope(call.session_id, call.run_id)
-        ctx = await self.run_context(scope, call)
+        # A body runs only past the runtime's gate: a human approved it, or the gate (asking the
+        # toolset's own rule, unless the policy overrode it) found it needs no approval. Either way
+        # an ApprovalRequiredToolset must let the call through rather than defer it again.
+        approved = call.approved is True or (tool.toolset_gated and not tool.needs_approval(raw))
+        ctx = await self.run_context(scope, call, approved=approved)
         args = tool.listed.args_validator.validate_python(raw)
         try:
             if tool.listed.args_validator_func is not None:  # a tool's args_validator=: ModelRetry goes to the model

@@ -51,7 +51,8 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
                        {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
         return {"action": d.action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
                 "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-                "agent_name": run["agent_name"], "transactional": transactional, "replay": call["replay"]}
+                "agent_name": run["agent_name"], "transactional": transactional, "replay": call["replay"],
+                "approved": call["approved"]}
     if d.action == "reconcile":
         # Ask the outside system (the body does, outside this transaction), record the verdict, gate again.
         return {"action": "reconcile", "attempts": call["attempts"], "args": call["args"], "tool_name": call["tool_name"],

@@ -81,6 +81,7 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
         attempt=gate["attempt"],
         agent_name=agent.name,
         tool_name=name,
+        approved=gate.get("approved"),
     )
     if agent.uses_scope():  # a fresh process lists the pydantic-ai agent's toolsets before its body
         await agent.refresh(await scopes.scope_of(agent, run_id, gate["session_id"]))

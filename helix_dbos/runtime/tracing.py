@@ -8,13 +8,21 @@ One trace per run, across processes: the trace id is derived from the run id, so
 recovered in another process land in the same trace. A span is opened only where the work really
 happens (inside the DBOS step or transaction), so a workflow replay that returns recorded outputs
 emits nothing twice.
+
+The trace's root is a real span, ``helix.run``, with the span id every other span names as its
+parent (also derived from the run id). A span that a killed process opened is never exported, so
+the root is not held open across the run: the process whose workflow execution ends the run (the
+relaunching one, after a crash) emits it whole, from the run's ``created_at`` to its ``ended_at``.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Any
 
 from opentelemetry import trace
@@ -29,10 +37,64 @@ def trace_id_of(run_id: str) -> int:
     return int(hashlib.sha256(run_id.encode()).hexdigest()[:32], 16) or 1
 
 
+def root_span_id_of(run_id: str) -> int:
+    """The span id of the run's ``helix.run`` span, the parent of every other span of the run."""
+    return int(hashlib.sha256(f"{run_id}:root".encode()).hexdigest()[:16], 16) or 1
+
+
 def _run_context(run_id: str) -> Context:
-    root_span_id = int(hashlib.sha256(f"{run_id}:root".encode()).hexdigest()[:16], 16) or 1
-    parent = SpanContext(trace_id_of(run_id), root_span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    parent = SpanContext(trace_id_of(run_id), root_span_id_of(run_id), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
     return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+class _FixedIds:
+    """An id generator that hands out the run's own trace and root span ids (one span's worth)."""
+
+    def __init__(self, trace_id: int, span_id: int) -> None:
+        self.trace_id, self.span_id = trace_id, span_id
+
+    def generate_trace_id(self) -> int:
+        return self.trace_id
+
+    def generate_span_id(self) -> int:
+        return self.span_id
+
+    def is_trace_id_random(self) -> bool:  # derived from the run id, not random (the W3C flag says so)
+        return False
+
+
+def _root_tracer(run_id: str) -> Any | None:
+    """The SDK tracer, copied with the run's ids; None when no SDK provider records spans (the
+    no-op default, or a provider that mints its own ids: then the root is missing, as before)."""
+    tracer = trace.get_tracer_provider().get_tracer(TRACER)
+    if not hasattr(tracer, "id_generator"):
+        return None
+    root = copy.copy(tracer)
+    root.id_generator = _FixedIds(trace_id_of(run_id), root_span_id_of(run_id))
+    return root
+
+
+def _ns(when: datetime | None) -> int:
+    if when is None:
+        return time.time_ns()
+    return int((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() * 1e9)
+
+
+def enabled() -> bool:
+    """Whether an SDK provider records this process's spans (the root span's read is skipped if not)."""
+    return hasattr(trace.get_tracer_provider().get_tracer(TRACER), "id_generator")
+
+
+def emit_run_span(run: dict[str, Any], **attrs: Any) -> None:
+    """The run's root span, start to end, with the ids its children already name as their parent."""
+    tracer = _root_tracer(run["run_id"])
+    if tracer is None:
+        return
+    fields = {"run_id": run["run_id"], "session_id": run["session_id"], "agent": run["agent_name"], "entry": run["entry"],
+              "status": run["status"], "steps": run["steps"], "error_code": run["error_code"], **attrs}
+    s = tracer.start_span("helix.run", context=Context(), attributes=_clean(fields), start_time=_ns(run["created_at"]))
+    # ended now, not at ``ended_at``: the span of the transaction that wrote ``ended_at`` ends after it
+    s.end(end_time=max(time.time_ns(), _ns(run["created_at"])))
 
 
 def _clean(attrs: dict[str, Any]) -> dict[str, Any]:

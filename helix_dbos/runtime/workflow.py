@@ -24,6 +24,7 @@ from dbos import DBOS
 
 from ..definitions import Agent
 from ..errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
+from ..ledger import store
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
 from . import children, companions, durable, fence, prepare, reconcile, scopes, step_commits, tracing
@@ -37,6 +38,7 @@ from .registry import Registry
 from . import state
 from .state import env
 
+log = logging.getLogger("helix_dbos")
 RUN_WORKFLOW = "helix.run"
 #: Call kinds answered by a child workflow rather than a body of the parent.
 CHILD_KINDS: Final = frozenset({"remote", "companion"})
@@ -63,7 +65,41 @@ def register(registry: Registry) -> None:
 
 
 async def _run(run_id: str) -> dict[str, Any]:
-    """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back."""
+    """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back.
+
+    The run's root span is emitted when this execution ends, whichever way (``_root_span``)."""
+    try:
+        return await _run_once(run_id)
+    finally:
+        if DBOS.workflow_id == run_id:  # a refused fork is not the run: the run's own execution emits its root
+            await _root_span(run_id)
+
+
+async def _root_span(run_id: str) -> None:
+    """Emit the trace's ``helix.run`` span from the run's row, as it stands once this execution ends.
+
+    Best-effort like every span: a read that fails leaves the trace without its root, never the run
+    without its outcome. A process killed before this point emits nothing; the one that relaunches
+    the workflow (and ends the run) does."""
+    if not tracing.enabled():
+        return
+    try:
+        run = await asyncio.to_thread(_read_run, run_id)
+        if run is not None:
+            tracing.emit_run_span(run)
+    except Exception:
+        log.debug("could not emit the run's root span", exc_info=True)
+
+
+def _read_run(run_id: str) -> dict[str, Any] | None:
+    """The run's row once it has ended; None while it is still running (an execution cut short by a
+    shutdown: the execution that recovers the workflow emits the root instead)."""
+    with env().engine.connect() as conn:
+        run = store.get_run(conn, run_id)
+    return run if run is not None and run["status"] != "running" else None
+
+
+async def _run_once(run_id: str) -> dict[str, Any]:
     workflow_id = DBOS.workflow_id
     if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
         raise await _refused(run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))

@@ -58,7 +58,7 @@ def build_agent() -> Agent[Deps, str]:
     def quota(ctx: RunContext[Deps]) -> str:
         return f"{ctx.deps.user} has {ctx.deps.quota} notes left."
 
-    @agent.tool(metadata={"replay": "safe"})
+    @agent.tool(metadata={"replay": "unsafe"})  # the app's mapping (TOOL_POLICIES) makes it safe
     def remember(ctx: RunContext[Deps], note: str) -> dict[str, Any]:
         """Keep a note, keyed on the dispatch id (so a re-run is the same note)."""
         effect("bodies", tool="remember", user=ctx.deps.user, dispatch_id=hx.dispatch_id(ctx), pid=os.getpid())
@@ -73,6 +73,10 @@ def build_agent() -> Agent[Deps, str]:
     return agent
 
 
+#: The per-agent mapping by tool name wins over the tool's own metadata, in every process.
+TOOL_POLICIES = {"keeper": {"remember": {"replay": "safe", "concurrency_group": "notes"}}}
+
+
 def install_span_file(path: str) -> None:
     """Spans of this process as JSON lines (the test reads both processes' spans of one run)."""
     from opentelemetry import trace
@@ -83,7 +87,9 @@ def install_span_file(path: str) -> None:
         def export(self, spans: Any) -> SpanExportResult:
             with open(path, "a") as f:
                 for s in spans:
-                    f.write(json.dumps({"name": s.name, "trace_id": s.context.trace_id, "pid": os.getpid(), "attributes": dict(s.attributes or {})}) + "\n")
+                    f.write(json.dumps({"name": s.name, "trace_id": s.context.trace_id, "span_id": s.context.span_id,
+                                        "parent_id": s.parent.span_id if s.parent else None, "pid": os.getpid(),
+                                        "attributes": dict(s.attributes or {})}) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
             return SpanExportResult.SUCCESS
@@ -99,7 +105,8 @@ def main(argv: list[str]) -> int:
         install_span_file(os.environ["SPANS_FILE"])
     args = effects.app_args(argv)
     EFFECTS = Path(args.effects)
-    rt = hx.Runtime([build_agent()], database_url=args.db, executor_id=args.executor, deps_factories={"keeper": make_deps}).launch()
+    rt = hx.Runtime([build_agent()], database_url=args.db, executor_id=args.executor, deps_factories={"keeper": make_deps},
+                    tool_policies=TOOL_POLICIES).launch()
     try:
         if args.cmd == "start":
             rt.start("keeper", "note this", session_id=args.session, deps={"user": "ann", "quota": 3})
