@@ -157,3 +157,30 @@ def test_an_approval_rule_that_raises_asks_a_human(make_runtime: Any) -> None:
     rt = make_runtime([hx.Agent("spender", _model([ToolCallPart("spend", {"amount": 5}, "c1")]), tools=[spend])])
     result = rt.start("spender", "go").result(timeout=30)
     assert result.status == "suspended_client_tool" and result.pending[0].kind == "approval"
+
+
+def test_the_model_reads_the_rewound_transcript_in_the_process_that_cached_it(make_runtime: Any) -> None:
+    """The transcript cache is per session: a rewind (resume from a checkpoint) in the same process
+    must not leave the superseded messages in what the model reads next."""
+    seen: list[list[str]] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompts = [p.content for m in messages for p in m.parts if type(p).__name__ == "UserPromptPart"]
+        seen.append([str(p) for p in prompts])
+        if [type(p).__name__ for p in messages[-1].parts] == ["UserPromptPart"] and prompts[-1] == "one":
+            return ModelResponse(parts=[ToolCallPart("nap", {"seconds": 0}, "n1")])  # an append to rewind to
+        return ModelResponse(parts=[TextPart(f"answer {len(seen)}")])
+
+    rt = make_runtime([hx.Agent("talker", FunctionModel(reply), tools=[nap])])
+    first = rt.start("talker", "one").result(timeout=30)
+    rt.start("talker", "two", session_id=first.session_id).result(timeout=30)
+    rt.start("talker", "three", session_id=first.session_id).result(timeout=30)
+    assert seen[-1] == ["one", "two", "three"]
+    view = rt.session(first.session_id)
+    after_one = next(c["checkpoint_id"] for c in view.checkpoints if c["run_id"] == first.run_id and c["kind"] == "append")
+    rt.resume(first.session_id, mode="with_message", message="four").result(timeout=30)
+    assert seen[-1] == ["one", "two", "three", "four"]  # appended: read from the cache plus the new rows
+    rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=after_one).result(timeout=30)
+    assert seen[-1] == ["one"], seen[-1]  # rewound: "two", "three" and "four" are superseded
+    active = [str(p.content) for m in rt.session(first.session_id).messages for p in m.parts if type(p).__name__ == "UserPromptPart"]
+    assert active == ["one"]

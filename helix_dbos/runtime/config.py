@@ -80,9 +80,10 @@ def resolve_store_retry_window(explicit: float | None = None) -> float:
 
 #: After its first seconds (runtime.FAST_RECOVERY_SECONDS), DBOS's internal queue is polled this
 #: often: it carries recovery handoffs (takeovers, ``recover --executor``) and DBOS's own
-#: ``dbos workflow resume/fork``. DBOS's default is 1 s, which alone costs an idle worker about 4
-#: statements a second; 3 s costs about 1.3 for a takeover or resume up to 2 s later.
-DEFAULT_RECOVERY_POLL = 3.0
+#: ``dbos workflow resume/fork``. DBOS's own 1 s by default, which alone costs an idle worker about
+#: 4 statements a second; 3 s costs about 1.3, for a takeover or a resume up to 2 s later (measured
+#: by ``python -m bench --sections idle,takeover``: docs/operations.md).
+DEFAULT_RECOVERY_POLL = 1.0
 
 
 def resolve_recovery_poll() -> float:

@@ -77,17 +77,25 @@ def _usage(response: ModelResponse) -> dict[str, Any]:
     }
 
 
-def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, list[Any]]:
-    """The fence, the stop record, and the run's messages after ``after_seq`` (the cache has the rest)."""
+def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[Any]]:
+    """The fence, the stop record, how many of the session's messages are superseded (a rewind
+    since the cache was filled changes it), and the active messages after ``after_seq``: one
+    statement besides the fence, whether or not anything was added."""
     run = fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
     stop = run["stop_kind"]
     if stop is not None:
-        return stop, []
+        return stop, 0, []
     m = t.messages.c
+    superseded = (
+        sa.select(sa.func.count()).select_from(t.messages).where(m.session_id == session_id, m.superseded_by.is_not(None)).scalar_subquery()
+    )
+    one = sa.select(superseded.label("superseded")).subquery()
     rows = conn.execute(
-        sa.select(m.seq, m.body).where(m.session_id == session_id, m.superseded_by.is_(None), m.seq > after_seq).order_by(m.seq)
+        sa.select(one.c.superseded, m.seq, m.body)
+        .select_from(one.outerjoin(t.messages, sa.and_(m.session_id == session_id, m.superseded_by.is_(None), m.seq > after_seq)))
+        .order_by(m.seq)
     ).all()
-    return None, [(int(seq), body) for seq, body in rows]
+    return None, int(rows[0][0]), [(int(seq), body) for _, seq, body in rows if seq is not None]
 
 
 def _run_usage(conn: sa.Connection, run_id: str) -> dict[str, int]:
@@ -135,12 +143,15 @@ async def model_request_step(run_id: str, session_id: str, agent_name: str, step
 async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     e = env()
     agent = e.agent(agent_name)
-    last_seq, loaded = e.transcripts.get(run_id)
-    stop, rows = await plain_tx(_read, run_id, session_id, last_seq)
+    last_seq, seen_superseded, loaded = e.transcripts.get(session_id)
+    stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
+    if stop is None and last_seq >= 0 and superseded != seen_superseded:  # rewound since: read it whole
+        last_seq, loaded = -1, []
+        stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
     if stop is not None:
         return {"stopped": stop}
     loaded += transcript.load([body for _, body in rows])
-    e.transcripts.put(run_id, rows[-1][0] if rows else last_seq, loaded)
+    e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
     messages = _with_instructions(list(loaded), await agent.instructions_for(scope))

@@ -64,36 +64,36 @@ def load(bodies: Sequence[Any]) -> list[ModelMessage]:
 
 
 class TranscriptCache:
-    """The loaded transcript of the runs this process is driving, so a model request reads and
-    validates only the messages added since the run's previous request (step 200 costs what step
-    10 does).
+    """The loaded transcript of the sessions this process is driving, so a model request reads and
+    validates only the messages added since the session's previous request here (step 200 costs
+    what step 10 does, across the session's runs).
 
-    Per run, not per session: a run only ever appends to its session's transcript (a rewind
-    supersedes messages in the prepare of the run that rewinds, before its first request), so
-    what a run loaded stays exactly true for it. Bounded: least recently used runs drop out and
-    are read whole again.
+    A session only grows at its end, except when a rewind supersedes messages: every entry holds
+    how many of the session's messages were superseded when it was loaded, and a request that
+    finds that number changed reads the session whole again. Bounded: least recently used
+    sessions drop out and are read whole again.
     """
 
     def __init__(self, size: int = 512) -> None:
         self.size = size
-        self._runs: OrderedDict[str, tuple[int, list[ModelMessage]]] = OrderedDict()
+        self._sessions: OrderedDict[str, tuple[int, int, list[ModelMessage]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, run_id: str) -> tuple[int, list[ModelMessage]]:
-        """The last message number read for the run (-1: none) and the messages loaded so far."""
+    def get(self, session_id: str) -> tuple[int, int, list[ModelMessage]]:
+        """The last message number read (-1: none), the superseded count then, and the messages."""
         with self._lock:
-            hit = self._runs.get(run_id)
+            hit = self._sessions.get(session_id)
             if hit is None:
-                return -1, []
-            self._runs.move_to_end(run_id)
-            return hit[0], list(hit[1])
+                return -1, 0, []
+            self._sessions.move_to_end(session_id)
+            return hit[0], hit[1], list(hit[2])
 
-    def put(self, run_id: str, last_seq: int, messages: list[ModelMessage]) -> None:
+    def put(self, session_id: str, last_seq: int, superseded: int, messages: list[ModelMessage]) -> None:
         with self._lock:
-            self._runs[run_id] = (last_seq, list(messages))
-            self._runs.move_to_end(run_id)
-            while len(self._runs) > self.size:
-                self._runs.popitem(last=False)
+            self._sessions[session_id] = (last_seq, superseded, list(messages))
+            self._sessions.move_to_end(session_id)
+            while len(self._sessions) > self.size:
+                self._sessions.popitem(last=False)
 
 
 def load_response(body: Mapping[str, Any]) -> ModelResponse:
