@@ -151,12 +151,7 @@ def test_service_streams_live_output_over_sse(db_url: str) -> None:
         events: list[tuple[str, Any]] = []
         with client.stream("GET", f"/sessions/{handle.session_id}/live", params={"timeout": 30}) as response:
             assert response.status_code == 200
-            kind = ""
-            for line in response.iter_lines():
-                if line.startswith("event: "):
-                    kind = line[7:]
-                elif line.startswith("data: "):
-                    events.append((kind, json.loads(line[6:])))
+            events.extend(_sse_values(response))
         assert events[0] == ("run", {"run_id": handle.run_id, "best_effort": True}) and events[-1][0] == "end"
         values = [v for k, v in events if k == "live"]
         assert _texts(values, 1) == "All looked up." and all(v["best_effort"] for v in values)

@@ -35,6 +35,18 @@ BOUND = 20.0
 UNDER_WAY_BOUND = DEFAULT_RECOVERY_POLL + 3.0
 
 
+
+def _release_frozen(kit: Kit, a: subprocess.Popen[str], b: subprocess.Popen[str], held: Any) -> None:
+    """End a frozen-worker test: let go of what held the woken worker up, wake it if it is still
+    stopped (so it can be killed), and stop both workers."""
+    if held is not None:
+        held.close()
+    if a.poll() is None:
+        a.send_signal(signal.SIGCONT)
+        a.kill()
+    stop_all(kit, b, a)
+
+
 q, tbl = query, helix_table
 
 
@@ -241,12 +253,7 @@ def test_a_frozen_worker_past_its_lease_is_taken_over_and_its_late_writes_refuse
         code = a.wait(timeout=60)
         assert code == LOCK_LOST_EXIT_CODE, code  # it found its lease taken and stopped, loudly
     finally:
-        if held is not None:
-            held.close()
-        if a.poll() is None:
-            a.send_signal(signal.SIGCONT)
-            a.kill()
-        stop_all(kit, b, a)
+        _release_frozen(kit, a, b, held)
     err = "".join(p.read_text() for p in kit.workdir.glob("spawn-*.stderr"))
     assert "lost its lease" in err or "lost its lock" in err
     c = calls(db_url, kit.session)
@@ -293,12 +300,7 @@ def test_a_worker_whose_lease_lapsed_starts_no_body_when_it_wakes(db_url: str, t
         code = a.wait(timeout=60)
         assert code == LOCK_LOST_EXIT_CODE, code
     finally:
-        if held is not None:
-            held.close()
-        if a.poll() is None:
-            a.send_signal(signal.SIGCONT)
-            a.kill()
-        stop_all(kit, b, a)
+        _release_frozen(kit, a, b, held)
     assert not kit.bodies(), kit.lines("bodies")  # neither the woken worker-a nor worker-b (unsafe: never again) ran it
     c = calls(db_url, kit.session)["unsafe_send"]
     assert c["status"] == "outcome_unknown", c
