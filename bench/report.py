@@ -55,7 +55,7 @@ TARGETS = (
     ("idle runtime, statements per second (bare DBOS app in brackets)", "45-67", "<= 5", "<= 1"),
     ("relaunch -> crashed run at rest, from launch() (imports apart), s", "~1.1", "<= 0.5", "<= 0.2"),
     ('`python -c "import helix_dbos"`, wall s', "1.35-1.6", "<= 0.7", "<= 0.4"),
-    ("model step time at step 200 of one session / at step 10", "1.6x", "<= 1.1x", "1.0x"),
+    ("model step time at step 200 of one session / at step 10 (without the model request itself)", "1.6x", "<= 1.1x", "1.0x"),
 )
 
 
@@ -93,7 +93,8 @@ def _targets_values(results: dict[str, Any], db: str) -> list[str]:
         f"{idle['helix_dbos']['stmts_per_s']:.1f} ({idle['bare_dbos']['stmts_per_s']:.1f})" if idle else "-",
         f"{rec['from_launch']:.2f}" if rec and "from_launch" in rec else "-",
         f"{imp['import helix_dbos']:.2f}" if imp else "-",
-        ratio(st[-1]["model_step_ms"], st[0]["model_step_ms"]) if st and st[-1]["step"] == 200 and st[0]["step"] == 10 else "-",
+        (f"{ratio(st[-1]['model_step_ms'], st[0]['model_step_ms'])} ({ratio(st[-1]['model_step_ms'] - st[-1].get('model_ms', 0), st[0]['model_step_ms'] - st[0].get('model_ms', 0))})"
+         if st and st[-1]["step"] == 200 and st[0]["step"] == 10 else "-"),
     ]
 
 
@@ -225,18 +226,20 @@ def storage_section(results: dict[str, Any]) -> str:
         "Bytes added per step over the turn that ends at the given step. `live` = bytes of live rows "
         "(Postgres `pg_column_size`, SQLite `dbstat` payload): exact, the figure to compare; `disk` = "
         "`pg_total_relation_size` / SQLite pages (page-granular, includes dead row versions until vacuum). "
-        "`model step ms`: wall time inside the model-request step per step, and the part of it spent reading "
-        "the session's messages from the ledger and validating them into pydantic-ai messages.\n"),
+        "`model step ms`: wall time inside the model-request step per step; of it, the time inside pydantic-ai's "
+        "`model_request` (the scripted model, which digests the whole history, and pydantic-ai's message "
+        "handling: work any loop pays) and the time spent reading the session's new messages from the ledger "
+        "and validating them.\n"),
     ]
     for db, data in st.items():
         rows = []
         for r in data["rows"]:
-            row = [r["step"], r["ms_per_step"], r.get("model_step_ms"), r.get("transcript_ms"), r["helix_live"], r["dbos_live"], r["helix_live"] + r["dbos_live"], r["helix_disk"], r["dbos_disk"]]
+            row = [r["step"], r["ms_per_step"], r.get("model_step_ms"), r.get("model_ms"), r.get("transcript_ms"), r["helix_live"], r["dbos_live"], r["helix_live"] + r["dbos_live"], r["helix_disk"], r["dbos_disk"]]
             if "file_disk" in r:
                 row.append(r["file_disk"])
             row.append(r["helix_live_total"] + r["dbos_live_total"])
             rows.append(row)
-        header = ["at step", "ms/step", "model step ms", "transcript read+validate ms", "ledger live B/step", "DBOS live B/step", "total live B/step", "ledger disk B/step", "DBOS disk B/step"]
+        header = ["at step", "ms/step", "model step ms", "of which the model request ms", "transcript read+validate ms", "ledger live B/step", "DBOS live B/step", "total live B/step", "ledger disk B/step", "DBOS disk B/step"]
         if any("file_disk" in r for r in data["rows"]):
             header.append("file B/step")
         header.append("total live B")

@@ -66,10 +66,13 @@ class ModelStepTimer:
     def __init__(self) -> None:
         self.total = 0.0
         self.transcript = 0.0
+        self.model = 0.0  # inside pydantic-ai's model_request: the (scripted) model and its message mapping
         self._undo: list[tuple[Any, str, Any]] = []
 
     def install(self) -> None:
         import functools
+
+        import pydantic_ai.direct
 
         from helix_dbos.runtime import model_step, transcript, workflow
 
@@ -94,7 +97,18 @@ class ModelStepTimer:
             finally:
                 self.total += time.perf_counter() - t
 
+        original_request = pydantic_ai.direct.model_request
+
+        @functools.wraps(original_request)
+        async def request(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return await original_request(*args, **kwargs)
+            finally:
+                self.model += time.perf_counter() - t
+
         for module, attr, new in (
+            (pydantic_ai.direct, "model_request", request),  # model_step imports it at each call
             (model_step, "_read", timed_sync("_read", model_step._read)),
             (transcript, "load", timed_sync("load", transcript.load)),
             (workflow, "model_request_step", step),
@@ -107,9 +121,9 @@ class ModelStepTimer:
             setattr(module, attr, old)
         self._undo.clear()
 
-    def take(self) -> tuple[float, float]:
-        out = (self.total, self.transcript)
-        self.total = self.transcript = 0.0
+    def take(self) -> tuple[float, float, float]:
+        out = (self.total, self.transcript, self.model)
+        self.total = self.transcript = self.model = 0.0
         return out
 
 
@@ -124,7 +138,7 @@ def run_storage(
     try:
         sizes = [database_sizes(url)]
         times: list[float] = []
-        model_times: list[tuple[float, float]] = []
+        model_times: list[tuple[float, float, float]] = []
         timer = ModelStepTimer()
         timer.install()
         runs: list[str] = []
@@ -155,6 +169,7 @@ def run_storage(
                 "ms_per_step": times[turn - 1] * 1000 / steps_per_turn,
                 "model_step_ms": model_times[turn - 1][0] * 1000 / steps_per_turn,
                 "transcript_ms": model_times[turn - 1][1] * 1000 / steps_per_turn,
+                "model_ms": model_times[turn - 1][2] * 1000 / steps_per_turn,
             }
             for g in groups:
                 for metric in ("live", "disk"):
