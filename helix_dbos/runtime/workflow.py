@@ -180,8 +180,11 @@ async def _settle_cancel(run_id: str) -> None:
 
 async def _drive(run_id: str) -> dict[str, Any]:
     await _refresh(run_id)
-    # A redirect pairs the saved step's started calls: first ask their reconcile checks (recorded)
-    await reconcile.ask_before(run_id, prepare.redirect_checks)
+    # A redirect pairs the saved step's started calls: first ask their reconcile checks (recorded).
+    # With no reconciled tool defined here there is nothing to ask (recovery judges a saved call by
+    # the tool as it is now), and the read is skipped: one transaction fewer per run.
+    if _defines_checks():
+        await reconcile.ask_before(run_id, prepare.redirect_checks)
     prepare_entry = tracing.traced(prepare.PREPARE_TX, prepare.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
     plan = await tx(prepare.PREPARE_TX, prepare_entry, run_id)
     sid: str = plan["session_id"]
@@ -232,6 +235,10 @@ async def _drive(run_id: str) -> dict[str, Any]:
 
 def _commit_outcome(out: dict[str, Any]) -> dict[str, Any]:
     return {"status": out.get("status")}
+
+
+def _defines_checks() -> bool:
+    return any(t.reconcile is not None for a in env().agents.values() for t in a.tools)
 
 
 async def _refresh(run_id: str) -> None:
