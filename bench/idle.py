@@ -43,7 +43,7 @@ def run_idle(helix_url: str, bare_url: str, seconds: float = 10.0) -> dict[str, 
     from bench.dbs import configure_dbos
     from bench.systems import bare
     from bench.workload import WorkloadSpec
-    from helix_dbos.runtime.runtime import FAST_RECOVERY_SECONDS
+    from helix_dbos.runtime.polling import FAST_RECOVERY_SECONDS
 
     out: dict[str, Any] = {}
     from bench.systems.helix import make_agent

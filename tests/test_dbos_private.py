@@ -23,7 +23,7 @@ from pydantic_ai.models.test import TestModel
 import helix_dbos as hx
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime import dbos_private, state
-from helix_dbos.runtime import runtime as runtime_module
+from helix_dbos.runtime import polling
 
 ROOT = Path(__file__).resolve().parent.parent
 DOOR = ROOT / "helix_dbos" / "runtime" / "dbos_private.py"
@@ -88,7 +88,7 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     # the fast internal queue really is the one DBOS recovers on (made before DBOS made its own),
     # and a later interval applies to that same queue object (what the slow-down after launch does)
     queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
-    assert queue._polling_interval_sec == runtime_module.FAST_RECOVERY_POLL
+    assert queue._polling_interval_sec == polling.FAST_RECOVERY_POLL
     dbos_private.set_internal_queue_polling(0.5)
     assert _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME] is queue
     assert queue._polling_interval_sec == 0.5

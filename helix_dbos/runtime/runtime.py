@@ -26,7 +26,7 @@ from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ..ledger.migrate import upgrade
 from ..recovery import Profile
 from ..views import RunResult, SessionView, StopReceipt
-from . import dbos_private, entries, state, step_commits, workflow
+from . import dbos_private, entries, polling, state, step_commits, workflow
 from .config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -93,25 +93,6 @@ def _collect_agents(agents: Iterable[Agent]) -> dict[str, Agent]:
             found[agent.name] = agent
             stack.extend(s.agent for s in agent.sub_agents)
     return found
-
-
-def _has_queued_children(agents: Iterable[Agent]) -> bool:
-    return any(s.mode in ("remote", "companion") for a in agents for s in a.sub_agents)
-
-
-#: DBOS's internal queue (recovery, ``dbos workflow resume``) is polled this often for the first
-#: seconds after launch, so a relaunch picks up its pending runs at once; then every
-#: ``HELIX_DBOS_RECOVERY_POLL`` seconds (config.DEFAULT_RECOVERY_POLL).
-FAST_RECOVERY_POLL, FAST_RECOVERY_SECONDS = 0.05, 5.0
-
-
-def _internal_queue_polling(seconds: float) -> None:
-    """DBOS offers no public setting for its internal queue's interval; if the private hook moves,
-    DBOS's default 1 s still works (a relaunch just takes up to a second longer)."""
-    try:
-        dbos_private.set_internal_queue_polling(seconds)
-    except Exception:  # an internal API changed: keep DBOS's default polling
-        log.warning("could not set DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
 
 
 def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
@@ -209,7 +190,7 @@ class Runtime:
         # None (auto): only if one of its agents has a remote or companion sub-agent, since polling
         # the queue is most of an idle runtime's database traffic (docs/operations.md); a worker
         # that defines only the child agents says True. False: starts and recovers its own runs only.
-        self.serve_queue = serve_queue if serve_queue is not None else _has_queued_children(self.agents.values())
+        self.serve_queue = serve_queue if serve_queue is not None else polling.serves_children_queue(self.agents.values())
         # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
         # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
         self.store_retry_window = resolve_store_retry_window(store_retry_window)
@@ -274,10 +255,7 @@ class Runtime:
         if existing is None:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
             self._owns_dbos = True
-            _internal_queue_polling(FAST_RECOVERY_POLL)
-            self._slow_down = threading.Timer(FAST_RECOVERY_SECONDS, _internal_queue_polling, (recovery_poll,))
-            self._slow_down.daemon = True
-            self._slow_down.start()
+            self._slow_down = polling.fast_then(recovery_poll)
             if not self.serve_queue:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
         self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
