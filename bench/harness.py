@@ -17,7 +17,7 @@ import inspect
 import math
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
