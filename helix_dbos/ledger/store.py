@@ -7,6 +7,7 @@ commits; the caller's transaction boundary is the unit of atomicity.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -28,23 +29,33 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-def fetch_one(conn: sa.Connection, stmt: sa.Executable) -> Row | None:
-    row = conn.execute(stmt).mappings().first()
+def fetch_one(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> Row | None:
+    row = conn.execute(stmt, params).mappings().first()
     return dict(row) if row is not None else None
 
 
-def fetch_all(conn: sa.Connection, stmt: sa.Executable) -> list[Row]:
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+def fetch_all(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> list[Row]:
+    return [dict(r) for r in conn.execute(stmt, params).mappings()]
+
+
+# Statements of the write path are built once, with bound parameters, and executed with a dict:
+# building a Core statement and its cache key costs more Python than running it on SQLite, and a
+# run executes these a few dozen times. Values of an INSERT or an UPDATE's SET come from the dict's
+# keys (SQLAlchemy types them by column); WHERE parameters are named ``w_*`` (a bind may not share
+# a column's name in a statement that writes that column).
+
+
+@functools.cache
+def _by_key(table: sa.Table, key: str, for_update: bool) -> sa.Select[Any]:
+    stmt = sa.select(table).where(table.c[key] == sa.bindparam("w_key"))
+    return stmt.with_for_update() if for_update else stmt
 
 
 # --- sessions and runs ---------------------------------------------------------------------------
 
 
 def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = False) -> Row | None:
-    stmt = sa.select(t.sessions).where(t.sessions.c.session_id == session_id)
-    if for_update and conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    return fetch_one(conn, stmt)
+    return fetch_one(conn, _by_key(t.sessions, "session_id", for_update and conn.dialect.name == "postgresql"), {"w_key": session_id})
 
 
 def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[Row]:
@@ -126,11 +137,17 @@ def insert_run(conn: sa.Connection, **values: Any) -> None:
 
 
 def get_run(conn: sa.Connection, run_id: str) -> Row | None:
-    return fetch_one(conn, sa.select(t.runs).where(t.runs.c.run_id == run_id))
+    return fetch_one(conn, _by_key(t.runs, "run_id", False), {"w_key": run_id})
 
 
 def list_runs(conn: sa.Connection, session_id: str) -> list[Row]:
     return fetch_all(conn, sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.seq))
+
+
+_END_RUN = t.runs.update().where(t.runs.c.run_id == sa.bindparam("w_run_id")).returning(t.runs.c.run_id, t.runs.c.session_id)
+_END_SESSION_RUN = t.sessions.update().where(
+    t.sessions.c.session_id == sa.bindparam("w_session_id"), t.sessions.c.current_run_id == sa.bindparam("w_run_id")
+)
 
 
 def end_run(
@@ -145,22 +162,18 @@ def end_run(
     """Terminal (or suspension) commit of a run, and release of the session's gate."""
     ts = now()
     run = conn.execute(
-        t.runs.update()
-        .where(t.runs.c.run_id == run_id)
-        .values(status=status, output=output, error_code=error_code, error=error, ended_at=ts)
-        .returning(t.runs.c.run_id, t.runs.c.session_id)
+        _END_RUN, {"w_run_id": run_id, "status": status, "output": output, "error_code": error_code, "error": error, "ended_at": ts}
     ).mappings().one()
-    conn.execute(
-        t.sessions.update()
-        .where(t.sessions.c.session_id == run["session_id"], t.sessions.c.current_run_id == run_id)
-        .values(status=status, updated_at=ts)
-    )
+    conn.execute(_END_SESSION_RUN, {"w_session_id": run["session_id"], "w_run_id": run_id, "status": status, "updated_at": ts})
     emit(conn, run["session_id"], run_id, "run_status", {"status": status, "error_code": error_code, "error": error})
     return dict(run)
 
 
+_COUNT_STEP = t.runs.update().where(t.runs.c.run_id == sa.bindparam("w_run_id")).values(steps=t.runs.c.steps + 1)
+
+
 def count_run_step(conn: sa.Connection, run_id: str) -> None:
-    conn.execute(t.runs.update().where(t.runs.c.run_id == run_id).values(steps=t.runs.c.steps + 1))
+    conn.execute(_COUNT_STEP, {"w_run_id": run_id})
 
 
 # --- messages and checkpoints --------------------------------------------------------------------
@@ -177,23 +190,27 @@ def active_messages(conn: sa.Connection, session_id: str) -> list[Row]:
 
 
 
-def _next_message_seq(session_id: str) -> Any:
-    """The session's next message number, computed inside the statement that uses it."""
-    top = sa.select(sa.func.coalesce(sa.func.max(t.messages.c.seq) + 1, 0)).where(t.messages.c.session_id == session_id)
+def _next_message_seq() -> Any:
+    """The session's (``w_session_id``) next message number, computed inside the statement that uses it."""
+    top = sa.select(sa.func.coalesce(sa.func.max(t.messages.c.seq) + 1, 0)).where(t.messages.c.session_id == sa.bindparam("w_session_id"))
     return top.scalar_subquery()
+
+
+_INSERT_MESSAGE = t.messages.insert().values(seq=_next_message_seq()).returning(t.messages.c.seq)
 
 
 def insert_message(conn: sa.Connection, session_id: str, run_id: str, step: int | None, kind: str, body: Any) -> int:
     """One statement: the number is the session's next, read by the insert itself (under the
     session's lock, which every writer of its messages holds)."""
-    stmt = t.messages.insert().values(
-        session_id=session_id, seq=_next_message_seq(session_id), run_id=run_id, step=step, kind=kind, body=body, created_at=now()
-    )
-    return int(conn.execute(stmt.returning(t.messages.c.seq)).scalar_one())
+    params = {"w_session_id": session_id, "session_id": session_id, "run_id": run_id, "step": step, "kind": kind, "body": body, "created_at": now()}
+    return int(conn.execute(_INSERT_MESSAGE, params).scalar_one())
 
 
 def new_checkpoint_id() -> str:
     return f"cp-{new_id()}"
+
+
+_INSERT_CHECKPOINT = t.checkpoints.insert().values(message_seq=_next_message_seq())
 
 
 def insert_checkpoint(
@@ -205,15 +222,8 @@ def insert_checkpoint(
     """
     checkpoint_id = checkpoint_id or new_checkpoint_id()
     conn.execute(
-        t.checkpoints.insert().values(
-            checkpoint_id=checkpoint_id,
-            session_id=session_id,
-            run_id=run_id,
-            step=step,
-            kind=kind,
-            message_seq=_next_message_seq(session_id),
-            created_at=now(),
-        )
+        _INSERT_CHECKPOINT,
+        {"checkpoint_id": checkpoint_id, "session_id": session_id, "w_session_id": session_id, "run_id": run_id, "step": step, "kind": kind, "created_at": now()},
     )
     emit(conn, session_id, run_id, "checkpoint", {"checkpoint_id": checkpoint_id, "kind": kind, "step": step})
     return checkpoint_id
@@ -295,10 +305,7 @@ def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[Row]:
 
 
 def get_call(conn: sa.Connection, dispatch_id: str, *, for_update: bool = False) -> Row | None:
-    stmt = sa.select(t.calls).where(t.calls.c.dispatch_id == dispatch_id)
-    if for_update and conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    return fetch_one(conn, stmt)
+    return fetch_one(conn, _by_key(t.calls, "dispatch_id", for_update and conn.dialect.name == "postgresql"), {"w_key": dispatch_id})
 
 
 def list_calls(
@@ -330,6 +337,10 @@ def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, l
     return out
 
 
+_INSERT_ATTEMPT = t.attempts.insert()
+_CALL_BY_ID = t.calls.update().where(t.calls.c.dispatch_id == sa.bindparam("w_dispatch_id"))
+
+
 def start_attempt(
     conn: sa.Connection, call: Row, run_id: str, executor_id: str | None, *, transactional: bool = False, token: str | None = None
 ) -> int:
@@ -347,16 +358,8 @@ def start_attempt(
     # no attempt stays open; a late write of it is refused all the same (the call moved on).
     if attempt > 1:
         close_open_attempts(conn, call["dispatch_id"])
-    conn.execute(
-        t.attempts.insert().values(
-            dispatch_id=call["dispatch_id"], attempt=attempt, run_id=run_id, executor_id=executor_id, started_at=ts, token=token
-        )
-    )
-    conn.execute(
-        t.calls.update()
-        .where(t.calls.c.dispatch_id == call["dispatch_id"])
-        .values(status="running", attempts=attempt, started_at=call["started_at"] or ts)
-    )
+    conn.execute(_INSERT_ATTEMPT, {"dispatch_id": call["dispatch_id"], "attempt": attempt, "run_id": run_id, "executor_id": executor_id, "started_at": ts, "token": token})
+    conn.execute(_CALL_BY_ID, {"w_dispatch_id": call["dispatch_id"], "status": "running", "attempts": attempt, "started_at": call["started_at"] or ts})
     emit(
         conn,
         call["session_id"],
@@ -382,6 +385,18 @@ def attempt_by_token(conn: sa.Connection, dispatch_id: str, token: str) -> Row |
     return fetch_one(conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.token == token))
 
 
+_WRITE_RESULT = (
+    t.calls.update()
+    .where(t.calls.c.dispatch_id == sa.bindparam("w_dispatch_id"), t.calls.c.attempts == sa.bindparam("w_attempt"), t.calls.c.status == "running")
+    .returning(t.calls.c.session_id, t.calls.c.tool_name)
+)
+_END_ATTEMPT = t.attempts.update().where(
+    t.attempts.c.dispatch_id == sa.bindparam("w_dispatch_id"),
+    t.attempts.c.attempt == sa.bindparam("w_attempt"),
+    sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"),
+)
+
+
 def record_result(
     conn: sa.Connection,
     dispatch_id: str,
@@ -399,21 +414,11 @@ def record_result(
     """
     ts = now()
     call = conn.execute(
-        t.calls.update()
-        .where(t.calls.c.dispatch_id == dispatch_id, t.calls.c.attempts == attempt, t.calls.c.status == "running")
-        .values(status=status, result=result, error=error, paired_by="body", settled_run_id=run_id, ended_at=ts)
-        .returning(t.calls.c.session_id, t.calls.c.tool_name)
+        _WRITE_RESULT,
+        {"w_dispatch_id": dispatch_id, "w_attempt": attempt, "status": status, "result": result, "error": error, "paired_by": "body", "settled_run_id": run_id, "ended_at": ts},
     ).mappings().first()
     written = call is not None
-    conn.execute(
-        t.attempts.update()
-        .where(
-            t.attempts.c.dispatch_id == dispatch_id,
-            t.attempts.c.attempt == attempt,
-            sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"),
-        )
-        .values(ended_at=ts, outcome=status if written else "refused")
-    )
+    conn.execute(_END_ATTEMPT, {"w_dispatch_id": dispatch_id, "w_attempt": attempt, "ended_at": ts, "outcome": status if written else "refused"})
     if call is not None:
         emit(
             conn,
@@ -443,12 +448,7 @@ def record_check(conn: sa.Connection, call: Row, outcome: dict[str, Any]) -> Non
 def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:
     """Close an attempt whose result write was refused (its run lost the session, or a newer attempt
     exists): its external effect may have happened, its ledger write does not."""
-    conn.execute(
-        t.attempts.update()
-        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.attempt == attempt,
-               sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"))
-        .values(ended_at=now(), outcome="refused")
-    )
+    conn.execute(_END_ATTEMPT, {"w_dispatch_id": dispatch_id, "w_attempt": attempt, "ended_at": now(), "outcome": "refused"})
 
 
 def settle_call(
@@ -527,20 +527,15 @@ def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[Row]:
 # --- usage, stops, events ------------------------------------------------------------------------
 
 
+_INSERT_USAGE = t.usage.insert()
+
+
 def record_usage(conn: sa.Connection, session_id: str, run_id: str, step: int, model_name: str | None, u: Mapping[str, Any]) -> None:
     inp, out = int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
     conn.execute(
-        t.usage.insert().values(
-            session_id=session_id,
-            run_id=run_id,
-            step=step,
-            model_name=model_name,
-            input_tokens=inp,
-            output_tokens=out,
-            total_tokens=inp + out,
-            details=dict(u),
-            created_at=now(),
-        )
+        _INSERT_USAGE,
+        {"session_id": session_id, "run_id": run_id, "step": step, "model_name": model_name, "input_tokens": inp,
+         "output_tokens": out, "total_tokens": inp + out, "details": dict(u), "created_at": now()},
     )
 
 
@@ -569,22 +564,30 @@ def emit(conn: sa.Connection, session_id: str, run_id: str | None, type_: str, d
     migration 0010, under the database's one write lock): events of one session commit in sequence
     order, so a reader resuming after N never skips an event that commits later.
     """
-    values = {"session_id": session_id, "run_id": run_id, "type": type_, "data": dict(data), "created_at": now()}
-    if conn.dialect.name == "postgresql":
+    # ``p_*`` names, not column names: on Postgres the statement holds an UPDATE of sessions too,
+    # and a key named like a column would become a SET of that UPDATE as well.
+    params = {"w_session_id": session_id, "p_run_id": run_id, "p_type": type_, "p_data": dict(data), "p_created_at": now()}
+    return int(conn.execute(_emit_statement(conn.dialect.name == "postgresql"), params).scalar_one())
+
+
+@functools.cache
+def _emit_statement(postgres: bool) -> sa.Insert:
+    if postgres:
         bumped = (
             t.sessions.update()
-            .where(t.sessions.c.session_id == session_id)
+            .where(t.sessions.c.session_id == sa.bindparam("w_session_id"))
             .values(event_seq=t.sessions.c.event_seq + 1)
             .returning(t.sessions.c.event_seq)
             .cte("bumped")
         )
         seq_source: Any = sa.select(bumped.c.event_seq).scalar_subquery()
     else:
-        seq_source = sa.select(t.sessions.c.event_seq + 1).where(t.sessions.c.session_id == session_id).scalar_subquery()
-    stmt = t.events.insert().values(seq=seq_source, **values).returning(t.events.c.seq)
-    if conn.dialect.name == "postgresql":
-        stmt = stmt.add_cte(bumped)
-    return int(conn.execute(stmt).scalar_one())
+        seq_source = sa.select(t.sessions.c.event_seq + 1).where(t.sessions.c.session_id == sa.bindparam("w_session_id")).scalar_subquery()
+    stmt = t.events.insert().values(
+        session_id=sa.bindparam("w_session_id"), seq=seq_source, run_id=sa.bindparam("p_run_id"), type=sa.bindparam("p_type"),
+        data=sa.bindparam("p_data"), created_at=sa.bindparam("p_created_at"),
+    ).returning(t.events.c.seq)
+    return stmt.add_cte(bumped) if postgres else stmt
 
 
 def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[Row]:

@@ -10,6 +10,7 @@ so a DBOS upgrade that moves one fails that test loudly rather than a run quietl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -114,6 +115,18 @@ def set_internal_queue_polling(seconds: float) -> None:
     queue._polling_interval_sec = seconds
 
 
+def workflow_future(handle: Any) -> Future[Any] | None:
+    """The in-process future of a workflow this process started, or None (a polling handle).
+
+    ``WorkflowHandleFuture.future``: ``DBOS.start_workflow`` runs the workflow in this process and
+    its handle holds the ``concurrent.futures.Future`` it resolves; the public ``get_result`` would
+    re-raise the workflow's error and record a ``getResult`` operation when called in a workflow, and
+    a caller that only wants to know *when* it ended needs neither.
+    """
+    future = getattr(handle, "future", None)
+    return future if isinstance(future, Future) else None
+
+
 # --- recovery of another executor's workflows --------------------------------------------------------
 
 
@@ -189,5 +202,6 @@ __all__ = [
     "set_internal_queue_polling",
     "system_database_engine",
     "system_table",
+    "workflow_future",
     "workflow_status",
 ]

@@ -74,6 +74,10 @@ def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], regist
     return workflow
 
 
+_RECORDED = sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id == sa.bindparam("w_workflow_id"), t.tx_outputs.c.op == sa.bindparam("w_op"))
+_RECORD = t.tx_outputs.insert()
+
+
 async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.
@@ -96,21 +100,20 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     op = f"{name}#{ops[name]}"
     ops[name] += 1
     engine = env().tx_engine
-    record = t.tx_outputs
 
     def once() -> Any:
         try:
             with engine.begin() as conn:
                 if ops[_REPLAYING]:
-                    done = conn.execute(sa.select(record.c.output).where(record.c.workflow_id == workflow_id, record.c.op == op)).first()
+                    done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
                     if done is not None:
                         return done[0]
                 out = fn(conn, *args)
-                conn.execute(record.insert().values(workflow_id=workflow_id, op=op, output=out, created_at=store.now()))
+                conn.execute(_RECORD, {"workflow_id": workflow_id, "op": op, "output": out, "created_at": store.now()})
         except sa.exc.IntegrityError:
             # another execution of this workflow committed this operation first: its output is the answer
             with engine.connect() as conn:
-                done = conn.execute(sa.select(record.c.output).where(record.c.workflow_id == workflow_id, record.c.op == op)).first()
+                done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
             if done is None:
                 raise
             return done[0]

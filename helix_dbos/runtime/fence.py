@@ -21,6 +21,7 @@ record (``stop_kind``) and DBOS's status of its workflow (``dbos_status``, for a
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sqlalchemy as sa
@@ -43,18 +44,7 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tu
     """Why a workflow may not write for ``run_id`` now (None: it may), and the run's row."""
     if workflow_id is not None and workflow_id != run_id:
         return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
-    stmt = (
-        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"), t.stops.c.kind.label("stop_kind"),
-                  dbos_private.workflow_status_of(t.runs.c.run_id, sqlite=conn.dialect.name == "sqlite").label("dbos_status"))
-        .join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id)
-        .outerjoin(t.stops, t.stops.c.run_id == t.runs.c.run_id)
-        .where(t.runs.c.run_id == run_id)
-    )
-    if conn.dialect.name == "postgresql":
-        # Exclusive, not shared: nearly every transaction of a run then bumps the session's event
-        # sequence, and two share-holders upgrading to that update would deadlock each other.
-        stmt = stmt.with_for_update(of=t.sessions)
-    row = store.fetch_one(conn, stmt)
+    row = store.fetch_one(conn, _fence_statement(conn.dialect.name), {"w_run_id": run_id})
     if row is None:
         return f"run {run_id!r} has no ledger row", None
     current = row.pop("session_current_run_id")
@@ -66,6 +56,24 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tu
     if row["status"] != "running":
         return f"run {run_id!r} is no longer running (status {row['status']})", row
     return None, row
+
+
+@functools.cache
+def _fence_statement(dialect: str) -> sa.Select[Any]:
+    """Built once per dialect (``store``'s rule for the write path: this runs in nearly every run
+    transaction)."""
+    stmt = (
+        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"), t.stops.c.kind.label("stop_kind"),
+                  dbos_private.workflow_status_of(t.runs.c.run_id, sqlite=dialect == "sqlite").label("dbos_status"))
+        .join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id)
+        .outerjoin(t.stops, t.stops.c.run_id == t.runs.c.run_id)
+        .where(t.runs.c.run_id == sa.bindparam("w_run_id"))
+    )
+    if dialect == "postgresql":
+        # Exclusive, not shared: nearly every transaction of a run then bumps the session's event
+        # sequence, and two share-holders upgrading to that update would deadlock each other.
+        stmt = stmt.with_for_update(of=t.sessions)
+    return stmt
 
 
 def why_refused_fork(run_id: str, workflow_id: str | None) -> str:

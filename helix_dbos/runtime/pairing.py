@@ -7,6 +7,7 @@ ends all pair calls through here, so a call is answered the same way whichever o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,10 +56,13 @@ def saved_call(row: Row) -> SavedCall:
 
 def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[Row]:
     """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
-    stmt = sa.select(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.step == step).order_by(t.calls.c.position)
-    if for_update and conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    return store.fetch_all(conn, stmt)
+    return store.fetch_all(conn, _step_calls(for_update and conn.dialect.name == "postgresql"), {"w_run_id": run_id, "w_step": step})
+
+
+@functools.cache
+def _step_calls(for_update: bool) -> sa.Select[Any]:
+    stmt = sa.select(t.calls).where(t.calls.c.run_id == sa.bindparam("w_run_id"), t.calls.c.step == sa.bindparam("w_step")).order_by(t.calls.c.position)
+    return stmt.with_for_update() if for_update else stmt
 
 
 def decisions(agent: Agent, calls: Sequence[Row], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -103,9 +105,13 @@ class Reader:
     def run(self, run_id: str) -> RunResult:
         return self._read(lambda conn: read_result(conn, run_id))
 
-    def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
-        """The run once at rest; ``RunTimeoutError`` if it is not by ``timeout`` (None: no limit)."""
-        return poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window)
+    def wait_run(self, run_id: str, timeout: float | None = None, *, ended: Future[Any] | None = None) -> RunResult:
+        """The run once at rest; ``RunTimeoutError`` if it is not by ``timeout`` (None: no limit).
+
+        ``ended``: the future of the run's workflow when this process started it; the wait then
+        sleeps on it instead of polling the ledger (see ``poll``).
+        """
+        return poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended)
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
@@ -206,8 +212,9 @@ def run_usage(conn: sa.Connection, run_id: str) -> Usage:
     return Usage(int(row[0]), int(row[1]), int(row[2]))
 
 
-def read_result(conn: sa.Connection, run_id: str) -> RunResult:
-    run = store.get_run(conn, run_id)
+def read_result(conn: sa.Connection, run_id: str, run: dict[str, Any] | None = None) -> RunResult:
+    """The run's result; ``run``: its row when the caller has just read it (one read, not two)."""
+    run = run if run is not None else store.get_run(conn, run_id)
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r}")
     return RunResult(
@@ -271,11 +278,29 @@ def at_rest(conn: sa.Connection, run_id: str) -> RunResult | None:
     run = store.get_run(conn, run_id)
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r}")
-    return read_result(conn, run_id) if run["status"] in RUN_AT_REST else None
+    return read_result(conn, run_id, run) if run["status"] in RUN_AT_REST else None
 
 
-def poll(check: Callable[[], T | None], timeout: float | None, what: str, store_retry_window: float | None = None) -> T:
+#: While a run's workflow is under way in this process, the wait reads the ledger this often (a run
+#: can come to rest before its workflow ends: a stop that ends it from outside).
+ENDED_SLICE = 0.5
+
+
+def poll(
+    check: Callable[[], T | None],
+    timeout: float | None,
+    what: str,
+    store_retry_window: float | None = None,
+    *,
+    ended: Future[Any] | None = None,
+) -> T:
     """Poll ``check`` until it returns non-None; short at first, so a fast run returns fast.
+
+    ``ended``: a future that resolves when whatever ``check`` waits for has most likely happened
+    (the run's in-process workflow). The wait sleeps on it, reading only every ``ENDED_SLICE``
+    seconds, and reads at once when it resolves: a caller of a run started here pays one ledger
+    read, not a poll every few milliseconds. Once it has resolved, plain polling takes over (the
+    ledger is the judge of "at rest", not the workflow's end).
 
     With ``store_retry_window``, a database outage does not end the wait: the run being waited for
     rides it out too (or fails ``store_unavailable`` once the store is back), so transient errors
@@ -285,6 +310,11 @@ def poll(check: Callable[[], T | None], timeout: float | None, what: str, store_
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.005
     while True:
+        if ended is not None:
+            budget = ENDED_SLICE if deadline is None else max(min(ENDED_SLICE, deadline - time.monotonic()), 0.0)
+            futures.wait([ended], budget)
+            if ended.done():
+                ended = None
         if store_retry_window is None:
             value = check()
         else:
@@ -294,5 +324,6 @@ def poll(check: Callable[[], T | None], timeout: float | None, what: str, store_
             return value
         if deadline is not None and time.monotonic() >= deadline:
             raise RunTimeoutError(f"timed out waiting for {what} (it goes on; wait again to see its end)", detail={"waiting_for": what, "timeout": timeout})
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
+        if ended is None:
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)

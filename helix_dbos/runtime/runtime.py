@@ -108,17 +108,19 @@ class RunHandle:
         self.runtime = runtime
         self.run_id = run_id
         self.session_id = session_id
-        # DBOS's handle of the run's workflow; never waited on: the ledger, not the workflow's end,
-        # says when a run is at rest (a suspended run's workflow has ended; a stopping one has not).
+        # DBOS's handle of the run's workflow. Its end only wakes the wait: the ledger, not the
+        # workflow's end, says when a run is at rest (a suspended run's workflow has ended; a run
+        # stopped from outside can be at rest while its workflow still unwinds).
         self._workflow_handle = workflow_handle
 
     def result(self, timeout: float | None = None) -> RunResult:
         """The run once at rest, read from the ledger; ``RunTimeoutError`` if not within ``timeout``.
 
-        With or without a timeout it is the same wait (``Runtime.wait_run``): the same polling, and
-        a database outage is ridden out for ``store_retry_window`` either way.
+        With or without a timeout it is the same wait as ``Runtime.wait_run``, and a database outage
+        is ridden out for ``store_retry_window`` either way; a run started in this process is waited
+        for on its workflow's end rather than by polling the ledger.
         """
-        return self.runtime.wait_run(self.run_id, timeout)
+        return self.runtime.reader.wait_run(self.run_id, timeout, ended=dbos_private.workflow_future(self._workflow_handle))
 
     async def result_async(self, timeout: float | None = None) -> RunResult:
         return await asyncio.to_thread(self.result, timeout)
