@@ -24,6 +24,7 @@ import helix_dbos as hx
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime import dbos_private, state
 from helix_dbos.runtime import polling
+from helix_dbos.runtime.config import resolve_recovery_poll
 
 ROOT = Path(__file__).resolve().parent.parent
 DOOR = ROOT / "helix_dbos" / "runtime" / "dbos_private.py"
@@ -69,6 +70,30 @@ def _agent() -> hx.Agent:
     return hx.Agent("echo", TestModel(custom_output_text="hi"))
 
 
+def test_the_internal_queue_polls_fast_only_just_after_work_is_handed_to_it(
+    make_runtime: Callable[..., hx.Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle worker polls DBOS's internal queue at the slow interval; a recovery that hands it
+    runs makes it fast for a moment, then slow again (an idle worker's cost, a takeover's speed)."""
+    from dbos import _dbos, _utils
+
+    monkeypatch.setattr(polling, "FAST_RECOVERY_SECONDS", 0.3)
+    rt = make_runtime([_agent()])
+    queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
+    slow = resolve_recovery_poll()
+    assert slow > polling.FAST_RECOVERY_POLL
+    assert queue._polling_interval_sec == slow
+    assert rt._recover_workflows("helix-no-such-executor") == []  # nothing handed over: stays slow
+    assert queue._polling_interval_sec == slow
+    assert rt._polling is not None
+    rt._polling.fast()
+    assert queue._polling_interval_sec == polling.FAST_RECOVERY_POLL
+    deadline = time.monotonic() + 10
+    while queue._polling_interval_sec != slow:
+        assert time.monotonic() < deadline, "the fast moment never ended"
+        time.sleep(0.05)
+
+
 def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., hx.Runtime], db_url: str) -> None:
     """Each door function against the real DBOS a runtime launched (instance, config, registry,
     internal queue, system engine, recovery), and each DBOS table column the door and bench read."""
@@ -85,10 +110,13 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     assert dbos_private.registered_workflow("helix.run") is registry.run_workflow
     assert dbos_private.registered_workflow("helix.companion") is registry.companion_workflow
     assert dbos_private.registered_workflow("no.such.workflow") is None
-    # the fast internal queue really is the one DBOS recovers on (made before DBOS made its own),
-    # and a later interval applies to that same queue object (what the slow-down after launch does)
+    # the internal queue whose interval the runtime sets really is the one DBOS recovers on (made
+    # before DBOS made its own): a launch with nothing pending polls it at the slow interval, and a
+    # later interval applies to that same queue object (what a takeover's fast moment does)
     queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
-    assert queue._polling_interval_sec == polling.FAST_RECOVERY_POLL
+    assert queue._polling_interval_sec == resolve_recovery_poll()
+    with rt.engine.connect() as conn:
+        assert dbos_private.internal_queue_backlog(conn, rt.executor_id) == 0
     dbos_private.set_internal_queue_polling(0.5)
     assert _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME] is queue
     assert queue._polling_interval_sec == 0.5

@@ -78,12 +78,13 @@ def resolve_store_retry_window(explicit: float | None = None) -> float:
     return value
 
 
-#: After its first seconds (runtime.FAST_RECOVERY_SECONDS), DBOS's internal queue is polled this
-#: often: it carries recovery handoffs (takeovers, ``recover --executor``) and DBOS's own
-#: ``dbos workflow resume/fork``. DBOS's own 1 s by default, which alone costs an idle worker about
-#: 4 statements a second; 3 s costs about 1.3, for a takeover or a resume up to 2 s later (measured
-#: by ``python -m bench --sections idle,takeover``: docs/operations.md).
-DEFAULT_RECOVERY_POLL = 1.0
+#: How often DBOS's internal queue is polled when no work was just handed to it. The queue carries
+#: recovery handoffs and DBOS's own ``dbos workflow resume/fork``; a launch that finds pending runs
+#: of its executor and a takeover poll it every 0.05 s for 5 s (polling.InternalQueuePolling), so
+#: they do not wait for this. 3 s, not DBOS's 1 s: at 1 s this poll alone costs an idle worker about
+#: 4 statements a second (3 s: about 1.3), and what it delays is an operator's resume or fork, or a
+#: ``recover --executor`` run from another process, by up to 3 s (docs/operations.md).
+DEFAULT_RECOVERY_POLL = 3.0
 
 
 def resolve_recovery_poll() -> float:

@@ -187,6 +187,25 @@ def pending_workflow_count(conn: sa.Connection, executor_id: str) -> int:
     return int(conn.execute(sa.text(sql), {"e": executor_id}).scalar() or 0)
 
 
+def internal_queue_backlog(conn: sa.Connection, executor_id: str) -> int:
+    """What a launch of ``executor_id`` will hand its internal queue: its PENDING workflows (DBOS's
+    recovery re-enqueues them there) and what is already ENQUEUED there (an operator's ``dbos
+    workflow resume`` while no process ran). 0 before DBOS has made its tables (a new database).
+
+    Plain SQL for the reasons of ``workflow_status``: this is asked before ``DBOS.launch``.
+    """
+    from dbos._utils import INTERNAL_QUEUE_NAME
+
+    sql = (
+        f"SELECT COUNT(*) FROM {_table(conn, 'workflow_status')} "
+        "WHERE (executor_id = :e AND status = 'PENDING') OR (status = 'ENQUEUED' AND queue_name = :q)"
+    )
+    try:
+        return int(conn.execute(sa.text(sql), {"e": executor_id, "q": INTERNAL_QUEUE_NAME}).scalar() or 0)
+    except sa.exc.DBAPIError:
+        return 0
+
+
 __all__ = [
     "CHECKED_AGAINST",
     "DBOSWorkflowCancelledError",
@@ -196,6 +215,7 @@ __all__ = [
     "configured_dbos",
     "dbos_config",
     "dbos_launched",
+    "internal_queue_backlog",
     "pending_workflow_count",
     "recover_pending_workflows",
     "registered_workflow",

@@ -15,9 +15,10 @@ from . import dbos_private
 
 log = logging.getLogger("helix_dbos")
 
-#: DBOS's internal queue (recovery, ``dbos workflow resume``) is polled this often for the first
-#: seconds after launch, so a relaunch picks up its pending runs at once; then every
-#: ``HELIX_DBOS_RECOVERY_POLL`` seconds (config.DEFAULT_RECOVERY_POLL).
+#: DBOS's internal queue (recovery, takeovers, ``dbos workflow resume``) is polled this often for
+#: the first seconds after it has just been handed work (a launch that finds pending runs of its
+#: executor, a takeover), so those runs start at once; otherwise every ``HELIX_DBOS_RECOVERY_POLL``
+#: seconds (config.DEFAULT_RECOVERY_POLL).
 FAST_RECOVERY_POLL, FAST_RECOVERY_SECONDS = 0.05, 5.0
 
 
@@ -37,11 +38,31 @@ def set_internal_queue_polling(seconds: float) -> None:
         log.warning("could not set DBOS's internal queue polling; recovery may take a second longer", exc_info=True)
 
 
-def fast_then(seconds: float) -> threading.Timer:
-    """Poll the internal queue fast now and every ``seconds`` after the first seconds; the timer
-    is for ``shutdown`` to cancel (a later runtime in the process must not inherit it)."""
-    set_internal_queue_polling(FAST_RECOVERY_POLL)
-    timer = threading.Timer(FAST_RECOVERY_SECONDS, set_internal_queue_polling, (seconds,))
-    timer.daemon = True
-    timer.start()
-    return timer
+class InternalQueuePolling:
+    """How often this process polls DBOS's internal queue: slow, and fast for a few seconds after
+    it knows work was just put there, so that neither an idle worker pays a fast poll for ever nor
+    a relaunch or a takeover waits a slow one. ``stop`` (at shutdown) cancels the pending slow-down,
+    so a later runtime in the process does not inherit it."""
+
+    def __init__(self, slow: float) -> None:
+        self.slow = slow
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+
+    def settle(self) -> None:
+        set_internal_queue_polling(self.slow)
+
+    def fast(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            set_internal_queue_polling(FAST_RECOVERY_POLL)
+            self._timer = threading.Timer(FAST_RECOVERY_SECONDS, self.settle)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from datetime import timedelta
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -209,7 +208,7 @@ class Runtime:
         # Watch for gone executors and take over their pending runs (False: only this executor's own).
         self.takeover = takeover
         self._takeover: leases.Takeover | None = None
-        self._slow_down: threading.Timer | None = None
+        self._polling: polling.InternalQueuePolling | None = None
         self._lease_generation: int | None = None
         # What this launch hands down (its Env, workflows, lock); installed as the process's one.
         self._registry: Registry | None = None
@@ -257,7 +256,7 @@ class Runtime:
         if existing is None:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
             self._owns_dbos = True
-            self._slow_down = polling.fast_then(recovery_poll)
+            self._polling = polling.InternalQueuePolling(recovery_poll)
             if not self.serve_queue:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
         self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
@@ -275,6 +274,10 @@ class Runtime:
         workflow.register(registry)  # the run and companion workflows, bound to this registry
         state.install(registry)  # before DBOS.launch: recovery starts workflows at once
         self._registry = registry
+        if self._polling is not None:  # before DBOS.launch, whose recovery fills the internal queue
+            with self._engine.connect() as conn:
+                backlog = dbos_private.internal_queue_backlog(conn, executor_id)
+            self._polling.fast() if backlog else self._polling.settle()
         if not dbos_private.dbos_launched():
             DBOS.launch()
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
@@ -321,7 +324,12 @@ class Runtime:
             return dbos_private.pending_workflow_count(conn, executor_id) > 0
 
     def _recover_workflows(self, executor_id: str) -> list[str]:
-        return dbos_private.recover_pending_workflows(executor_id)
+        """Hand a gone executor's pending runs to DBOS's recovery, and poll its queue fast for a
+        moment so they start at once rather than at the next slow poll."""
+        recovered = dbos_private.recover_pending_workflows(executor_id)
+        if recovered and self._polling is not None:
+            self._polling.fast()
+        return recovered
 
     def _settle_cancelled_runs(self) -> None:
         """Runs of this executor that an operator cancelled with DBOS's tools while no process of
@@ -356,9 +364,9 @@ class Runtime:
         if self._takeover is not None:
             self._takeover.stop()
             self._takeover = None
-        if self._slow_down is not None:
-            self._slow_down.cancel()
-            self._slow_down = None
+        if self._polling is not None:
+            self._polling.stop()
+            self._polling = None
         if self._owns_dbos:
             DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
             self._owns_dbos = False
@@ -569,7 +577,7 @@ class Runtime:
             with self.engine.begin() as conn:
                 row = conn.execute(sa.select(t.executors.c.generation).where(t.executors.c.executor_id == executor_id)).first()
                 claimed = row is not None and leases.claim(conn, executor_id, int(row.generation), self.executor_id, "operator")
-            recovered = dbos_private.recover_pending_workflows(executor_id)
+            recovered = self._recover_workflows(executor_id)
             if claimed:
                 assert row is not None
                 with self.engine.begin() as conn:
