@@ -52,7 +52,7 @@ TARGETS = (
     ("per-run transactions outside steps", "19", "<= 6", "4"),
     ("statements per call", "19", "<= 6", "4"),
     ("200 sessions at once, one process, Postgres: helix / bare total time", "5.0x", "<= 1.5x", "<= 1.2x"),
-    ("idle runtime, statements per second (bare DBOS app in brackets)", "45-67", "<= 5", "<= 1"),
+    ("idle runtime, statements per second after DBOS's first minute (bare DBOS app in brackets)", "45-67", "<= 5", "<= 1"),
     ("relaunch -> crashed run at rest, from launch() (imports apart), s", "~1.1", "<= 0.5", "<= 0.2"),
     ('`python -c "import helix_dbos"`, wall s', "1.35-1.6", "<= 0.7", "<= 0.4"),
     ("model step time at step 200 of one session / at step 10 (without the model request itself)", "1.6x", "<= 1.1x", "1.0x"),
@@ -291,16 +291,19 @@ def idle_section(results: dict[str, Any]) -> str:
     parts = [
         "### 7. An idle runtime\n",
         ("Statements per second over a window with no work, on every engine of the process (DBOS's system database, "
-        "the ledger's engines, the executor lock's connection), a few seconds after launch: a helix runtime with one "
-        "agent (no remote or companion sub-agent: it does not serve the children's queue) against a bare DBOS app "
-        "with one workflow registered (DBOS's defaults). Top tables by statements per second.\n"),
+        "the ledger's engines, the executor lock's connection): a helix runtime with one agent (no remote or companion "
+        "sub-agent: it does not serve the children's queue) against a bare DBOS app with one workflow registered "
+        "(DBOS's defaults), each in its own process at the same time. `steady` opens after DBOS's first minute (its "
+        "scheduler polls once a second for 60 s after launch, then every 30 s): what a worker idle for hours costs, "
+        "and the figure of the table above; `first minute` opens 6 s after launch. Top tables of the steady window.\n"),
     ]
     rows = []
     for db, data in idle.items():
         for name, r in data.items():
             tables = ", ".join(f"{k} {_f(v)}" for k, v in list(r["by_table_per_s"].items())[:6])
-            rows.append([DB_LABEL[db], name, r["stmts_per_s"], r["seconds"], _cell(tables, 200)])
-    parts.append(_table(["database", "system", "statements/s", "window s", "by table (/s)"], rows, nd=1))
+            early = r.get("early", {}).get("stmts_per_s")
+            rows.append([DB_LABEL[db], name, r["stmts_per_s"], early if early is not None else "-", r["seconds"], _cell(tables, 200)])
+    parts.append(_table(["database", "system", "statements/s, steady", "statements/s, first minute", "window s", "by table (/s)"], rows, nd=1))
     return "\n".join(parts) + "\n"
 
 

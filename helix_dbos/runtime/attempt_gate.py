@@ -102,12 +102,21 @@ def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) ->
     return decided, call, env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
 
 
-def record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any) -> dict[str, Any]:
+def record(
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, *, tool_name: str | None = None
+) -> dict[str, Any]:
     """A body's result, fenced twice: by its attempt number and by its run still owning the session.
 
-    A refused write still closes its attempt (``refused``): attempts never stay open.
+    A refused write still closes its attempt (``refused``): attempts never stay open. With the
+    call's ``tool_name`` (what its ``tool_end`` event names), the write that goes through takes the
+    short path (``store.record_result_fenced``: the fence inside the write); one that does not, or a
+    workflow that is not the run's own (a fork), takes the full one, which says why.
     """
-    reason, _ = fence.why_refused(conn, run_id, fence.current_workflow_id())
+    workflow_id = fence.current_workflow_id()
+    if tool_name is not None and workflow_id in (None, run_id):
+        if store.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error):
+            return {"status": status, "written": True}
+    reason, _ = fence.why_refused(conn, run_id, workflow_id)
     if reason is not None:
         store.refuse_attempt(conn, dispatch_id, attempt)
         return {"status": "refused", "written": False, "refused": f"result write refused: {reason}"}

@@ -111,7 +111,7 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
     except Exception as exc:  # a tool that raises gets an error result; the run goes on
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
-    out: dict[str, Any] = await plain_tx(_record, run_id, dispatch_id, gate["attempt"], status, result, error, [0])
+    out: dict[str, Any] = await plain_tx(_record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name"))
     fence.raise_if_refused(out)
     crash_point("after_result", name)
     return out
@@ -143,13 +143,16 @@ def gate_once(
     return attempt_gate.gate(conn, run_id, dispatch_id, token, where)
 
 
-def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, tries: list[int]) -> dict[str, Any]:
+def _record(
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, tries: list[int], tool_name: str | None = None
+) -> dict[str, Any]:
     tries[0] += 1
-    return record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1)
+    return record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)
 
 
 def record_once(
-    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, *, retried: bool = True
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, *, retried: bool = True,
+    tool_name: str | None = None,
 ) -> dict[str, Any]:
     """The result write, idempotent: a retry whose first try committed finds its own answer written
     (only a retried transaction can, so the first try does not look)."""
@@ -158,4 +161,4 @@ def record_once(
         outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
             return {"status": status, "written": True}
-    return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error))
+    return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name))

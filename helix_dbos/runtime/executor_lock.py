@@ -52,9 +52,10 @@ MAX_DEFAULT_SLOTS = 64
 #: How often the watchdog confirms the lock while this process is working (it asked ``held()``
 #: within ``BUSY_WINDOW`` seconds); a body never starts on a confirmation older than twice this.
 CHECK_INTERVAL = 0.5
-#: How often it confirms an idle process's lock: a statement every 5 s, not two a second, on the
-#: database of a worker that waits for work (the first ``held()`` after idling asks for a fresh one).
-IDLE_CHECK_INTERVAL = 5.0
+#: How often it confirms an idle process's lock (and renews its lease, which rides the same wake-up):
+#: a statement every 10 s, not two a second, on the database of a worker that waits for work (the
+#: first ``held()`` after idling asks for a fresh one, so a body never starts on an old confirmation).
+IDLE_CHECK_INTERVAL = 10.0
 BUSY_WINDOW = 10.0
 #: A holder that lost its lock and could not re-acquire it within this long of its last confirmation exits.
 DEFAULT_LEASE = 30.0

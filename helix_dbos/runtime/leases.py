@@ -33,9 +33,10 @@ from .dbos_private import pending_workflow_count
 
 log = logging.getLogger("helix_dbos")
 
-#: Seconds between two lease renewals (the watchdog confirms the lock more often; the lease row is
-#: written only this often). ``HELIX_DBOS_LEASE_RENEW`` overrides it.
-DEFAULT_RENEW_INTERVAL = 5.0
+#: Seconds between two lease renewals (the watchdog confirms the lock more often while it works; the
+#: lease row is written only this often), at most a third of the lease: with the default 30 s lease a
+#: worker misses two renewals before its lease lapses. ``HELIX_DBOS_LEASE_RENEW`` overrides it.
+DEFAULT_RENEW_INTERVAL = 10.0
 
 
 def db_now(conn: sa.Connection) -> sa.ColumnElement[float]:
