@@ -9,12 +9,13 @@ stop lands before the next model request is paid for.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from ..definitions import Agent
 from ..ledger import tables as t
-from . import fence, scopes, tracing, transcript
+from . import dbos_private, fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
@@ -80,22 +81,44 @@ def _usage(response: ModelResponse) -> dict[str, Any]:
 def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[Any]]:
     """The fence, the stop record, how many of the session's messages are superseded (a rewind
     since the cache was filled changes it), and the active messages after ``after_seq``: one
-    statement besides the fence, whether or not anything was added."""
-    run = fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
-    stop = run["stop_kind"]
+    statement, whether or not anything was added.
+
+    The fence's conditions are read unlocked, beside the messages: a read has nothing to protect
+    (the model is paid after this transaction ends, so no lock held here could cover it; the append
+    that saves the reply is the fenced write). Anything the fence would refuse takes the full
+    ``fence.check``, which raises what it raises.
+    """
+    rows = conn.execute(_read_statement(conn.dialect.name == "sqlite"), {"w_run_id": run_id, "w_session_id": session_id, "w_after": after_seq}).all()
+    head = rows[0]
+    workflow_id = fence.current_workflow_id()
+    if (
+        (workflow_id is not None and workflow_id != run_id)
+        or head.run_status != "running"
+        or head.current_run_id != run_id
+        or head.dbos_status == "CANCELLED"
+    ):
+        run = fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
+        stop = run["stop_kind"]
+    else:
+        stop = head.stop_kind
     if stop is not None:
         return stop, 0, []
+    return None, int(head.superseded), [(int(seq), body) for *_, seq, body in rows if seq is not None]
+
+
+@functools.cache
+def _read_statement(sqlite: bool) -> sa.Select[Any]:
     m = t.messages.c
-    superseded = (
-        sa.select(sa.func.count()).select_from(t.messages).where(m.session_id == session_id, m.superseded_by.is_not(None)).scalar_subquery()
-    )
-    one = sa.select(superseded.label("superseded")).subquery()
-    rows = conn.execute(
-        sa.select(one.c.superseded, m.seq, m.body)
-        .select_from(one.outerjoin(t.messages, sa.and_(m.session_id == session_id, m.superseded_by.is_(None), m.seq > after_seq)))
-        .order_by(m.seq)
-    ).all()
-    return None, int(rows[0][0]), [(int(seq), body) for _, seq, body in rows if seq is not None]
+    run_id, session_id = sa.bindparam("w_run_id"), sa.bindparam("w_session_id")
+    head = sa.select(
+        sa.select(t.runs.c.status).where(t.runs.c.run_id == run_id).scalar_subquery().label("run_status"),
+        sa.select(t.sessions.c.current_run_id).where(t.sessions.c.session_id == session_id).scalar_subquery().label("current_run_id"),
+        sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("stop_kind"),
+        dbos_private.workflow_status_of(run_id, sqlite=sqlite).label("dbos_status"),
+        sa.select(sa.func.count()).select_from(t.messages).where(m.session_id == session_id, m.superseded_by.is_not(None)).scalar_subquery().label("superseded"),
+    ).subquery()
+    joined = head.outerjoin(t.messages, sa.and_(m.session_id == session_id, m.superseded_by.is_(None), m.seq > sa.bindparam("w_after")))
+    return sa.select(head, m.seq, m.body).select_from(joined).order_by(m.seq)
 
 
 def _run_usage(conn: sa.Connection, run_id: str) -> dict[str, int]:
