@@ -50,6 +50,39 @@ def test_a_wait_that_runs_out_of_time_is_typed_and_the_run_goes_on(make_runtime:
     assert handle.result() == handle.result(timeout=5) == rt.wait(handle.session_id)
 
 
+def test_a_caller_waits_on_its_runs_workflow_not_by_polling_the_ledger(make_runtime: Any, fam: Family) -> None:
+    """``RunHandle.result()`` of a run started in this process sleeps on the workflow's future: a run
+    held for 1.5 s costs its caller a read after the first slice and the read once it ends, where a
+    ledger poll (5 ms, growing to 250 ms) made a dozen."""
+    import threading
+
+    from sqlalchemy import event
+
+    rt = make_runtime(family.AGENTS)
+    fam.hold("model_waiter")
+    handle = rt.start("waiter", "go")
+    me = threading.get_ident()
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if threading.get_ident() == me:
+            statements.append(statement)
+
+    base = rt.engine.engine
+    event.listen(base, "before_cursor_execute", count)
+    timer = threading.Timer(1.5, fam.release, ("model_waiter",))
+    timer.start()
+    try:
+        result = handle.result(timeout=60)
+    finally:
+        event.remove(base, "before_cursor_execute", count)
+        timer.cancel()
+    assert result.status == "completed"
+    runs_reads = [s for s in statements if "runs" in s]
+    assert 1 <= len(runs_reads) <= 2, statements  # the slice's read (not at rest) and the final one
+    assert len(statements) <= 4, statements
+
+
 def test_stop_returns_a_frozen_receipt(make_runtime: Any, fam: Family) -> None:
     rt = make_runtime(family.AGENTS)
     fam.hold("model_waiter")

@@ -8,6 +8,7 @@ The value types it returns live apart, in ``helix_dbos/views.py``.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from concurrent import futures
@@ -213,10 +214,12 @@ def run_usage(conn: sa.Connection, run_id: str) -> Usage:
 
 
 def read_result(conn: sa.Connection, run_id: str, run: dict[str, Any] | None = None) -> RunResult:
-    """The run's result; ``run``: its row when the caller has just read it (one read, not two)."""
+    """The run's result; ``run``: its row when the caller has just read it (one read, not two),
+    with its usage when read by ``_run_and_usage``."""
     run = run if run is not None else store.get_run(conn, run_id)
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r}")
+    usage = Usage(int(run["usage_requests"]), int(run["usage_input"]), int(run["usage_output"])) if "usage_requests" in run else run_usage(conn, run_id)
     return RunResult(
         status=run["status"],
         output=run["output"],
@@ -225,7 +228,7 @@ def read_result(conn: sa.Connection, run_id: str, run: dict[str, Any] | None = N
         pending=pending_calls(conn, run),
         error=run["error"],
         error_code=run["error_code"],
-        usage=run_usage(conn, run_id),
+        usage=usage,
     )
 
 
@@ -274,16 +277,31 @@ def read_session(conn: sa.Connection, session_id: str) -> SessionView:
     )
 
 
+@functools.cache
+def _run_and_usage() -> sa.Select[Any]:
+    """A run's row and its usage in one statement: what a wait reads each time it looks."""
+    u = t.usage.c
+    of_run = u.run_id == t.runs.c.run_id
+    return sa.select(
+        t.runs,
+        sa.select(sa.func.count()).select_from(t.usage).where(of_run).scalar_subquery().label("usage_requests"),
+        sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0)).where(of_run).scalar_subquery().label("usage_input"),
+        sa.select(sa.func.coalesce(sa.func.sum(u.output_tokens), 0)).where(of_run).scalar_subquery().label("usage_output"),
+    ).where(t.runs.c.run_id == sa.bindparam("w_run_id"))
+
+
 def at_rest(conn: sa.Connection, run_id: str) -> RunResult | None:
-    run = store.get_run(conn, run_id)
+    run = store.fetch_one(conn, _run_and_usage(), {"w_run_id": run_id})
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r}")
     return read_result(conn, run_id, run) if run["status"] in RUN_AT_REST else None
 
 
-#: While a run's workflow is under way in this process, the wait reads the ledger this often (a run
-#: can come to rest before its workflow ends: a stop that ends it from outside).
-ENDED_SLICE = 0.5
+#: While a run's workflow is under way in this process, the wait reads the ledger after this long,
+#: then twice as long each time up to ``ENDED_SLICE_MAX`` (a run can come to rest before its workflow
+#: ends: a stop that ends it from outside, an entry that takes a dead run over). A run that ends
+#: within the first slice costs its caller one read, when its workflow's future resolves.
+ENDED_SLICE, ENDED_SLICE_MAX = 1.0, 5.0
 
 
 def poll(
@@ -297,8 +315,8 @@ def poll(
     """Poll ``check`` until it returns non-None; short at first, so a fast run returns fast.
 
     ``ended``: a future that resolves when whatever ``check`` waits for has most likely happened
-    (the run's in-process workflow). The wait sleeps on it, reading only every ``ENDED_SLICE``
-    seconds, and reads at once when it resolves: a caller of a run started here pays one ledger
+    (the run's in-process workflow). The wait sleeps on it, reading only after each slice
+    (``ENDED_SLICE`` doubling to ``ENDED_SLICE_MAX``), and reads at once when it resolves: a caller of a run started here pays one ledger
     read, not a poll every few milliseconds. Once it has resolved, plain polling takes over (the
     ledger is the judge of "at rest", not the workflow's end).
 
@@ -309,10 +327,12 @@ def poll(
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.005
+    slice_ = ENDED_SLICE
     while True:
         if ended is not None:
-            budget = ENDED_SLICE if deadline is None else max(min(ENDED_SLICE, deadline - time.monotonic()), 0.0)
+            budget = slice_ if deadline is None else max(min(slice_, deadline - time.monotonic()), 0.0)
             futures.wait([ended], budget)
+            slice_ = min(slice_ * 2, ENDED_SLICE_MAX)
             if ended.done():
                 ended = None
         if store_retry_window is None:
