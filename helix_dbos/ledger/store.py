@@ -704,6 +704,65 @@ def _emit_statement(postgres: bool) -> sa.Insert:
     return stmt.add_cte(bumped) if postgres else stmt
 
 
+def emit_many(conn: sa.Connection, session_id: str, run_id: str | None, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Append several events of one session in order, in one statement (``emit``'s rules).
+
+    Postgres: the session's counter is bumped once by their number and the rows are numbered from
+    it (``unnest ... WITH ORDINALITY``). SQLite: one executemany of the insert, each row reading
+    the counter its predecessor's trigger bumped.
+    """
+    if not events:
+        return
+    ts = now()
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            _emit_many_pg(),
+            {"w_session_id": session_id, "p_run_id": run_id, "p_count": len(events), "p_types": [e[0] for e in events],
+             "p_datas": [dict(e[1]) for e in events], "p_created_at": ts},
+        )
+        return
+    conn.execute(
+        _emit_sqlite_many(),
+        [{"w_session_id": session_id, "p_run_id": run_id, "p_type": kind, "p_data": dict(data), "p_created_at": ts} for kind, data in events],
+    )
+
+
+@functools.cache
+def _emit_sqlite_many() -> sa.Insert:
+    seq_source = sa.select(t.sessions.c.event_seq + 1).where(t.sessions.c.session_id == sa.bindparam("w_session_id")).scalar_subquery()
+    return t.events.insert().values(
+        session_id=sa.bindparam("w_session_id"), seq=seq_source, run_id=sa.bindparam("p_run_id"), type=sa.bindparam("p_type"),
+        data=sa.bindparam("p_data"), created_at=sa.bindparam("p_created_at"),
+    )
+
+
+@functools.cache
+def _emit_many_pg() -> sa.Insert:
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    count = sa.bindparam("p_count", type_=sa.Integer)
+    bumped = (
+        t.sessions.update()
+        .where(t.sessions.c.session_id == sa.bindparam("w_session_id"))
+        .values(event_seq=t.sessions.c.event_seq + count)
+        .returning(t.sessions.c.event_seq)
+        .cte("bumped")
+    )
+    rows = sa.func.unnest(
+        sa.bindparam("p_types", type_=ARRAY(sa.String)), sa.bindparam("p_datas", type_=ARRAY(t.events.c.data.type))
+    ).table_valued("type", "data", with_ordinality="ord").render_derived(name="listed")
+    numbered = sa.select(
+        sa.bindparam("w_session_id", type_=t.events.c.session_id.type),
+        bumped.c.event_seq - count + rows.c.ord,
+        sa.bindparam("p_run_id", type_=t.events.c.run_id.type),
+        rows.c.type,
+        rows.c.data,
+        sa.bindparam("p_created_at", type_=t.events.c.created_at.type),
+    ).select_from(bumped).join(rows, sa.true())
+    stmt = t.events.insert().from_select(["session_id", "seq", "run_id", "type", "data", "created_at"], numbered)
+    return stmt.add_cte(bumped)
+
+
 def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[Row]:
     return fetch_all(
         conn,

@@ -53,9 +53,11 @@ def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, check
             }
         )
     store.insert_calls(conn, rows)
-    for r in rows:
-        kind = "approval_requested" if r["requires_approval"] else ("client_call" if r["kind"] == "client" else "call_saved")
-        store.emit(conn, sid, run_id, kind, {k: r[k] for k in ("dispatch_id", "tool_name", "kind", "args", "status", "position")})
+    store.emit_many(conn, sid, run_id, [
+        ("approval_requested" if r["requires_approval"] else ("client_call" if r["kind"] == "client" else "call_saved"),
+         {k: r[k] for k in ("dispatch_id", "tool_name", "kind", "args", "status", "position")})
+        for r in rows
+    ])
     return rows
 
 
