@@ -9,20 +9,28 @@ exactly which keys they hold. Status fields use the ledger's own words (``ledger
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
 from .definitions.tools import ReplayPolicy
 from .errors import CallNotFoundError, RunFailedError
-from .ledger.statuses import CallKind, CallStatus, CheckpointKind, EntryKind, PairedBy, RunStatus
+from .ledger.statuses import (
+    CallKind,
+    CallStatus,
+    CheckpointKind,
+    DecidedBy,
+    EntryKind,
+    MessageKind,
+    PairedBy,
+    RunStatus,
+    SessionStatus,
+    StopKind,
+)
 
-#: A session is ``new`` until its first run is admitted, then carries its current run's status.
-SessionStatus = Literal["new", RunStatus]
 #: What a suspended run waits for: a human's approval, or the client's answer to a client tool.
 PendingKind = Literal["approval", "client"]
-#: How recovery, rather than a body, proved a call's outcome (docs/writing-tools.md).
-DecidedBy = Literal["database", "check"]
 #: What ``stop()`` found: the run stopped here (its own end status), or the stop waits for its boundary.
 StopStatus = Literal["stop_requested", "stop_already_requested", RunStatus]
 
@@ -117,7 +125,7 @@ class MessageRecord(TypedDict):
     """One active transcript message as stored (``body`` is pydantic-ai's JSON of it)."""
 
     seq: int
-    kind: Literal["request", "response"]
+    kind: MessageKind
     body: Any
     run_id: str
     step: int | None
@@ -275,12 +283,12 @@ class StopReceipt:
 
     session_id: str
     run_id: str
-    kind: Literal["interrupt", "abort"]
+    kind: StopKind
     stopped: bool = field(metadata={"doc": "True when the run stopped in this request (it was suspended)."})
     status: StopStatus = field(metadata={"doc": "The run's end status once stopped, else stop_requested (or stop_already_requested)."})
 
 
-def pick(record: type[Any], row: dict[str, Any]) -> Any:
+def pick(record: type[Any], row: Mapping[str, Any]) -> Any:
     """The keys ``record`` (a TypedDict) declares, from a wider ledger row: the view holds what its type says."""
     return {k: row.get(k) for k in record.__annotations__}
 

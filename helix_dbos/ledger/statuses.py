@@ -7,6 +7,8 @@ from typing import Final, Literal
 RunStatus = Literal["running", "completed", "failed", "interrupted", "suspended_client_tool"]
 RUN_TERMINAL: Final[frozenset[RunStatus]] = frozenset({"completed", "failed", "interrupted"})
 RUN_AT_REST: Final[frozenset[RunStatus]] = RUN_TERMINAL | {"suspended_client_tool"}
+#: A session is ``new`` until its first run is admitted, then carries its current run's status.
+SessionStatus = Literal["new", RunStatus]
 
 CallStatus = Literal[
     "saved",
@@ -50,6 +52,22 @@ EntryKind = Literal[
 REDIRECTING_ENTRIES: Final[frozenset[EntryKind]] = frozenset({"turn", "resume_with_message", "retry_with_message", "retry_from_checkpoint"})
 
 PairedBy = Literal["body", "recovery", "redirect", "rewind", "run_failed", "stop", "answer", "validation"]
+#: How recovery, rather than a body, proved a call's outcome (``calls.decided_by``).
+DecidedBy = Literal["database", "check"]
+#: What a call's reconcile check answered (``calls.check_outcome["verdict"]``).
+Verdict = Literal["applied", "not_applied", "unknown"]
+
+#: How an attempt (one body start) ended: its body's answer, ``refused`` (a late write fenced off),
+#: ``lost`` (the call was answered without it), or what recovery proved (``rolled_back``: a
+#: transactional body that never committed; ``applied``/``not_applied``: a check said). NULL while open.
+AttemptOutcome = Literal["ok", "error", "refused", "lost", "rolled_back", "applied", "not_applied"]
+
+#: A stop record's kind (``stops.kind``).
+StopKind = Literal["interrupt", "abort"]
+#: A transcript message's kind (pydantic-ai's message kinds, ``messages.kind``).
+MessageKind = Literal["request", "response"]
+#: A persistent companion's incarnation (``companions.status``).
+CompanionStatus = Literal["live", "closed", "lost"]
 
 
 def awaits_answer(kind: str, requires_approval: bool, approved: bool | None) -> bool:

@@ -11,14 +11,13 @@ import functools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
 from . import tables as t
+from .records import AttemptRow, CallRow, CheckOutcome, CheckpointRow, EndedRun, EventRow, MessageRow, RunRow, SessionRow
 from .statuses import CALL_UNRESOLVED
-
-Row = dict[str, Any]
 
 
 def now() -> datetime:
@@ -29,12 +28,13 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-def fetch_one(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> Row | None:
+def fetch_one(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """One row as a plain dict (the typed readers below cast it to their table's ``records`` type)."""
     row = conn.execute(stmt, params).mappings().first()
     return dict(row) if row is not None else None
 
 
-def fetch_all(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> list[Row]:
+def fetch_all(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(stmt, params).mappings()]
 
 
@@ -54,11 +54,11 @@ def _by_key(table: sa.Table, key: str, for_update: bool) -> sa.Select[Any]:
 # --- sessions and runs ---------------------------------------------------------------------------
 
 
-def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = False) -> Row | None:
-    return fetch_one(conn, _by_key(t.sessions, "session_id", for_update and conn.dialect.name == "postgresql"), {"w_key": session_id})
+def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = False) -> SessionRow | None:
+    return cast("SessionRow | None", fetch_one(conn, _by_key(t.sessions, "session_id", for_update and conn.dialect.name == "postgresql"), {"w_key": session_id}))
 
 
-def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[Row]:
+def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[SessionRow]:
     """The newest sessions first; ``owner``/``status``/``agent_name`` narrow the list when given."""
     stmt = sa.select(t.sessions)
     if owner is not None:
@@ -67,7 +67,7 @@ def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = N
         stmt = stmt.where(t.sessions.c.status == status)
     if agent_name is not None:
         stmt = stmt.where(t.sessions.c.agent_name == agent_name)
-    return fetch_all(conn, stmt.order_by(t.sessions.c.updated_at.desc()).limit(limit))
+    return cast("list[SessionRow]", fetch_all(conn, stmt.order_by(t.sessions.c.updated_at.desc()).limit(limit)))
 
 
 def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
@@ -114,7 +114,7 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
     return result.first() is not None
 
 
-def claim_session(conn: sa.Connection, session: Row, run_id: str) -> bool:
+def claim_session(conn: sa.Connection, session: SessionRow, run_id: str) -> bool:
     """The run-start gate: one compare-and-set on the session's version. True if this entry won."""
     result = conn.execute(
         t.sessions.update()
@@ -136,12 +136,12 @@ def insert_run(conn: sa.Connection, **values: Any) -> None:
     conn.execute(t.runs.insert().values(**values))
 
 
-def get_run(conn: sa.Connection, run_id: str) -> Row | None:
-    return fetch_one(conn, _by_key(t.runs, "run_id", False), {"w_key": run_id})
+def get_run(conn: sa.Connection, run_id: str) -> RunRow | None:
+    return cast("RunRow | None", fetch_one(conn, _by_key(t.runs, "run_id", False), {"w_key": run_id}))
 
 
-def list_runs(conn: sa.Connection, session_id: str) -> list[Row]:
-    return fetch_all(conn, sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.seq))
+def list_runs(conn: sa.Connection, session_id: str) -> list[RunRow]:
+    return cast("list[RunRow]", fetch_all(conn, sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.seq)))
 
 
 _END_RUN = t.runs.update().where(t.runs.c.run_id == sa.bindparam("w_run_id")).returning(t.runs.c.run_id, t.runs.c.session_id)
@@ -158,7 +158,7 @@ def end_run(
     output: Any = None,
     error_code: str | None = None,
     error: str | None = None,
-) -> Row:
+) -> EndedRun:
     """Terminal (or suspension) commit of a run, and release of the session's gate."""
     ts = now()
     run = conn.execute(
@@ -166,7 +166,7 @@ def end_run(
     ).mappings().one()
     conn.execute(_END_SESSION_RUN, {"w_session_id": run["session_id"], "w_run_id": run_id, "status": status, "updated_at": ts})
     emit(conn, run["session_id"], run_id, "run_status", {"status": status, "error_code": error_code, "error": error})
-    return dict(run)
+    return cast(EndedRun, dict(run))
 
 
 _COUNT_STEP = t.runs.update().where(t.runs.c.run_id == sa.bindparam("w_run_id")).values(steps=t.runs.c.steps + 1)
@@ -179,13 +179,13 @@ def count_run_step(conn: sa.Connection, run_id: str) -> None:
 # --- messages and checkpoints --------------------------------------------------------------------
 
 
-def active_messages(conn: sa.Connection, session_id: str) -> list[Row]:
-    return fetch_all(
+def active_messages(conn: sa.Connection, session_id: str) -> list[MessageRow]:
+    return cast("list[MessageRow]", fetch_all(
         conn,
         sa.select(t.messages.c.seq, t.messages.c.kind, t.messages.c.body, t.messages.c.run_id, t.messages.c.step)
         .where(t.messages.c.session_id == session_id, t.messages.c.superseded_by.is_(None))
         .order_by(t.messages.c.seq),
-    )
+    ))
 
 
 
@@ -229,27 +229,27 @@ def insert_checkpoint(
     return checkpoint_id
 
 
-def get_checkpoint(conn: sa.Connection, checkpoint_id: str) -> Row | None:
-    return fetch_one(conn, sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id))
+def get_checkpoint(conn: sa.Connection, checkpoint_id: str) -> CheckpointRow | None:
+    return cast("CheckpointRow | None", fetch_one(conn, sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id)))
 
 
-def list_checkpoints(conn: sa.Connection, session_id: str) -> list[Row]:
-    return fetch_all(
+def list_checkpoints(conn: sa.Connection, session_id: str) -> list[CheckpointRow]:
+    return cast("list[CheckpointRow]", fetch_all(
         conn,
         sa.select(t.checkpoints)
         .where(t.checkpoints.c.session_id == session_id)
         .order_by(t.checkpoints.c.created_at, t.checkpoints.c.step),
-    )
+    ))
 
 
-def latest_checkpoint(conn: sa.Connection, session_id: str) -> Row | None:
-    return fetch_one(
+def latest_checkpoint(conn: sa.Connection, session_id: str) -> CheckpointRow | None:
+    return cast("CheckpointRow | None", fetch_one(
         conn,
         sa.select(t.checkpoints)
         .where(t.checkpoints.c.session_id == session_id, t.checkpoints.c.superseded_by.is_(None))
         .order_by(t.checkpoints.c.message_seq.desc(), t.checkpoints.c.step.desc(), t.checkpoints.c.created_at.desc())
         .limit(1),
-    )
+    ))
 
 
 def next_step(conn: sa.Connection, session_id: str) -> int:
@@ -261,7 +261,7 @@ def next_step(conn: sa.Connection, session_id: str) -> int:
     return 0 if top is None else int(top) + 1
 
 
-def rewind_to(conn: sa.Connection, checkpoint: Row, run_id: str) -> None:
+def rewind_to(conn: sa.Connection, checkpoint: CheckpointRow, run_id: str) -> None:
     """Supersede (never delete) everything after ``checkpoint``: later messages and checkpoints."""
     sid = checkpoint["session_id"]
     conn.execute(
@@ -298,14 +298,14 @@ def insert_calls(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None
         conn.execute(t.calls.insert(), [{"created_at": ts, **r} for r in rows])
 
 
-def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[Row]:
-    return fetch_all(
+def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[CallRow]:
+    return cast("list[CallRow]", fetch_all(
         conn, sa.select(t.calls).where(t.calls.c.checkpoint_id == checkpoint_id).order_by(t.calls.c.position)
-    )
+    ))
 
 
-def get_call(conn: sa.Connection, dispatch_id: str, *, for_update: bool = False) -> Row | None:
-    return fetch_one(conn, _by_key(t.calls, "dispatch_id", for_update and conn.dialect.name == "postgresql"), {"w_key": dispatch_id})
+def get_call(conn: sa.Connection, dispatch_id: str, *, for_update: bool = False) -> CallRow | None:
+    return cast("CallRow | None", fetch_one(conn, _by_key(t.calls, "dispatch_id", for_update and conn.dialect.name == "postgresql"), {"w_key": dispatch_id}))
 
 
 def list_calls(
@@ -315,7 +315,7 @@ def list_calls(
     status: str | None = None,
     tool_name: str | None = None,
     limit: int = 500,
-) -> list[Row]:
+) -> list[CallRow]:
     stmt = sa.select(t.calls)
     if session_id:
         stmt = stmt.where(t.calls.c.session_id == session_id)
@@ -323,16 +323,16 @@ def list_calls(
         stmt = stmt.where(t.calls.c.status == status)
     if tool_name:
         stmt = stmt.where(t.calls.c.tool_name == tool_name)
-    return fetch_all(conn, stmt.order_by(t.calls.c.created_at, t.calls.c.step, t.calls.c.position).limit(limit))
+    return cast("list[CallRow]", fetch_all(conn, stmt.order_by(t.calls.c.created_at, t.calls.c.step, t.calls.c.position).limit(limit)))
 
 
-def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, list[Row]]:
+def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, list[AttemptRow]]:
     ids = list(dispatch_ids)
-    out: dict[str, list[Row]] = {d: [] for d in ids}
+    out: dict[str, list[AttemptRow]] = {d: [] for d in ids}
     if ids:
-        for r in fetch_all(
+        for r in cast("list[AttemptRow]", fetch_all(
             conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id.in_(ids)).order_by(t.attempts.c.attempt)
-        ):
+        )):
             out[r["dispatch_id"]].append(r)
     return out
 
@@ -342,7 +342,7 @@ _CALL_BY_ID = t.calls.update().where(t.calls.c.dispatch_id == sa.bindparam("w_di
 
 
 def start_attempt(
-    conn: sa.Connection, call: Row, run_id: str, executor_id: str | None, *, transactional: bool = False, token: str | None = None
+    conn: sa.Connection, call: CallRow, run_id: str, executor_id: str | None, *, transactional: bool = False, token: str | None = None
 ) -> int:
     """Commit a body start before the body runs: a re-executed step then knows a body may have run.
 
@@ -400,9 +400,9 @@ def close_open_attempts(conn: sa.Connection, dispatch_id: str, outcome: str = "l
     )
 
 
-def attempt_by_token(conn: sa.Connection, dispatch_id: str, token: str) -> Row | None:
+def attempt_by_token(conn: sa.Connection, dispatch_id: str, token: str) -> AttemptRow | None:
     """The attempt a gate execution opened (its ``token``, written with it), if its commit went through."""
-    return fetch_one(conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.token == token))
+    return cast("AttemptRow | None", fetch_one(conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.token == token)))
 
 
 _WRITE_RESULT = (
@@ -555,7 +555,7 @@ def mark_decided(conn: sa.Connection, dispatch_id: str, by: str) -> None:
     conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(decided_by=by))
 
 
-def record_check(conn: sa.Connection, call: Row, outcome: dict[str, Any]) -> None:
+def record_check(conn: sa.Connection, call: CallRow, outcome: CheckOutcome | None) -> None:
     conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(check_outcome=outcome))
 
 
@@ -567,7 +567,7 @@ def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:
 
 def settle_call(
     conn: sa.Connection,
-    call: Row,
+    call: CallRow,
     status: str,
     *,
     run_id: str,
@@ -612,7 +612,7 @@ def settle_call(
     )
 
 
-def reopen_call(conn: sa.Connection, call: Row) -> None:
+def reopen_call(conn: sa.Connection, call: CallRow) -> None:
     """retry(): undo a failed run's pairing, keeping the attempts so recovery still counts bodies."""
     conn.execute(
         t.calls.update()
@@ -627,13 +627,13 @@ def reopen_call(conn: sa.Connection, call: Row) -> None:
     )
 
 
-def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[Row]:
-    return fetch_all(
+def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[CallRow]:
+    return cast("list[CallRow]", fetch_all(
         conn,
         sa.select(t.calls)
         .where(t.calls.c.run_id == run_id, t.calls.c.status.in_(CALL_UNRESOLVED | {"pending"}))
         .order_by(t.calls.c.step, t.calls.c.position),
-    )
+    ))
 
 
 
@@ -763,11 +763,11 @@ def _emit_many_pg() -> sa.Insert:
     return stmt.add_cte(bumped)
 
 
-def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[Row]:
-    return fetch_all(
+def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[EventRow]:
+    return cast("list[EventRow]", fetch_all(
         conn,
         sa.select(t.events)
         .where(t.events.c.session_id == session_id, t.events.c.seq > after)
         .order_by(t.events.c.seq)
         .limit(limit),
-    )
+    ))

@@ -52,7 +52,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..ledger.statuses import CALL_IN_DOUBT, CALL_SETTLED, CallKind, CallStatus, PairedBy, awaits_answer
+from ..ledger.statuses import CALL_IN_DOUBT, CALL_SETTLED, CallKind, CallStatus, DecidedBy, PairedBy, Verdict, awaits_answer
 from .lanes import lane_keys
 from .texts import (
     CHECKED_NOT_APPLIED,
@@ -81,10 +81,9 @@ Entry = Literal["recover", "redirect", "stop", "retry"]
 
 Profile = Literal["full", "dbos_compat"]
 
-Action = Literal["keep", "run", "run_again", "reattach", "reenter", "wait", "pair", "reconcile"]
-
-Verdict = Literal["applied", "not_applied", "unknown"]
-DecidedBy = Literal["database", "check"]
+#: The actions under which a call's body (or its child) goes ahead: the attempt gate commits an attempt.
+BodyAction = Literal["run", "run_again", "reattach", "reenter"]
+Action = Literal["keep", BodyAction, "wait", "pair", "reconcile"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,21 +8,21 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.statuses import CALL_SETTLED
+from ..ledger.records import CallRow, CheckOutcome, CheckVerdict
+from ..ledger.statuses import CALL_SETTLED, CallStatus
 from . import fence
+from .outcomes import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
 from .pairing import calls_of_step, decisions, mark_proved
 from .state import env
 
-Row = dict[str, Any]
 
-
-def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None = None, where: tuple[str, int] | None = None) -> dict[str, Any]:
+def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None = None, where: tuple[str, int] | None = None) -> GateOutcome:
     """A body's first act: decide, and if it runs, commit the attempt before the body starts.
 
     Two reads: the fence's (the run, its session's lock, its stop record, DBOS's cancel) and the
@@ -65,7 +65,7 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
     return {"action": "done", "status": call["status"]}
 
 
-def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: int, verdict: dict[str, Any]) -> dict[str, Any]:
+def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: int, verdict: CheckVerdict) -> CheckRecorded:
     """Commit what a reconcile check answered about the call's latest attempt, before anything acts
     on it; ``applied`` settles the call ``ok`` with the check's result in the same transaction.
 
@@ -78,7 +78,7 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     assert call is not None
     if call["status"] in CALL_SETTLED or call["attempts"] != attempts:
         return {"status": call["status"], "recorded": False}
-    outcome = {**verdict, "attempt": attempts, "at": store.now().isoformat()}
+    outcome: CheckOutcome = {**verdict, "attempt": attempts, "at": store.now().isoformat()}
     store.record_check(conn, call, outcome)
     store.emit(conn, call["session_id"], run_id, "reconciled",
                {"dispatch_id": dispatch_id, "tool_name": call["tool_name"], "attempt": attempts, **verdict})
@@ -90,10 +90,10 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     return {"status": call["status"], "recorded": True}
 
 
-def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) -> tuple[dict[str, Any], Row | None, Any]:
+def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) -> tuple[ChildGate, CallRow | None, Any]:
     """The gate of a call that delegates (remote child, companion turn): the decision, and if it
     goes ahead, the call's row and its sub-agent as the code defines it now (None if removed)."""
-    decided: dict[str, Any] = {**gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind}
+    decided = cast(ChildGate, {**gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind})
     if decided["action"] == "done":
         return decided, None, None
     call = store.get_call(conn, dispatch_id)
@@ -103,8 +103,8 @@ def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) ->
 
 
 def record(
-    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, *, tool_name: str | None = None
-) -> dict[str, Any]:
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, *, tool_name: str | None = None
+) -> RecordOutcome:
     """A body's result, fenced twice: by its attempt number and by its run still owning the session.
 
     A refused write still closes its attempt (``refused``): attempts never stay open. With the

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
 from ..definitions import Agent, ToolContext
 from ..ledger import store
+from ..ledger.statuses import CallStatus
 from . import executor_lock, fence, attempt_gate, reconcile, scopes, tracing, transactional, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
+from .outcomes import BodyOutcome, GateOutcome, RecordOutcome, RunGate
 from .state import env
 
 
@@ -39,17 +41,17 @@ async def _hold_executor_lock() -> None:
         await asyncio.to_thread(executor_lock.wait_held)
 
 
-def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> dict[str, Any]:
+def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> GateOutcome:
     """The attempt gate, plus the call's saved policy (for the span)."""
     tries[0] += 1
     out = gate_once(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
     if "replay" not in out:  # answered without a body: the span still names the call's tool and policy
         call = store.get_call(conn, dispatch_id)
-        out = {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None}
-    return {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")}
+        out = cast(GateOutcome, {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None})
+    return cast(GateOutcome, {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")})
 
 
-async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> dict[str, Any]:
+async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
     """One call's body: the attempt gate, the body (or the answer recovery gives instead), the result.
 
     Not a DBOS step: the gate and the result write are the ledger's two facts about the call, and a
@@ -57,7 +59,7 @@ async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None
     """
     with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
         await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
-        gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+        gate: GateOutcome = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
             await reconcile.ask_and_record(run_id, dispatch_id, gate)
             gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
@@ -67,10 +69,11 @@ async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None
         return out
 
 
-async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str, Any]:
+async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome:
     e = env()
     if gate["action"] == "done":
         return {"status": gate["status"]}
+    gate = cast(RunGate, gate)  # past the gate's reconcile loop (``body_step``): the body goes ahead
     agent: Agent = e.agent(gate["agent_name"])
     name = gate["tool_name"]
     ctx = ToolContext(
@@ -93,7 +96,7 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
         out = await asyncio.to_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx)
         fence.raise_if_refused(out)
         crash_point("after_result", name)
-        return dict(out)
+        return cast(RecordOutcome, dict(out))
     try:
         sub = agent.sub_agent(name)
         if sub is not None:
@@ -103,6 +106,7 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
             if tool is None:
                 raise LookupError(f"tool {name!r} is no longer defined")
             value = await tool.invoke(tool.validate(gate["args"]), ctx)
+        status: CallStatus
         ok, value = transcript.jsonable(value)
         if ok:
             status, result, error = "ok", value, None
@@ -111,7 +115,7 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
     except Exception as exc:  # a tool that raises gets an error result; the run goes on
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
-    out: dict[str, Any] = await plain_tx(_record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name"))
+    out = await plain_tx(_record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name"))
     fence.raise_if_refused(out)
     crash_point("after_result", name)
     return out
@@ -119,7 +123,7 @@ async def _body(run_id: str, dispatch_id: str, gate: dict[str, Any]) -> dict[str
 
 def gate_once(
     conn: sa.Connection, run_id: str, dispatch_id: str, token: str, *, retried: bool = True, where: tuple[str, int] | None = None
-) -> dict[str, Any]:
+) -> GateOutcome:
     """The attempt gate, idempotent per ``token``: if this gate execution's attempt is already
     committed (its acknowledgement was lost), the body goes ahead under that attempt.
 
@@ -144,16 +148,16 @@ def gate_once(
 
 
 def _record(
-    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, tries: list[int], tool_name: str | None = None
-) -> dict[str, Any]:
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, tries: list[int], tool_name: str | None = None
+) -> RecordOutcome:
     tries[0] += 1
     return record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)
 
 
 def record_once(
-    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: str, result: Any, error: Any, *, retried: bool = True,
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, *, retried: bool = True,
     tool_name: str | None = None,
-) -> dict[str, Any]:
+) -> RecordOutcome:
     """The result write, idempotent: a retry whose first try committed finds its own answer written
     (only a retried transaction can, so the first try does not look)."""
     call = store.get_call(conn, dispatch_id) if retried else None
@@ -161,4 +165,4 @@ def record_once(
         outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
             return {"status": status, "written": True}
-    return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name))
+    return cast(RecordOutcome, dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name)))

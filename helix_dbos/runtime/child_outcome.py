@@ -16,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, Required, TypedDict
 
 import sqlalchemy as sa
 
 from ..ledger import store
-from ..ledger.statuses import RUN_AT_REST
+from ..ledger.records import RunRow
+from ..ledger.statuses import RUN_AT_REST, RunStatus
 from . import fence, attempt_gate, step_commits
+from .outcomes import ChildGate, RecordOutcome
 from .dbos_private import workflow_status as dbos_status
 from .durable import DBOS_TERMINAL, plain_tx, poll_interval, step
 
@@ -32,7 +34,18 @@ if TYPE_CHECKING:
 #: Seconds one recorded wait step polls before it records "still waiting" and the next one starts.
 WAIT_SLICE: Final = 30.0
 
-Outcome = dict[str, Any]
+class Outcome(TypedDict, total=False):
+    """Where a child run stands: ``done`` (its run row at rest: status, output, error), ``lost``
+    (``cause``, ``message``) or ``waiting``. Recorded as a DBOS step's output, so a plain dict."""
+
+    state: Required[Literal["done", "lost", "waiting"]]
+    status: RunStatus
+    output: Any
+    error_code: str | None
+    error: str | None
+    child_session_id: str
+    cause: str
+    message: str
 
 UNSUPPORTED_SUSPENSION = (
     "the sub-agent suspended on a client tool or an approval; sub-agents run unattended, so their "
@@ -40,7 +53,7 @@ UNSUPPORTED_SUSPENSION = (
 )
 
 
-def _done(run: dict[str, Any]) -> Outcome:
+def _done(run: RunRow) -> Outcome:
     return {
         "state": "done",
         "status": run["status"],
@@ -55,7 +68,7 @@ def lost(cause: str, message: str) -> Outcome:
     return {"state": "lost", "cause": cause, "message": message}
 
 
-def _propagate_stop(conn: sa.Connection, parent_run_id: str, child: dict[str, Any] | None) -> None:
+def _propagate_stop(conn: sa.Connection, parent_run_id: str, child: RunRow | None) -> None:
     """A stop of the parent reaches the child it waits on: same kind, one durable record on the child run."""
     if child is None or child["status"] != "running":
         return
@@ -109,7 +122,7 @@ async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: st
             return state
 
 
-def unavailable(conn: sa.Connection, run_id: str, gate: dict[str, Any], tool_name: str) -> dict[str, Any]:
+def unavailable(conn: sa.Connection, run_id: str, gate: ChildGate, tool_name: str) -> ChildGate:
     """A sub-agent removed by a deploy before its child ever started: answer the call, start nothing."""
     attempt_gate.record(
         conn, run_id, gate["dispatch_id"], gate["attempt"], "error", None,
@@ -122,7 +135,7 @@ def _error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"type": kind, "message": message, **{k: v for k, v in extra.items() if v is not None}}
 
 
-def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome) -> dict[str, Any]:
+def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome) -> RecordOutcome:
     """Answer the parent call from the child's outcome, fenced by the call's attempt.
 
     completed → the child's output is the tool result (structured when it has an ``output_type``);

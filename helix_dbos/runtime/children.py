@@ -18,7 +18,7 @@ reply order, before the step's local bodies, and the waits run in reply order af
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -32,13 +32,14 @@ from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 from .dbos_private import workflow_status as dbos_status
 from .durable import tx
 from .faults import crash_point, fail_point
+from .outcomes import ChildGate
 from .runs import open_run_row
 
 if TYPE_CHECKING:
     from .registry import Registry
 
 
-Gate = dict[str, Any]
+Gate = ChildGate
 
 
 def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile, executor_id: str) -> Gate:

@@ -33,16 +33,18 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, Literal, TypedDict, cast
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ..ledger import store
 from ..ledger import tables as t
+from ..ledger.records import CompanionRow
 from ..ledger.statuses import CALL_SETTLED, RUN_AT_REST
 from . import durable, fence, attempt_gate
 from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
+from .outcomes import ChildGate, RecordOutcome
 from .dbos_private import workflow_status as dbos_status
 from .durable import DBOS_TERMINAL, tx
 from .faults import crash_point, fail_point
@@ -62,7 +64,29 @@ DEFAULT_IDLE_SECONDS: Final = 24 * 3600.0
 #: workflow replays its whole history on recovery, so an incarnation's history is kept short.
 MAX_TURNS_PER_INCARNATION: Final = 100
 
-Row = dict[str, Any]
+
+
+class Closed(TypedDict):
+    """An incarnation's end (the companion workflow's output), or whether it may end now (``closed``)."""
+
+    closed: bool
+
+
+class Served(TypedDict):
+    """The companion workflow's output: it closed after serving ``turns`` turns."""
+
+    status: Literal["closed"]
+    turns: int
+
+
+class TurnBegun(TypedDict):
+    """``_begin_turn``: run the turn, await the run a duplicate began, or it is answered/no longer needed."""
+
+    action: Literal["run", "await", "answered", "dropped"]
+
+
+class TurnEnded(TypedDict):
+    answered: bool
 
 
 def register(registry: Registry) -> None:
@@ -72,7 +96,7 @@ def register(registry: Registry) -> None:
     over the registry of the runtime that launched, which the parent's dispatch enqueues it from.
     """
 
-    async def companion(companion_session_id: str, idle: float) -> dict[str, Any]:
+    async def companion(companion_session_id: str, idle: float) -> Served:
         return await _companion(registry, companion_session_id, idle)
 
     registry.bind_companion_workflow(DBOS.workflow(name=COMPANION_WORKFLOW)(durable.workflow_function(companion, registry)))
@@ -96,7 +120,7 @@ def workflow_id_of(companion_session_id: str, incarnation: int) -> str:
 
 def get_companion(conn: sa.Connection, *, companion_session_id: str | None = None,
                   parent_session_id: str | None = None, agent_name: str | None = None,
-                  for_update: bool = False) -> Row | None:
+                  for_update: bool = False) -> CompanionRow | None:
     stmt = sa.select(t.companions)
     if companion_session_id is not None:
         stmt = stmt.where(t.companions.c.companion_session_id == companion_session_id)
@@ -105,7 +129,7 @@ def get_companion(conn: sa.Connection, *, companion_session_id: str | None = Non
     if for_update and conn.dialect.name == "postgresql":
         stmt = stmt.with_for_update()
     row = conn.execute(stmt).mappings().first()
-    return dict(row) if row is not None else None
+    return cast("CompanionRow | None", dict(row) if row is not None else None)
 
 
 def _waiting_turns(conn: sa.Connection, companion_session_id: str) -> list[str]:
@@ -125,7 +149,7 @@ def _waiting_turns(conn: sa.Connection, companion_session_id: str) -> list[str]:
 # --- the parent's side -------------------------------------------------------------------------------
 
 
-def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float) -> dict[str, Any]:
+def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float) -> ChildGate:
     """The call's gate, then: the companion (minted on first use), a live incarnation, and the binding."""
     gate, call, sub = attempt_gate.child_gate(conn, run_id, dispatch_id, "companion")
     if call is None:
@@ -175,13 +199,13 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=sid))
     turn = store.get_run(conn, dispatch_id)
     # answered: read it from the ledger; begun: wait for it; otherwise (re-)send the turn.
-    attach = "send" if turn is None else ("answered" if turn["status"] in RUN_AT_REST else "await")
+    attach: Literal["send", "answered", "await"] = "send" if turn is None else ("answered" if turn["status"] in RUN_AT_REST else "await")
     return {**gate, "attach": attach, "start": start, "companion_session_id": sid, "workflow_id": comp["workflow_id"], "idle": idle}
 
 
-async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> dict[str, Any]:
+async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> ChildGate:
     """Workflow code: gate, start the incarnation if it is new, send the turn (idempotent by dispatch id)."""
-    gate: dict[str, Any] = await tx("helix.companion.gate", _parent_gate, run_id, dispatch_id, idle_seconds())
+    gate: ChildGate = await tx("helix.companion.gate", _parent_gate, run_id, dispatch_id, idle_seconds())
     crash_point("child_gated", tool_name)  # bound to its companion, not yet sent
     if gate["action"] == "done" or gate["attach"] != "send":
         return gate
@@ -195,7 +219,7 @@ async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name:
     return gate
 
 
-def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome, workflow_id: str) -> dict[str, Any]:
+def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome, workflow_id: str) -> RecordOutcome:
     out = record_outcome(conn, run_id, dispatch_id, attempt, state)
     if out.get("refused"):
         return out
@@ -208,7 +232,7 @@ def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, st
     return out
 
 
-async def settle(registry: Registry, run_id: str, gate: dict[str, Any]) -> None:
+async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
     """Workflow code: wait for the turn's run (or its loss) and answer the parent call from the ledger."""
     dispatch_id = gate["dispatch_id"]
     state = await wait_for_child(registry, run_id, dispatch_id, gate["workflow_id"])
@@ -219,7 +243,7 @@ async def settle(registry: Registry, run_id: str, gate: dict[str, Any]) -> None:
 # --- the companion's side --------------------------------------------------------------------------
 
 
-def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: str, dispatch_id: str) -> dict[str, Any]:
+def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: str, dispatch_id: str) -> TurnBegun:
     """Run a turn at most once: a turn with a run row is re-awaited or answered, never started again."""
     turn = store.get_run(conn, dispatch_id)
     if turn is not None:
@@ -241,7 +265,7 @@ def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: s
     return {"action": "run"}
 
 
-def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) -> dict[str, Any]:
+def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) -> TurnEnded:
     """Record the turn as the last one answered; a turn whose workflow ended without an outcome is failed."""
     turn = store.get_run(conn, dispatch_id)
     if turn is None:
@@ -256,7 +280,7 @@ def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) 
     return {"answered": True}
 
 
-def _close_if_idle(conn: sa.Connection, companion_session_id: str, workflow_id: str) -> dict[str, Any]:
+def _close_if_idle(conn: sa.Connection, companion_session_id: str, workflow_id: str) -> Closed:
     """End this incarnation unless a turn is waiting for it (same row lock as the parent's gate)."""
     comp = get_companion(conn, companion_session_id=companion_session_id, for_update=True)
     if comp is None or comp["workflow_id"] != workflow_id:
@@ -273,7 +297,7 @@ def _close_if_idle(conn: sa.Connection, companion_session_id: str, workflow_id: 
     return {"closed": True}
 
 
-async def _companion(registry: Registry, companion_session_id: str, idle: float) -> dict[str, Any]:
+async def _companion(registry: Registry, companion_session_id: str, idle: float) -> Served:
     """The long-lived companion: receive a turn, run it once as a child run workflow, repeat; end when idle."""
     me = DBOS.workflow_id
     assert me is not None

@@ -7,7 +7,7 @@ concurrent entries into one session exactly one wins and the other gets ``AgentA
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -26,8 +26,10 @@ from ..errors import (
 )
 from ..ledger import store
 from ..ledger import tables as t
-from ..ledger.statuses import CALL_SETTLED, EntryKind, awaits_answer
+from ..ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
+from ..ledger.statuses import CALL_SETTLED, EntryKind, RunStatus, awaits_answer
 from . import pairing, step_commits, transcript
+from .outcomes import Answered, OpenedRun, StopRequested
 from .runs import open_run_row
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
@@ -36,7 +38,7 @@ from .runs import open_run_row
 LivenessCheck = Callable[[dict[str, Any]], str | None]
 
 
-def _pending_unanswered(conn: sa.Connection, cp: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _pending_unanswered(conn: sa.Connection, cp: CheckpointRow | None) -> list[CallRow]:
     ref = pairing.step_ref(conn, cp)
     if cp is None or cp["kind"] != "suspension" or ref is None:
         return []
@@ -57,7 +59,7 @@ def open_run(
     executor_id: str | None,
     is_dead: LivenessCheck = lambda run: None,
     owner: str | None = None,
-) -> dict[str, Any]:
+) -> OpenedRun:
     """Validate the entry against the session's state, win the gate, and write the run's row.
 
     A session whose run is still live refuses the entry. A run whose workflow can no longer finish
@@ -94,7 +96,7 @@ def open_run(
     assert session_id is not None
     previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] == "running":
-        dead = is_dead(previous) if previous is not None else None
+        dead = is_dead(cast(dict[str, Any], previous)) if previous is not None else None  # a RunRow (runtime's check takes a dict)
         if previous is not None and dead is None:
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
         if previous is not None and dead == "cancelled":
@@ -122,8 +124,8 @@ def open_run(
 def _check_entry(
     conn: sa.Connection,
     entry: str,
-    session: dict[str, Any],
-    previous: dict[str, Any] | None,
+    session: SessionRow,
+    previous: RunRow | None,
     message: str | None,
     checkpoint_id: str | None,
 ) -> None:
@@ -161,7 +163,7 @@ def answer(
     actor: str | None = None,
     result: Any = None,
     error: str | None = None,
-) -> dict[str, Any]:
+) -> Answered:
     """Record one answer, bound to the kind of pending call and fenced on the run that suspended."""
     session = store.get_session(conn, session_id, for_update=True)
     if session is None:
@@ -216,7 +218,7 @@ def answer(
     return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
 
 
-def _stale_reason(call: dict[str, Any], session: dict[str, Any]) -> str:
+def _stale_reason(call: CallRow, session: SessionRow) -> str:
     """Why an answer can no longer land, in words that match the call's row."""
     dispatch_id, status = call["dispatch_id"], call["status"]
     if call["paired_by"] == "rewind":
@@ -230,7 +232,7 @@ def _stale_reason(call: dict[str, Any], session: dict[str, Any]) -> str:
 # --- stop ----------------------------------------------------------------------------------------
 
 
-def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None) -> dict[str, Any]:
+def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None) -> StopRequested:
     """Write one durable stop record for the current run and return; a suspended run stops here and now."""
     if kind not in ("interrupt", "abort"):
         raise ValidationError(f"stop kind must be 'interrupt' or 'abort', not {kind!r}")
@@ -246,5 +248,5 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
         run = store.get_run(conn, run_id)
         assert run is not None
         out = step_commits.settle_stop(conn, run, kind)
-        return {"run_id": run_id, "stopped": True, "status": out["status"]}
+        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out["status"])}  # a stop ends the run: never "committed"
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

@@ -22,7 +22,7 @@ record (``stop_kind``) and DBOS's status of its workflow (``dbos_status``, for a
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from dbos import DBOS
@@ -30,9 +30,8 @@ from dbos import DBOS
 from ..errors import RunFencedError
 from ..ledger import store
 from ..ledger import tables as t
+from ..ledger.records import FenceRow, RunRow
 from . import dbos_private
-
-Row = dict[str, Any]
 
 
 def current_workflow_id() -> str | None:
@@ -40,8 +39,9 @@ def current_workflow_id() -> str | None:
     return DBOS.workflow_id
 
 
-def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tuple[str | None, Row | None]:
-    """Why a workflow may not write for ``run_id`` now (None: it may), and the run's row."""
+def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tuple[str | None, FenceRow | RunRow | None]:
+    """Why a workflow may not write for ``run_id`` now (None: it may), and the run's row: the
+    fence's (a ``FenceRow``) unless a fork was refused before the fence read (a plain ``RunRow``)."""
     if workflow_id is not None and workflow_id != run_id:
         return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
     row = store.fetch_one(conn, _fence_statement(conn.dialect.name), {"w_run_id": run_id})
@@ -52,10 +52,10 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tu
     if workflow_id is not None:
         row["dbos_status"] = dbos_status
     if current != run_id:
-        return f"run {run_id!r} was superseded by run {current!r} of session {row['session_id']!r}", row
+        return f"run {run_id!r} was superseded by run {current!r} of session {row['session_id']!r}", cast(FenceRow, row)
     if row["status"] != "running":
-        return f"run {run_id!r} is no longer running (status {row['status']})", row
-    return None, row
+        return f"run {run_id!r} is no longer running (status {row['status']})", cast(FenceRow, row)
+    return None, cast(FenceRow, row)
 
 
 @functools.cache
@@ -83,7 +83,7 @@ def why_refused_fork(run_id: str, workflow_id: str | None) -> str:
     )
 
 
-def check(conn: sa.Connection, run_id: str, operation: str) -> Row:
+def check(conn: sa.Connection, run_id: str, operation: str) -> FenceRow:
     """Pass the fence or raise ``RunFencedError``; returns the run's row (read under the fence).
 
     A run DBOS cancelled (``dbos workflow cancel``) raises DBOS's own cancellation here, as a DBOS
@@ -97,7 +97,7 @@ def check(conn: sa.Connection, run_id: str, operation: str) -> Row:
     if reason is not None:
         raise RunFencedError(f"{operation} refused: {reason}", detail={"run_id": run_id, "operation": operation})
     assert run is not None
-    return run
+    return cast(FenceRow, run)  # no refusal: the fence read it (only a refused fork reads a plain run row)
 
 
 def raise_if_refused(out: Any) -> None:

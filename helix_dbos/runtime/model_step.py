@@ -109,7 +109,8 @@ def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> 
 @functools.cache
 def _read_statement(sqlite: bool) -> sa.Select[Any]:
     m = t.messages.c
-    run_id, session_id = sa.bindparam("w_run_id"), sa.bindparam("w_session_id")
+    run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
+    session_id: sa.BindParameter[str] = sa.bindparam("w_session_id")
     head = sa.select(
         sa.select(t.runs.c.status).where(t.runs.c.run_id == run_id).scalar_subquery().label("run_status"),
         sa.select(t.sessions.c.current_run_id).where(t.sessions.c.session_id == session_id).scalar_subquery().label("current_run_id"),

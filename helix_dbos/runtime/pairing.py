@@ -9,24 +9,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import sqlalchemy as sa
 
 from ..definitions import Agent
 from ..ledger import store
 from ..ledger import tables as t
+from ..ledger.records import CallRow, CheckpointRow, RunRow
 from ..recovery import Decision, SavedCall, ToolNow, decide
 from .state import env
 
-Row = dict[str, Any]
+
+class StepRef(TypedDict):
+    """A saved step: the run that saved its calls, and the step (a run is linear: one reply)."""
+
+    run_id: str
+    step: int
 
 
 def tools_now(agent: Agent) -> dict[str, ToolNow]:
     return {tool.name: ToolNow(tool.name, tool.replay, tool.accepts, tool.reconcile is not None) for tool in agent.tools}
 
 
-def _check_of(row: Row) -> Any:
+def _check_of(row: CallRow) -> Any:
     """The check's verdict about the call's latest attempt; an answer about an older one is stale."""
     outcome = row.get("check_outcome")
     if isinstance(outcome, dict) and outcome.get("attempt") == row["attempts"]:
@@ -34,7 +40,7 @@ def _check_of(row: Row) -> Any:
     return None
 
 
-def saved_call(row: Row) -> SavedCall:
+def saved_call(row: CallRow) -> SavedCall:
     return SavedCall(
         dispatch_id=row["dispatch_id"],
         position=row["position"],
@@ -54,9 +60,9 @@ def saved_call(row: Row) -> SavedCall:
     )
 
 
-def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[Row]:
+def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[CallRow]:
     """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
-    return store.fetch_all(conn, _step_calls(for_update and conn.dialect.name == "postgresql"), {"w_run_id": run_id, "w_step": step})
+    return cast("list[CallRow]", store.fetch_all(conn, _step_calls(for_update and conn.dialect.name == "postgresql"), {"w_run_id": run_id, "w_step": step}))
 
 
 @functools.cache
@@ -65,7 +71,7 @@ def _step_calls(for_update: bool) -> sa.Select[Any]:
     return stmt.with_for_update() if for_update else stmt
 
 
-def decisions(agent: Agent, calls: Sequence[Row], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:
+def decisions(agent: Agent, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:
     """The recovery rules over one step's rows. ``ask_checks=False`` where the caller pairs now,
     with the verdicts already on the rows (a redirect, a failure, a rewind): no ``reconcile`` action."""
     out = decide([saved_call(c) for c in calls], tools_now(agent), entry, env().profile, ask_checks)  # type: ignore[arg-type]
@@ -82,7 +88,7 @@ def mark_proved(conn: sa.Connection, dispatch_id: str, d: Decision) -> None:
         store.close_open_attempts(conn, dispatch_id, _PROVED_OUTCOME[d.decided_by])
 
 
-def apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[Row], decisions: dict[str, Decision], paired_by: str) -> None:
+def apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[CallRow], decisions: dict[str, Decision], paired_by: str) -> None:
     for call in calls:
         d = decisions[call["dispatch_id"]]
         if d.action == "pair":
@@ -91,7 +97,7 @@ def apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[Row], decis
             store.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
 
 
-def step_ref(conn: sa.Connection, cp: Row | None) -> dict[str, Any] | None:
+def step_ref(conn: sa.Connection, cp: CheckpointRow | None) -> StepRef | None:
     """The saved step a checkpoint stands at (the run that saved its calls, and the step), if any.
 
     A ``step`` checkpoint answered its step: nothing to recover. A suspension may be committed by a
@@ -113,7 +119,7 @@ def step_ref(conn: sa.Connection, cp: Row | None) -> dict[str, Any] | None:
     return {"run_id": saver or cp["run_id"], "step": cp["step"]}
 
 
-def open_steps(conn: sa.Connection, run: Row) -> list[dict[str, Any]]:
+def open_steps(conn: sa.Connection, run: RunRow) -> list[StepRef]:
     """Steps with unanswered calls that a failing or stopping run must answer: its own, and the
     saved step it was recovering (saved by an earlier run)."""
     refs = {(c["run_id"], c["step"]) for c in store.unresolved_calls_of_run(conn, run["run_id"])}

@@ -21,6 +21,7 @@ from ..ledger import tables as t
 from ..ledger.statuses import CALL_SETTLED, REDIRECTING_ENTRIES
 from . import durable, fence, reconcile, transcript
 from .pairing import apply_pairings, calls_of_step, decisions, saved_call, step_ref
+from .outcomes import CheckTarget
 from .state import env
 
 
@@ -47,7 +48,7 @@ def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
 PREPARE_TX = "helix.prepare"
 
 
-def redirect_checks(conn: sa.Connection, run_id: str) -> list[dict[str, Any]]:
+def redirect_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
     """The reconcile checks a redirecting entry asks before its pairing (a fenced read).
 
     Its target is the step ``prepare_entry`` will pair: the rewind's checkpoint or the latest one.

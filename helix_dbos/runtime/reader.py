@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -183,7 +183,7 @@ def _summary(conn: sa.Connection, session_id: str) -> SessionSummary:
     return pick(SessionSummary, session)  # type: ignore[no-any-return]
 
 
-def pending_calls(conn: sa.Connection, run: dict[str, Any]) -> list[PendingCall]:
+def pending_calls(conn: sa.Connection, run: Mapping[str, Any]) -> list[PendingCall]:
     """What a suspended run waits for; nothing once a later run took its session over (a rewind,
     a new turn, the continuation after the answers): that run's waits are its own."""
     if run["status"] != "suspended_client_tool":
@@ -213,12 +213,13 @@ def run_usage(conn: sa.Connection, run_id: str) -> Usage:
     return Usage(int(row[0]), int(row[1]), int(row[2]))
 
 
-def read_result(conn: sa.Connection, run_id: str, run: dict[str, Any] | None = None) -> RunResult:
+def read_result(conn: sa.Connection, run_id: str, run: Mapping[str, Any] | None = None) -> RunResult:
     """The run's result; ``run``: its row when the caller has just read it (one read, not two),
     with its usage when read by ``_run_and_usage``."""
-    run = run if run is not None else store.get_run(conn, run_id)
-    if run is None:
+    row: Mapping[str, Any] | None = run if run is not None else store.get_run(conn, run_id)
+    if row is None:
         raise RunNotFoundError(f"no run {run_id!r}")
+    run = row
     usage = Usage(int(run["usage_requests"]), int(run["usage_input"]), int(run["usage_output"])) if "usage_requests" in run else run_usage(conn, run_id)
     return RunResult(
         status=run["status"],
@@ -232,7 +233,7 @@ def read_result(conn: sa.Connection, run_id: str, run: dict[str, Any] | None = N
     )
 
 
-def _call_view(c: dict[str, Any], attempts: list[dict[str, Any]]) -> CallView:
+def _call_view(c: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> CallView:
     return CallView(
         dispatch_id=c["dispatch_id"],
         tool_name=c["tool_name"],

@@ -23,14 +23,14 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from ..definitions import Applied, CheckContext, NotApplied, Tool
+from ..ledger.records import CheckVerdict, RunRow
 from ..ledger.statuses import CALL_SETTLED
 from . import attempt_gate, executor_lock, transcript
 from .durable import plain_tx
 from .faults import crash_point
-from .pairing import calls_of_step, decisions
+from .outcomes import CheckRequest, CheckTarget
+from .pairing import StepRef, calls_of_step, decisions
 from .state import env
-
-Row = dict[str, Any]
 
 
 async def _call(tool: Tool, ctx: CheckContext) -> Any:
@@ -42,7 +42,7 @@ async def _call(tool: Tool, ctx: CheckContext) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-async def ask(tool: Tool, ctx: CheckContext) -> dict[str, Any]:
+async def ask(tool: Tool, ctx: CheckContext) -> CheckVerdict:
     """``{"verdict": "applied", "result": ...}``, ``{"verdict": "not_applied"}`` or
     ``{"verdict": "unknown", "reason": ...}``. A sync check that times out keeps its worker thread
     until it returns; its answer is then ignored."""
@@ -64,7 +64,7 @@ async def ask(tool: Tool, ctx: CheckContext) -> dict[str, Any]:
     return {"verdict": "unknown", "reason": f"the check returned {type(value).__name__}, not Applied, NotApplied or None"}
 
 
-async def ask_and_record(run_id: str, dispatch_id: str, request: dict[str, Any]) -> None:
+async def ask_and_record(run_id: str, dispatch_id: str, request: CheckRequest) -> None:
     """Ask the call's reconcile check and commit its verdict (a tool removed meanwhile cannot tell).
 
     ``request`` names the call as a gate or a reading of the step gave it: ``agent_name``,
@@ -72,7 +72,7 @@ async def ask_and_record(run_id: str, dispatch_id: str, request: dict[str, Any])
     """
     tool = env().agent(request["agent_name"]).tool(request["tool_name"])
     if tool is None or tool.reconcile is None:
-        verdict: dict[str, Any] = {"verdict": "unknown", "reason": "the tool or its check is no longer defined"}
+        verdict: CheckVerdict = {"verdict": "unknown", "reason": "the tool or its check is no longer defined"}
     else:
         ctx = CheckContext(session_id=request["session_id"], dispatch_id=dispatch_id, tool_name=tool.name,
                            args=request["args"], attempts=request["attempts"], run_id=run_id)
@@ -83,11 +83,11 @@ async def ask_and_record(run_id: str, dispatch_id: str, request: dict[str, Any])
     await plain_tx(attempt_gate.record_check, run_id, dispatch_id, request["attempts"], verdict)
 
 
-def checks_to_ask(conn: sa.Connection, run: Row, steps: list[dict[str, Any]], entry: str) -> list[Row]:
+def checks_to_ask(conn: sa.Connection, run: RunRow, steps: list[StepRef], entry: str) -> list[CheckTarget]:
     """The started calls of ``steps`` whose pairing under ``entry`` waits for a reconcile check
     (no verdict yet about their latest attempt), as ``ask_and_record`` requests."""
     agent = env().agent(run["agent_name"])
-    wanted = []
+    wanted: list[CheckTarget] = []
     for ref in steps:
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         if all(c["status"] in CALL_SETTLED for c in calls):
@@ -100,9 +100,9 @@ def checks_to_ask(conn: sa.Connection, run: Row, steps: list[dict[str, Any]], en
     return wanted
 
 
-async def ask_before(run_id: str, read: Callable[[sa.Connection, str], list[Row]]) -> int:
+async def ask_before(run_id: str, read: Callable[[sa.Connection, str], list[CheckTarget]]) -> int:
     """Ask, side by side, every check ``read`` (a fenced ledger read) lists, and record each verdict;
     the number asked. The entry's own transaction then pairs by the recorded verdicts."""
-    wanted: list[Row] = await plain_tx(read, run_id)
+    wanted: list[CheckTarget] = await plain_tx(read, run_id)
     await asyncio.gather(*(ask_and_record(run_id, w["dispatch_id"], w) for w in wanted))
     return len(wanted)

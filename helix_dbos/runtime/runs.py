@@ -9,17 +9,16 @@ compare-and-set on the session's version, then the row, with every column derive
 
 from __future__ import annotations
 
-from typing import Any
-
 import sqlalchemy as sa
 
 from ..ledger import store
+from ..ledger.records import SessionRow
 from ..ledger.statuses import EntryKind
 
 
 def open_run_row(
     conn: sa.Connection,
-    session: dict[str, Any],
+    session: SessionRow,
     *,
     run_id: str,
     entry: EntryKind,

@@ -23,6 +23,7 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ..ledger.migrate import upgrade
+from ..ledger.statuses import EntryKind
 from ..recovery import Profile
 from ..views import RunResult, SessionView, StopReceipt
 from . import dbos_private, entries, polling, state, step_commits, workflow
@@ -409,7 +410,7 @@ class Runtime:
 
     # --- entries -------------------------------------------------------------------------------
 
-    def _enter(self, entry: str, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None) -> RunHandle:
+    def _enter(self, entry: EntryKind, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None) -> RunHandle:
         if deps is not None:
             from .transcript import jsonable
 

@@ -8,24 +8,25 @@ unanswered: each saved, unanswered call is paired first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import sqlalchemy as sa
 
 from ..ledger import store
-from ..ledger.statuses import BODY_KINDS, CALL_SETTLED
+from ..ledger.records import RunRow
+from ..ledger.statuses import BODY_KINDS, CALL_SETTLED, RunStatus
 from . import fence, reconcile, transcript
-from .pairing import apply_pairings, calls_of_step, decisions, open_steps
+from .outcomes import Appended, CallBrief, CheckTarget, StepOutcome
+from .pairing import StepRef, apply_pairings, calls_of_step, decisions, open_steps
 from .planning import Planned, reply_text
 from .state import env
-
-Row = dict[str, Any]
 TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
 
 
-def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[Row]:
-    """Mint a dispatch id per call and commit the calls with the reply: the save-first record."""
+def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[dict[str, Any]]:
+    """Mint a dispatch id per call and commit the calls with the reply: the save-first record (the
+    inserted values: a ``CallRow`` less the columns the database fills)."""
     rows = []
     for p in planned:
         rows.append(
@@ -70,7 +71,7 @@ def _save_reply(conn: sa.Connection, run_id: str, sid: str, step: int, reply: di
         store.emit(conn, sid, run_id, "model_text", {"step": step, "text": text})
 
 
-def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> dict[str, Any]:
+def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> Appended:
     """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
     fence.check(conn, run_id, "append")
     checkpoint_id = store.new_checkpoint_id()
@@ -80,11 +81,11 @@ def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, rep
     return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [brief(r) for r in rows]}
 
 
-def brief(row: Row) -> dict[str, Any]:
-    return {k: row[k] for k in ("dispatch_id", "run_id", "step", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")}
+def brief(row: Mapping[str, Any]) -> CallBrief:
+    return cast(CallBrief, {k: row[k] for k in ("dispatch_id", "run_id", "step", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")})
 
 
-def step_bodies(conn: sa.Connection, run_id: str, ref: dict[str, Any]) -> list[dict[str, Any]]:
+def step_bodies(conn: sa.Connection, run_id: str, ref: StepRef) -> list[CallBrief]:
     """The calls of a saved step that still need a gate (a body, a child, or a recovery decision)."""
     fence.check(conn, run_id, "read saved calls")
     return [brief(c) for c in calls_of_step(conn, ref["run_id"], ref["step"]) if c["kind"] in BODY_KINDS and c["status"] not in CALL_SETTLED]
@@ -93,7 +94,7 @@ def step_bodies(conn: sa.Connection, run_id: str, ref: dict[str, Any]) -> list[d
 # --- committing a step ---------------------------------------------------------------------------
 
 
-def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Row]) -> dict[str, Any] | None:
+def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]]) -> StepOutcome | None:
     finish = next((c for c in calls if c["kind"] == "finish" and c["status"] == "ok"), None)
     if finish is None:
         return None
@@ -101,7 +102,7 @@ def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Row]) -> dict[str,
     return {"status": "completed", "output": finish["result"]}
 
 
-def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str, Any]) -> dict[str, Any]:
+def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
     """The step commit after the bodies: one request answering every call, or a suspension."""
     run = fence.check(conn, run_id, "step commit")
     calls = calls_of_step(conn, ref["run_id"], ref["step"])
@@ -117,7 +118,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: dict[str,
     return _finish(conn, run_id, calls) or {"status": "committed"}
 
 
-def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> dict[str, Any]:
+def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> StepOutcome:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
     run = fence.check(conn, run_id, "step commit")
     _save_reply(conn, run_id, sid, step, reply)
@@ -149,13 +150,13 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
 # --- ends ----------------------------------------------------------------------------------------
 
 
-def failure_checks(conn: sa.Connection, run_id: str) -> list[Row]:
+def failure_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
     """The reconcile checks a failing run asks before ``fail_run`` pairs its calls (a fenced read)."""
     run = fence.check(conn, run_id, "read saved calls")
     return reconcile.checks_to_ask(conn, run, open_steps(conn, run), "redirect")
 
 
-def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[str, Any]:
+def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> StepOutcome:
     """A failed run never leaves a call unanswered: each saved, unanswered call is paired first,
     by the redirect rules and the verdicts the checks asked just before (``failure_checks``) gave."""
     run = fence.check(conn, run_id, "fail")
@@ -167,12 +168,12 @@ def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> dict[
     return {"status": "failed", "error_code": code, "error": message}
 
 
-def stop_run(conn: sa.Connection, run_id: str, kind: str) -> dict[str, Any]:
+def stop_run(conn: sa.Connection, run_id: str, kind: str) -> StepOutcome:
     """The run's own workflow honours a stop record (fenced like every transaction of a run)."""
     return settle_stop(conn, fence.check(conn, run_id, "stop"), kind)
 
 
-def settle_cancel(conn: sa.Connection, run_id: str) -> dict[str, Any] | None:
+def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
     """A DBOS cancel of a live run settles like ``stop(kind="abort")``, with a stop record naming it.
 
     None when the run is not the session's current, running run any more (nothing to settle).
@@ -185,7 +186,7 @@ def settle_cancel(conn: sa.Connection, run_id: str) -> dict[str, Any] | None:
     return settle_stop(conn, run, "abort")
 
 
-def settle_stop(conn: sa.Connection, run: Row, kind: str) -> dict[str, Any]:
+def settle_stop(conn: sa.Connection, run: RunRow, kind: str) -> StepOutcome:
     """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends."""
     run_id = run["run_id"]
     agent = env().agent(run["agent_name"])
@@ -197,6 +198,6 @@ def settle_stop(conn: sa.Connection, run: Row, kind: str) -> dict[str, Any]:
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         store.insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
         store.insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
-    status = "interrupted" if kind == "interrupt" else "failed"
+    status: RunStatus = "interrupted" if kind == "interrupt" else "failed"
     store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
     return {"status": status}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -85,7 +85,7 @@ def enabled() -> bool:
     return hasattr(trace.get_tracer_provider().get_tracer(TRACER), "id_generator")
 
 
-def emit_run_span(run: dict[str, Any], **attrs: Any) -> None:
+def emit_run_span(run: Mapping[str, Any], **attrs: Any) -> None:
     """The run's root span, start to end, with the ids its children already name as their parent."""
     tracer = _root_tracer(run["run_id"])
     if tracer is None:

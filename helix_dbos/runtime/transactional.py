@@ -13,7 +13,7 @@ error (an outage) is not the body's error and is raised as it is.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 import sqlalchemy as sa
@@ -22,6 +22,7 @@ from ..definitions import Tool, ToolContext
 from ..ledger import store
 from . import fence, attempt_gate, transcript
 from .faults import crash_point
+from .outcomes import RecordOutcome
 from .state import env
 from .store_retry import is_transient
 
@@ -34,7 +35,7 @@ class _Unusable(Exception):
     """The body returned a value that cannot be a result: roll back, answer the call with an error."""
 
 
-def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> dict[str, Any]:
+def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> RecordOutcome:
     reason, _ = fence.why_refused(conn, run_id, fence.current_workflow_id())
     if reason is not None:
         raise _Refused(f"result write refused: {reason}")
@@ -51,7 +52,7 @@ def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt
     return {"status": "ok", "written": True}
 
 
-def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> dict[str, Any]:
+def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
     """Blocking (a worker thread): the body and its result commit together or not at all."""
     engine = env().engine
     try:
@@ -72,4 +73,4 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
         error = {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:
-        return dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, "error", None, error))
+        return cast(RecordOutcome, dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)))

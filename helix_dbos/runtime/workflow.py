@@ -25,6 +25,7 @@ from dbos import DBOS
 from ..definitions import Agent
 from ..errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
 from ..ledger import store
+from ..ledger.records import RunRow
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
 from . import children, companions, durable, fence, prepare, reconcile, scopes, step_commits, tracing
@@ -91,7 +92,7 @@ async def _root_span(run_id: str) -> None:
         log.debug("could not emit the run's root span", exc_info=True)
 
 
-def _read_run(run_id: str) -> dict[str, Any] | None:
+def _read_run(run_id: str) -> RunRow | None:
     """The run's row once it has ended; None while it is still running (an execution cut short by a
     shutdown: the execution that recovers the workflow emits the root instead)."""
     with env().engine.connect() as conn:
