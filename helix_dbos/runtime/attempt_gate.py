@@ -8,6 +8,8 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -16,7 +18,7 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ..ledger.statuses import CALL_SETTLED, CallStatus
-from . import fence
+from . import dbos_private, fence
 from .outcomes import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
 from .pairing import calls_of_step, decisions, mark_proved
 from .state import env
@@ -27,11 +29,7 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
 
     Two reads: the fence's (the run, its session's lock, its stop record, DBOS's cancel) and the
     call's step (the call and its siblings, which the recovery rules judge it among)."""
-    run = fence.check(conn, run_id, "attempt gate")
-    # the saved step the call belongs to (the workflow knows it; a delegating call's gate looks it up)
-    saver = where or conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
-    assert saver is not None
-    calls = calls_of_step(conn, saver[0], saver[1], for_update=True)
+    run, calls = _fenced_step(conn, run_id, dispatch_id, where)
     call = next(c for c in calls if c["dispatch_id"] == dispatch_id)
     if call["status"] in CALL_SETTLED:
         return {"action": "done", "status": call["status"]}
@@ -63,6 +61,54 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
         store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
         return {"action": "done", "status": d.status}
     return {"action": "done", "status": call["status"]}
+
+
+def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tuple[str, int] | None) -> tuple[Mapping[str, Any], list[CallRow]]:
+    """The fence (the run's ``agent_name`` and ``stop_kind`` are what the gate reads of it) and the
+    calls of the step ``dispatch_id`` belongs to, the saver and step given by the workflow (a
+    delegating call's gate looks them up).
+
+    On SQLite, when the workflow names the step, one statement: the fence's conditions are scalar
+    subqueries beside the step's calls (the transaction holds the database's write lock from its
+    first write, as before). Anything the fence would refuse goes through ``fence.check``. On
+    Postgres the fence's lock on the session row comes first, then the calls, locked: two reads.
+    """
+    workflow_id = fence.current_workflow_id()
+    if conn.dialect.name == "sqlite" and where is not None and workflow_id in (None, run_id):
+        rows = [dict(r) for r in conn.execute(_step_with_fence(), {"w_run_id": run_id, "w_saver": where[0], "w_step": where[1]}).mappings()]
+        head = rows[0] if rows else None
+        if head is not None and head["fence_status"] == "running" and head["fence_current"] == run_id and head["fence_dbos"] != "CANCELLED":
+            run: Mapping[str, Any] = {"agent_name": head["fence_agent"], "stop_kind": head["fence_stop"]}
+            for r in rows:
+                for k in _FENCE_KEYS:
+                    del r[k]
+            return run, cast("list[CallRow]", rows)
+    fenced = fence.check(conn, run_id, "attempt gate")
+    saver = where or conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
+    assert saver is not None
+    return fenced, calls_of_step(conn, saver[0], saver[1], for_update=True)
+
+
+_FENCE_KEYS = ("fence_status", "fence_current", "fence_agent", "fence_stop", "fence_dbos")
+
+
+@functools.cache
+def _step_with_fence() -> sa.Select[Any]:
+    run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
+    of_run = t.runs.c.run_id == run_id
+    session = sa.select(t.runs.c.session_id).where(of_run).scalar_subquery()
+    return (
+        sa.select(
+            t.calls,
+            sa.select(t.runs.c.status).where(of_run).scalar_subquery().label("fence_status"),
+            sa.select(t.sessions.c.current_run_id).where(t.sessions.c.session_id == session).scalar_subquery().label("fence_current"),
+            sa.select(t.runs.c.agent_name).where(of_run).scalar_subquery().label("fence_agent"),
+            sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("fence_stop"),
+            dbos_private.workflow_status_of(run_id, sqlite=True).label("fence_dbos"),
+        )
+        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
+        .order_by(t.calls.c.position)
+    )
 
 
 def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: int, verdict: CheckVerdict) -> CheckRecorded:
