@@ -16,6 +16,7 @@ from typing import Any, Literal, TypedDict
 
 from .definitions.tools import ReplayPolicy
 from .errors import CallNotFoundError, RunFailedError
+from .ledger.records import CallRow
 from .ledger.statuses import (
     CallKind,
     CallStatus,
@@ -23,7 +24,6 @@ from .ledger.statuses import (
     DecidedBy,
     EntryKind,
     MessageKind,
-    PairedBy,
     RunStatus,
     SessionStatus,
     StopKind,
@@ -218,41 +218,9 @@ class EventPage:
     events: list[EventRecord]
 
 
-class CallRecord(TypedDict):
-    """A call's ledger row as stored (``attempts`` is the count of body starts), for lists across sessions."""
-
-    dispatch_id: str
-    session_id: str
-    run_id: str
-    checkpoint_id: str
-    step: int
-    position: int
-    tool_call_id: str | None
-    tool_name: str
-    kind: CallKind
-    args: Any
-    replay: ReplayPolicy
-    concurrency_group: str | None
-    sequential: bool
-    requires_approval: bool
-    status: CallStatus
-    attempts: int
-    result: Any
-    error: Any
-    outcome_note: str | None
-    paired_by: PairedBy | None
-    settled_run_id: str | None
-    approved: bool | None
-    approval_reason: str | None
-    approval_actor: str | None
-    answered_at: datetime | None
-    child_session_id: str | None
-    created_at: datetime
-    started_at: datetime | None
-    ended_at: datetime | None
-    transactional: bool
-    decided_by: DecidedBy | None
-    check_outcome: dict[str, Any] | None
+class CallRecord(CallRow):
+    """A call's ledger row as stored (``attempts`` is the count of body starts), for lists across
+    sessions: the ledger's own row type (``ledger/records.py``), its fields listed once."""
 
 
 class ExecutorRecord(TypedDict):

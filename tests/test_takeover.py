@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from helix_dbos.ledger.engine import is_sqlite
+from helix_dbos.runtime.config import DEFAULT_RECOVERY_POLL
 from helix_dbos.runtime.executor_lock import LOCK_LOST_EXIT_CODE
 from tests.crashkit import Kit, helix_table, query, transcript_problems
 
@@ -28,12 +29,9 @@ ENV = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), "SCENARIO_DELAY": "3"}
 #: dequeue, the re-run safe body (3 s) and the last model step, on a loaded two-core machine.
 BOUND = 20.0
 #: What the handover itself may take beyond the lease, to the crashed call's second attempt: the
-#: watcher's poll (lease / 4), DBOS's re-enqueue, and its dequeue (the taker polls DBOS's internal
-#: queue every 0.05 s for 5 s after it recovers: polling.InternalQueuePolling), plus a margin for a
-#: loaded two-core machine. It does not grow with HELIX_DBOS_RECOVERY_POLL (default 3 s): the bound
-#: is the one of DBOS's 1 s poll before the fast moment existed, so a takeover that waited for the
-#: slow poll would be caught.
-UNDER_WAY_BOUND = 1.0 + 3.0
+#: watcher's poll (lease / 4), DBOS's re-enqueue, and its dequeue within one poll of the internal
+#: queue (HELIX_DBOS_RECOVERY_POLL, default 3 s), plus a margin for a loaded two-core machine.
+UNDER_WAY_BOUND = DEFAULT_RECOVERY_POLL + 3.0
 
 
 

@@ -161,7 +161,9 @@ class CallRow(TypedDict):
     ended_at: datetime | None
     transactional: bool
     decided_by: DecidedBy | None
-    check_outcome: CheckOutcome | None
+    #: A ``CheckOutcome`` when written by helix_dbos; typed as the JSON it is stored as, since the
+    #: service returns it as stored (a narrower type would drop keys a check's verdict added).
+    check_outcome: dict[str, Any] | None
 
 
 class AttemptRow(TypedDict):

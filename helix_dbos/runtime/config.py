@@ -78,12 +78,12 @@ def resolve_store_retry_window(explicit: float | None = None) -> float:
     return value
 
 
-#: How often DBOS's internal queue is polled when no work was just handed to it. The queue carries
-#: recovery handoffs and DBOS's own ``dbos workflow resume/fork``; a launch that finds pending runs
-#: of its executor and a takeover poll it every 0.05 s for 5 s (polling.InternalQueuePolling), so
-#: they do not wait for this. 3 s, not DBOS's 1 s: at 1 s this poll alone costs an idle worker about
-#: 4 statements a second (3 s: about 1.3), and what it delays is an operator's resume or fork, or a
-#: ``recover --executor`` run from another process, by up to 3 s (docs/operations.md).
+#: How often DBOS's internal queue is polled, except for the first 5 s of a launch that finds
+#: pending runs of its executor (polled every 0.05 s then: polling.InternalQueuePolling). The queue
+#: carries recovery handoffs (a takeover, ``recover --executor``) and DBOS's own ``dbos workflow
+#: resume/fork``: each starts within one poll. 3 s, not DBOS's 1 s: at 1 s this poll alone costs
+#: an idle worker about 2 statements a second (3 s: about 0.7); the price is a takeover about 1 s
+#: later on average (measured by ``python -m bench --sections idle,takeover``: docs/operations.md).
 DEFAULT_RECOVERY_POLL = 3.0
 
 

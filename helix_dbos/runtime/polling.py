@@ -16,9 +16,11 @@ from . import dbos_private
 log = logging.getLogger("helix_dbos")
 
 #: DBOS's internal queue (recovery, takeovers, ``dbos workflow resume``) is polled this often for
-#: the first seconds after it has just been handed work (a launch that finds pending runs of its
-#: executor, a takeover), so those runs start at once; otherwise every ``HELIX_DBOS_RECOVERY_POLL``
-#: seconds (config.DEFAULT_RECOVERY_POLL).
+#: the first seconds after a launch that finds pending runs of its executor, so a relaunch starts
+#: them at once; otherwise every ``HELIX_DBOS_RECOVERY_POLL`` seconds (config.DEFAULT_RECOVERY_POLL).
+#: Only a launch can choose: the interval is set before DBOS starts the queue's thread, which reads
+#: it then; later, a shorter interval applies only after the thread's current wait, and DBOS decays
+#: toward it by 10% a poll, so a takeover's runs wait for the next poll whatever is set.
 FAST_RECOVERY_POLL, FAST_RECOVERY_SECONDS = 0.05, 5.0
 
 
@@ -39,9 +41,9 @@ def set_internal_queue_polling(seconds: float) -> None:
 
 
 class InternalQueuePolling:
-    """How often this process polls DBOS's internal queue: slow, and fast for a few seconds after
-    it knows work was just put there, so that neither an idle worker pays a fast poll for ever nor
-    a relaunch or a takeover waits a slow one. ``stop`` (at shutdown) cancels the pending slow-down,
+    """How often this process polls DBOS's internal queue: slow, or fast for the first seconds of
+    a launch that finds work there, so that neither an idle worker pays a fast poll for ever nor a
+    relaunch waits a slow one. ``stop`` (at shutdown) cancels the pending slow-down,
     so a later runtime in the process does not inherit it."""
 
     def __init__(self, slow: float) -> None:

@@ -325,12 +325,11 @@ class Runtime:
             return dbos_private.pending_workflow_count(conn, executor_id) > 0
 
     def _recover_workflows(self, executor_id: str) -> list[str]:
-        """Hand a gone executor's pending runs to DBOS's recovery, and poll its queue fast for a
-        moment so they start at once rather than at the next slow poll."""
-        recovered = dbos_private.recover_pending_workflows(executor_id)
-        if recovered and self._polling is not None:
-            self._polling.fast()
-        return recovered
+        """Hand a gone executor's pending runs to DBOS's recovery, which re-enqueues them on its
+        internal queue: they start at that queue's next poll, within ``HELIX_DBOS_RECOVERY_POLL``.
+        (Polling fast from here would not help: DBOS's queue thread is asleep for its current
+        interval, and a shorter one only decays in by 10% a poll.)"""
+        return dbos_private.recover_pending_workflows(executor_id)
 
     def _settle_cancelled_runs(self) -> None:
         """Runs of this executor that an operator cancelled with DBOS's tools while no process of
