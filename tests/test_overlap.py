@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos.ledger import store
+from helix_dbos.ledger import attempts, store
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import upgrade
 from helix_dbos.runtime.executor_lock import LOCK_LOST_EXIT_CODE
@@ -39,13 +39,13 @@ def ledger(db_url: str) -> Iterator[sa.Engine]:
 
 def test_a_stale_attempt_cannot_write_its_result(ledger: sa.Engine) -> None:
     with ledger.begin() as conn:
-        assert store.start_attempt(conn, _seed_call(conn), "r1", "lost-executor") == 1
+        assert attempts.start_attempt(conn, _seed_call(conn), "r1", "lost-executor") == 1
     with ledger.begin() as conn:  # recovery starts attempt 2 while attempt 1 is still out there
-        assert store.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor") == 2
+        assert attempts.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor") == 2
     with ledger.begin() as conn:
-        assert store.record_result(conn, "d1", 1, "r1", "ok", result={"from": 1}) is False
-        assert store.record_result(conn, "d1", 2, "r2", "ok", result={"from": 2}) is True
-        assert store.record_result(conn, "d1", 2, "r2", "ok", result={"again": 2}) is False  # never twice
+        assert attempts.record_result(conn, "d1", 1, "r1", "ok", result={"from": 1}) is False
+        assert attempts.record_result(conn, "d1", 2, "r2", "ok", result={"from": 2}) is True
+        assert attempts.record_result(conn, "d1", 2, "r2", "ok", result={"again": 2}) is False  # never twice
     with ledger.connect() as conn:
         row = store.get_call(conn, "d1")
         assert row is not None and (row["status"], row["result"], row["attempts"]) == ("ok", {"from": 2}, 2)
@@ -54,11 +54,11 @@ def test_a_stale_attempt_cannot_write_its_result(ledger: sa.Engine) -> None:
 
 def test_a_late_body_after_recovery_paired_it_is_refused(ledger: sa.Engine) -> None:
     with ledger.begin() as conn:
-        store.start_attempt(conn, _seed_call(conn), "r1", "lost")
+        attempts.start_attempt(conn, _seed_call(conn), "r1", "lost")
     with ledger.begin() as conn:
         store.settle_call(conn, store.get_call(conn, "d1"), "outcome_unknown", run_id="r2", paired_by="recovery", note="n")
     with ledger.begin() as conn:
-        assert store.record_result(conn, "d1", 1, "r1", "ok", result={"late": True}) is False
+        assert attempts.record_result(conn, "d1", 1, "r1", "ok", result={"late": True}) is False
     with ledger.connect() as conn:
         row = store.get_call(conn, "d1")
         assert row is not None and row["status"] == "outcome_unknown" and row["result"] is None

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from ..ledger import store
+from ..ledger import attempts, store
 from ..ledger import tables as t
 from ..ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ..ledger.statuses import CALL_SETTLED, CallStatus
@@ -43,7 +43,7 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
         mark_proved(conn, dispatch_id, d)
         tool = agent.tool(call["tool_name"])
         transactional = tool is not None and tool.transactional
-        attempt = store.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional, token=token)
+        attempt = attempts.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional, token=token)
         if d.action != "run":
             store.emit(conn, call["session_id"], run_id, "recovery",
                        {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
@@ -155,18 +155,18 @@ def record(
 
     A refused write still closes its attempt (``refused``): attempts never stay open. With the
     call's ``tool_name`` (what its ``tool_end`` event names), the write that goes through takes the
-    short path (``store.record_result_fenced``: the fence inside the write); one that does not, or a
+    short path (``attempts.record_result_fenced``: the fence inside the write); one that does not, or a
     workflow that is not the run's own (a fork), takes the full one, which says why.
     """
     workflow_id = fence.current_workflow_id()
     if tool_name is not None and workflow_id in (None, run_id):
-        if store.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error):
+        if attempts.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error):
             return {"status": status, "written": True}
     reason, _ = fence.why_refused(conn, run_id, workflow_id)
     if reason is not None:
-        store.refuse_attempt(conn, dispatch_id, attempt)
+        attempts.refuse_attempt(conn, dispatch_id, attempt)
         return {"status": "refused", "written": False, "refused": f"result write refused: {reason}"}
-    written = store.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
+    written = attempts.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
     if written:
         return {"status": status, "written": True}
     call = store.get_call(conn, dispatch_id)

@@ -19,7 +19,7 @@ import pydantic
 import sqlalchemy as sa
 
 from ..definitions import Tool, ToolContext
-from ..ledger import store
+from ..ledger import attempts, store
 from . import fence, attempt_gate, transcript
 from .faults import crash_point
 from .outcomes import RecordOutcome
@@ -47,7 +47,7 @@ def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt
     if not ok:
         raise _Unusable(value)
     crash_point("after_body", tool.name)  # dies with the transaction open: the body's writes never commit
-    if not store.record_result(conn, dispatch_id, attempt, run_id, "ok", result=value):
+    if not attempts.record_result(conn, dispatch_id, attempt, run_id, "ok", result=value):
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
     return {"status": "ok", "written": True}
 
@@ -61,7 +61,7 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
             return _body_and_result(conn, run_id, dispatch_id, attempt, tool, args, ctx)
     except _Refused as refused:
         with engine.begin() as conn:
-            store.refuse_attempt(conn, dispatch_id, attempt)
+            attempts.refuse_attempt(conn, dispatch_id, attempt)
         return {"status": "refused", "written": False, "refused": str(refused)}
     except _Unusable as unusable:
         error = {"type": "result_not_serializable", "message": str(unusable)}
