@@ -269,7 +269,19 @@ def main(argv: list[str] | None = None) -> int:
     from helix_dbos.ledger.engine import create_sync_engine
 
     engine = create_sync_engine(args.db, poolclass=sa.pool.NullPool)
-    tx_meta.create_all(engine)
+    for tries_left in (2, 1, 0):
+        # Workers spawned together race create_all's check-then-create: on Postgres an advisory lock
+        # serialises them; on SQLite the loser sees "already exists" and its next check finds the table.
+        try:
+            with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(7245001)"))
+                tx_meta.create_all(conn)
+            break
+        except sa.exc.DBAPIError:
+            if not tries_left:
+                raise
+            time.sleep(0.2)
     engine.dispose()
     rt = build_runtime(args).launch()
     try:
