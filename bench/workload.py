@@ -33,6 +33,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import RequestUsage
 
 MODEL_NAME = "bench-script"
 
@@ -138,6 +139,14 @@ def _call_id(step: int, index: int) -> str:
     return f"call-{step}-{index}"
 
 
+def scripted_usage() -> RequestUsage:
+    """What the scripted model reports per request, as a provider reports its own. Without it
+    ``FunctionModel`` estimates usage by counting the words of the whole history at every request,
+    work no real model client does, which made a long session's model step grow for the test
+    double's sake (benchmarks.md, "model step")."""
+    return RequestUsage(input_tokens=50, output_tokens=10)
+
+
 def _answer_text(steps: int, results: int, digest: str) -> str:
     return f"done: {steps} steps, {results} tool results, digest {digest}"
 
@@ -157,9 +166,9 @@ def make_model_function(spec: WorkloadSpec = WorkloadSpec()) -> Callable[[list[M
             for i in range(spec.tools_per_step):
                 name = names[i % len(names)]
                 calls.append(ToolCallPart(tool_name=name, args=tool_args(name, step, i), tool_call_id=_call_id(step, i)))
-            return ModelResponse(parts=list(calls), model_name=MODEL_NAME)
+            return ModelResponse(parts=list(calls), model_name=MODEL_NAME, usage=scripted_usage())
         count, digest = results_digest(messages)
-        return ModelResponse(parts=[TextPart(_answer_text(step, count, digest))], model_name=MODEL_NAME)
+        return ModelResponse(parts=[TextPart(_answer_text(step, count, digest))], model_name=MODEL_NAME, usage=scripted_usage())
 
     return script
 

@@ -33,6 +33,7 @@ from bench.workload import (
     TOOL_FUNCTIONS,
     WorkloadSpec,
     make_model,
+    scripted_usage,
     tool_args,
 )
 
@@ -72,8 +73,8 @@ def make_turn_model_function(spec: WorkloadSpec) -> Callable[[list[ModelMessage]
                 ToolCallPart(tool_name=names[i % len(names)], args=tool_args(names[i % len(names)], since, i), tool_call_id=f"t{len(messages)}-{i}")
                 for i in range(spec.tools_per_step)
             ]
-            return ModelResponse(parts=list(calls), model_name=MODEL_NAME)
-        return ModelResponse(parts=[TextPart(f"turn done after {since} steps")], model_name=MODEL_NAME)
+            return ModelResponse(parts=list(calls), model_name=MODEL_NAME, usage=scripted_usage())
+        return ModelResponse(parts=[TextPart(f"turn done after {since} steps")], model_name=MODEL_NAME, usage=scripted_usage())
 
     return script
 

@@ -158,15 +158,47 @@ def end_run(
     output: Any = None,
     error_code: str | None = None,
     error: str | None = None,
+    events: list[tuple[str, Mapping[str, Any]]] | None = None,
 ) -> EndedRun:
-    """Terminal (or suspension) commit of a run, and release of the session's gate."""
+    """Terminal (or suspension) commit of a run, and release of the session's gate.
+
+    Its ``run_status`` event is appended to ``events`` when given, for the caller to emit with the
+    rest of its commit's (``emit_many``), and emitted here otherwise."""
     ts = now()
-    run = conn.execute(
-        _END_RUN, {"w_run_id": run_id, "status": status, "output": output, "error_code": error_code, "error": error, "ended_at": ts}
-    ).mappings().one()
-    conn.execute(_END_SESSION_RUN, {"w_session_id": run["session_id"], "w_run_id": run_id, "status": status, "updated_at": ts})
-    emit(conn, run["session_id"], run_id, "run_status", {"status": status, "error_code": error_code, "error": error})
+    if conn.dialect.name == "postgresql":
+        params = {"w_run_id": run_id, "p_status": status, "p_output": output, "p_error_code": error_code, "p_error": error, "p_ts": ts}
+        run = conn.execute(_end_run_pg(), params).mappings().one()
+    else:
+        run = conn.execute(
+            _END_RUN, {"w_run_id": run_id, "status": status, "output": output, "error_code": error_code, "error": error, "ended_at": ts}
+        ).mappings().one()
+        conn.execute(_END_SESSION_RUN, {"w_session_id": run["session_id"], "w_run_id": run_id, "status": status, "updated_at": ts})
+    event = ("run_status", {"status": status, "error_code": error_code, "error": error})
+    if events is None:
+        emit(conn, run["session_id"], run_id, *event)
+    else:
+        events.append(event)
     return cast(EndedRun, dict(run))
+
+
+@functools.cache
+def _end_run_pg() -> sa.Select[Any]:
+    """``end_run``'s two updates as one statement (``p_*`` binds: see ``emit``)."""
+    ended = (
+        t.runs.update()
+        .where(t.runs.c.run_id == sa.bindparam("w_run_id"))
+        .values(status=sa.bindparam("p_status"), output=sa.bindparam("p_output", type_=t.runs.c.output.type),
+                error_code=sa.bindparam("p_error_code"), error=sa.bindparam("p_error"), ended_at=sa.bindparam("p_ts", type_=t.runs.c.ended_at.type))
+        .returning(t.runs.c.run_id, t.runs.c.session_id)
+        .cte("ended")
+    )
+    released = (
+        t.sessions.update()
+        .where(t.sessions.c.session_id.in_(sa.select(ended.c.session_id)), t.sessions.c.current_run_id == sa.bindparam("w_run_id"))
+        .values(status=sa.bindparam("p_status"), updated_at=sa.bindparam("p_ts", type_=t.sessions.c.updated_at.type))
+        .cte("released")
+    )
+    return sa.select(ended.c.run_id, ended.c.session_id).add_cte(released)
 
 
 _COUNT_STEP = t.runs.update().where(t.runs.c.run_id == sa.bindparam("w_run_id")).values(steps=t.runs.c.steps + 1)
@@ -190,13 +222,13 @@ def active_messages(conn: sa.Connection, session_id: str) -> list[MessageRow]:
 
 
 
-def _next_message_seq() -> Any:
+def next_message_seq() -> Any:
     """The session's (``w_session_id``) next message number, computed inside the statement that uses it."""
     top = sa.select(sa.func.coalesce(sa.func.max(t.messages.c.seq) + 1, 0)).where(t.messages.c.session_id == sa.bindparam("w_session_id"))
     return top.scalar_subquery()
 
 
-_INSERT_MESSAGE = t.messages.insert().values(seq=_next_message_seq()).returning(t.messages.c.seq)
+_INSERT_MESSAGE = t.messages.insert().values(seq=next_message_seq()).returning(t.messages.c.seq)
 
 
 def insert_message(conn: sa.Connection, session_id: str, run_id: str, step: int | None, kind: str, body: Any) -> int:
@@ -210,23 +242,29 @@ def new_checkpoint_id() -> str:
     return f"cp-{new_id()}"
 
 
-_INSERT_CHECKPOINT = t.checkpoints.insert().values(message_seq=_next_message_seq())
+_INSERT_CHECKPOINT = t.checkpoints.insert().values(message_seq=next_message_seq())
 
 
 def insert_checkpoint(
-    conn: sa.Connection, session_id: str, run_id: str, step: int, kind: str, checkpoint_id: str | None = None
+    conn: sa.Connection, session_id: str, run_id: str, step: int, kind: str, checkpoint_id: str | None = None, *, with_event: bool = True
 ) -> str:
     """A checkpoint points at the message boundary as it stands now: it copies nothing.
 
     ``checkpoint_id`` may be minted earlier, so the calls saved in the same commit can name it.
+    ``with_event=False`` leaves its event (``checkpoint_event``) to the caller.
     """
     checkpoint_id = checkpoint_id or new_checkpoint_id()
     conn.execute(
         _INSERT_CHECKPOINT,
         {"checkpoint_id": checkpoint_id, "session_id": session_id, "w_session_id": session_id, "run_id": run_id, "step": step, "kind": kind, "created_at": now()},
     )
-    emit(conn, session_id, run_id, "checkpoint", {"checkpoint_id": checkpoint_id, "kind": kind, "step": step})
+    if with_event:
+        emit(conn, session_id, run_id, *checkpoint_event(checkpoint_id, kind, step))
     return checkpoint_id
+
+
+def checkpoint_event(checkpoint_id: str, kind: str, step: int) -> tuple[str, dict[str, Any]]:
+    return "checkpoint", {"checkpoint_id": checkpoint_id, "kind": kind, "step": step}
 
 
 def get_checkpoint(conn: sa.Connection, checkpoint_id: str) -> CheckpointRow | None:
@@ -440,12 +478,13 @@ _INSERT_USAGE = t.usage.insert()
 
 
 def record_usage(conn: sa.Connection, session_id: str, run_id: str, step: int, model_name: str | None, u: Mapping[str, Any]) -> None:
+    conn.execute(_INSERT_USAGE, {"session_id": session_id, "run_id": run_id, "step": step, "created_at": now(), **usage_values(model_name, u)})
+
+
+def usage_values(model_name: str | None, u: Mapping[str, Any]) -> dict[str, Any]:
+    """A usage row's own columns: the tokens as counted, the provider's whole record in ``details``."""
     inp, out = int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
-    conn.execute(
-        _INSERT_USAGE,
-        {"session_id": session_id, "run_id": run_id, "step": step, "model_name": model_name, "input_tokens": inp,
-         "output_tokens": out, "total_tokens": inp + out, "details": dict(u), "created_at": now()},
-    )
+    return {"model_name": model_name, "input_tokens": inp, "output_tokens": out, "total_tokens": inp + out, "details": dict(u)}
 
 
 def request_stop(conn: sa.Connection, session_id: str, run_id: str, kind: str, requested_by: str | None) -> bool:

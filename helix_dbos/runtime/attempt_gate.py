@@ -18,7 +18,7 @@ from ..ledger import attempts, store
 from ..ledger import tables as t
 from ..ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ..ledger.statuses import CALL_SETTLED, CallStatus
-from . import dbos_private, fence
+from . import fence
 from .outcomes import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
 from .pairing import calls_of_step, decisions, mark_proved
 from .state import env
@@ -73,11 +73,10 @@ def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tupl
     first write, as before). Anything the fence would refuse goes through ``fence.check``. On
     Postgres the fence's lock on the session row comes first, then the calls, locked: two reads.
     """
-    workflow_id = fence.current_workflow_id()
-    if conn.dialect.name == "sqlite" and where is not None and workflow_id in (None, run_id):
+    if conn.dialect.name == "sqlite" and where is not None and fence.current_workflow_id() in (None, run_id):
         rows = [dict(r) for r in conn.execute(_step_with_fence(), {"w_run_id": run_id, "w_saver": where[0], "w_step": where[1]}).mappings()]
         head = rows[0] if rows else None
-        if head is not None and head["fence_status"] == "running" and head["fence_current"] == run_id and head["fence_dbos"] != "CANCELLED":
+        if head is not None and fence.head_passes(head, run_id):
             run: Mapping[str, Any] = {"agent_name": head["fence_agent"], "stop_kind": head["fence_stop"]}
             for r in rows:
                 for k in _FENCE_KEYS:
@@ -89,22 +88,18 @@ def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tupl
     return fenced, calls_of_step(conn, saver[0], saver[1], for_update=True)
 
 
-_FENCE_KEYS = ("fence_status", "fence_current", "fence_agent", "fence_stop", "fence_dbos")
+_FENCE_KEYS = (*fence.FENCE_HEAD_KEYS, "fence_agent")
 
 
 @functools.cache
 def _step_with_fence() -> sa.Select[Any]:
     run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
-    of_run = t.runs.c.run_id == run_id
-    session = sa.select(t.runs.c.session_id).where(of_run).scalar_subquery()
+    session = sa.select(t.runs.c.session_id).where(t.runs.c.run_id == run_id).scalar_subquery()
     return (
         sa.select(
             t.calls,
-            sa.select(t.runs.c.status).where(of_run).scalar_subquery().label("fence_status"),
-            sa.select(t.sessions.c.current_run_id).where(t.sessions.c.session_id == session).scalar_subquery().label("fence_current"),
-            sa.select(t.runs.c.agent_name).where(of_run).scalar_subquery().label("fence_agent"),
-            sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("fence_stop"),
-            dbos_private.workflow_status_of(run_id, sqlite=True).label("fence_dbos"),
+            *fence.head_columns(run_id, session, sqlite=True),
+            sa.select(t.runs.c.agent_name).where(t.runs.c.run_id == run_id).scalar_subquery().label("fence_agent"),
         )
         .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
         .order_by(t.calls.c.position)

@@ -22,7 +22,8 @@ record (``stop_kind``) and DBOS's status of its workflow (``dbos_status``, for a
 from __future__ import annotations
 
 import functools
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from dbos import DBOS
@@ -74,6 +75,36 @@ def _fence_statement(dialect: str) -> sa.Select[Any]:
         # sequence, and two share-holders upgrading to that update would deadlock each other.
         stmt = stmt.with_for_update(of=t.sessions)
     return stmt
+
+
+def head_columns(run_id: Any, session_id: Any, *, sqlite: bool) -> list[Any]:
+    """The fence's conditions as labelled scalar subqueries (``fence_status``, ``fence_current``,
+    ``fence_stop``, ``fence_dbos``), for a statement that reads them unlocked beside what it reads
+    anyway (the model step's messages, SQLite's gate beside the step's calls). ``head_passes``
+    judges them; anything it does not pass takes ``check``, which says why and raises."""
+    of_run = t.runs.c.run_id == run_id
+    return [
+        sa.select(t.runs.c.status).where(of_run).scalar_subquery().label("fence_status"),
+        sa.select(t.sessions.c.current_run_id).where(t.sessions.c.session_id == session_id).scalar_subquery().label("fence_current"),
+        sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("fence_stop"),
+        dbos_private.workflow_status_of(run_id, sqlite=sqlite).label("fence_dbos"),
+    ]
+
+
+FENCE_HEAD_KEYS: Final = ("fence_status", "fence_current", "fence_stop", "fence_dbos")
+
+
+def head_passes(head: Any, run_id: str) -> bool:
+    """Whether ``head_columns`` as read (a row or a mapping) let this workflow through: it is the
+    run's own, the run is running and its session's current run, and DBOS has not cancelled it."""
+    get = head.__getitem__ if isinstance(head, Mapping) else functools.partial(getattr, head)
+    workflow_id = current_workflow_id()
+    return (
+        workflow_id in (None, run_id)
+        and get("fence_status") == "running"
+        and get("fence_current") == run_id
+        and get("fence_dbos") != "CANCELLED"
+    )
 
 
 def why_refused_fork(run_id: str, workflow_id: str | None) -> str:

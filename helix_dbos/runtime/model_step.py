@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from ..definitions import Agent
 from ..ledger import tables as t
-from . import dbos_private, fence, scopes, tracing, transcript
+from . import fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .planning import plan_calls
 from .state import env
@@ -90,17 +90,10 @@ def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> 
     """
     rows = conn.execute(_read_statement(conn.dialect.name == "sqlite"), {"w_run_id": run_id, "w_session_id": session_id, "w_after": after_seq}).all()
     head = rows[0]
-    workflow_id = fence.current_workflow_id()
-    if (
-        (workflow_id is not None and workflow_id != run_id)
-        or head.run_status != "running"
-        or head.current_run_id != run_id
-        or head.dbos_status == "CANCELLED"
-    ):
-        run = fence.check(conn, run_id, "model request")  # a fork or a superseded run never asks the model
-        stop = run["stop_kind"]
+    if fence.head_passes(head, run_id):
+        stop = head.fence_stop
     else:
-        stop = head.stop_kind
+        stop = fence.check(conn, run_id, "model request")["stop_kind"]  # a fork or a superseded run never asks the model
     if stop is not None:
         return stop, 0, []
     return None, int(head.superseded), [(int(seq), body) for *_, seq, body in rows if seq is not None]
@@ -112,10 +105,7 @@ def _read_statement(sqlite: bool) -> sa.Select[Any]:
     run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
     session_id: sa.BindParameter[str] = sa.bindparam("w_session_id")
     head = sa.select(
-        sa.select(t.runs.c.status).where(t.runs.c.run_id == run_id).scalar_subquery().label("run_status"),
-        sa.select(t.sessions.c.current_run_id).where(t.sessions.c.session_id == session_id).scalar_subquery().label("current_run_id"),
-        sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("stop_kind"),
-        dbos_private.workflow_status_of(run_id, sqlite=sqlite).label("dbos_status"),
+        *fence.head_columns(run_id, session_id, sqlite=sqlite),
         sa.select(sa.func.count()).select_from(t.messages).where(m.session_id == session_id, m.superseded_by.is_not(None)).scalar_subquery().label("superseded"),
     ).subquery()
     joined = head.outerjoin(t.messages, sa.and_(m.session_id == session_id, m.superseded_by.is_(None), m.seq > sa.bindparam("w_after")))

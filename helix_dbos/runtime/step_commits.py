@@ -13,8 +13,8 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from ..ledger import store
-from ..ledger.records import RunRow
+from ..ledger import step_rows, store
+from ..ledger.records import FenceRow, RunRow
 from ..ledger.statuses import BODY_KINDS, CALL_SETTLED, RunStatus
 from . import fence, reconcile, transcript
 from .outcomes import Appended, CallBrief, CheckTarget, StepOutcome
@@ -24,9 +24,12 @@ from .state import env
 TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
 
 
-def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[dict[str, Any]]:
-    """Mint a dispatch id per call and commit the calls with the reply: the save-first record (the
-    inserted values: a ``CallRow`` less the columns the database fills)."""
+Events = list[tuple[str, Mapping[str, Any]]]
+
+
+def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[dict[str, Any]]:
+    """A fresh dispatch id per call, for the save-first record (the inserted values: a ``CallRow``
+    less the columns the database fills)."""
     rows = []
     for p in planned:
         rows.append(
@@ -53,31 +56,37 @@ def _insert_planned(conn: sa.Connection, run_id: str, sid: str, step: int, check
                 "settled_run_id": run_id if p["status"] in CALL_SETTLED else None,
             }
         )
-    store.insert_calls(conn, rows)
-    store.emit_many(conn, sid, run_id, [
-        ("approval_requested" if r["requires_approval"] else ("client_call" if r["kind"] == "client" else "call_saved"),
-         {k: r[k] for k in ("dispatch_id", "tool_name", "kind", "args", "status", "position")})
-        for r in rows
-    ])
     return rows
 
 
-def _save_reply(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any]) -> None:
-    store.insert_message(conn, sid, run_id, step, "response", reply["response"])
-    store.record_usage(conn, sid, run_id, step, reply.get("model_name"), reply.get("usage") or {})
-    store.count_run_step(conn, run_id)
+def _call_events(rows: Sequence[Mapping[str, Any]]) -> Events:
+    return [
+        ("approval_requested" if r["requires_approval"] else ("client_call" if r["kind"] == "client" else "call_saved"),
+         {k: r[k] for k in ("dispatch_id", "tool_name", "kind", "args", "status", "position")})
+        for r in rows
+    ]
+
+
+def _reply_events(step: int, reply: Mapping[str, Any]) -> Events:
     text = reply_text(transcript.load_response(reply["response"]))
-    if text:
-        store.emit(conn, sid, run_id, "model_text", {"step": step, "text": text})
+    return [("model_text", {"step": step, "text": text})] if text else []
+
+
+def _reply_rows(run_id: str, sid: str, step: int, reply: Mapping[str, Any], *after: tuple[str, Any], checkpoint: tuple[str, str]) -> step_rows.StepRows:
+    """The reply as the step's first message (and any ``after`` it), its usage, the checkpoint."""
+    return step_rows.StepRows(
+        sid, run_id, step, messages=[("response", reply["response"]), *after], usage=(reply.get("model_name"), reply.get("usage") or {}), checkpoint=checkpoint
+    )
 
 
 def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> Appended:
     """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
     fence.check(conn, run_id, "append")
     checkpoint_id = store.new_checkpoint_id()
-    _save_reply(conn, run_id, sid, step, reply)
-    rows = _insert_planned(conn, run_id, sid, step, checkpoint_id, planned)
-    store.insert_checkpoint(conn, sid, run_id, step, "append", checkpoint_id)
+    rows = _planned_rows(run_id, sid, step, checkpoint_id, planned)
+    store.insert_calls(conn, rows)
+    step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "append")))
+    store.emit_many(conn, sid, run_id, [*_reply_events(step, reply), *_call_events(rows), store.checkpoint_event(checkpoint_id, "append", step)])
     return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [brief(r) for r in rows]}
 
 
@@ -92,59 +101,78 @@ def step_bodies(conn: sa.Connection, run_id: str, ref: StepRef) -> list[CallBrie
 
 
 # --- committing a step ---------------------------------------------------------------------------
+#
+# A commit gathers its events and emits them in one statement after its rows (``step_rows``), in
+# the order it produced them; anything that writes events of its own (``settle_stop``) comes after.
 
 
-def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]]) -> StepOutcome | None:
+def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]], events: Events) -> StepOutcome | None:
     finish = next((c for c in calls if c["kind"] == "finish" and c["status"] == "ok"), None)
     if finish is None:
         return None
-    store.end_run(conn, run_id, "completed", output=finish["result"])
+    store.end_run(conn, run_id, "completed", output=finish["result"], events=events)
     return {"status": "completed", "output": finish["result"]}
+
+
+def _suspend_or_stop(conn: sa.Connection, run: FenceRow, sid: str, events: Events, stop: str | None) -> StepOutcome:
+    """A step left with a pending call: the run suspends, unless a stop came while it ran (its calls
+    are paired, the run stops: never a suspension)."""
+    if stop is not None:
+        store.emit_many(conn, sid, run["run_id"], events)
+        return settle_stop(conn, run, stop)
+    store.end_run(conn, run["run_id"], "suspended_client_tool", events=events)
+    store.emit_many(conn, sid, run["run_id"], events)
+    return {"status": "suspended_client_tool"}
 
 
 def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
     """The step commit after the bodies: one request answering every call, or a suspension."""
     run = fence.check(conn, run_id, "step commit")
     calls = calls_of_step(conn, ref["run_id"], ref["step"])
+    checkpoint_id = store.new_checkpoint_id()
     if any(c["status"] not in CALL_SETTLED for c in calls):
-        store.insert_checkpoint(conn, sid, run_id, ref["step"], "suspension")
-        stop = run["stop_kind"]
-        if stop is not None and ref["run_id"] == run_id:  # stopped while the step ran: stop, never suspend
-            return settle_stop(conn, run, stop)
-        store.end_run(conn, run_id, "suspended_client_tool")
-        return {"status": "suspended_client_tool"}
-    store.insert_message(conn, sid, run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
-    store.insert_checkpoint(conn, sid, run_id, ref["step"], "step")
-    return _finish(conn, run_id, calls) or {"status": "committed"}
+        step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension")))
+        events: Events = [store.checkpoint_event(checkpoint_id, "suspension", ref["step"])]
+        own = ref["run_id"] == run_id  # a recovered step of an earlier run suspends this one
+        return _suspend_or_stop(conn, run, sid, events, run["stop_kind"] if own else None)
+    answers = ("request", transcript.dump(transcript.results_message(calls)))
+    step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], messages=[answers], checkpoint=(checkpoint_id, "step")))
+    events = [store.checkpoint_event(checkpoint_id, "step", ref["step"])]
+    outcome = _finish(conn, run_id, calls, events)
+    store.emit_many(conn, sid, run_id, events)
+    return outcome or {"status": "committed"}
 
 
 def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> StepOutcome:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
     run = fence.check(conn, run_id, "step commit")
-    _save_reply(conn, run_id, sid, step, reply)
+    checkpoint_id = store.new_checkpoint_id()
+    events = _reply_events(step, reply)
     if not planned:
         if not output_required:
-            store.insert_checkpoint(conn, sid, run_id, step, "step")
+            step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")))
+            events.append(store.checkpoint_event(checkpoint_id, "step", step))
             text = reply_text(transcript.load_response(reply["response"]))
-            store.end_run(conn, run_id, "completed", output=text)
+            store.end_run(conn, run_id, "completed", output=text, events=events)
+            store.emit_many(conn, sid, run_id, events)
             return {"status": "completed", "output": text}
-        store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
-        store.insert_checkpoint(conn, sid, run_id, step, "step")
+        retry = ("request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
+        step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")))
+        events.append(store.checkpoint_event(checkpoint_id, "step", step))
+        store.emit_many(conn, sid, run_id, events)
         return {"status": "committed"}
     pending = any(p["status"] not in CALL_SETTLED for p in planned)
     kind = "suspension" if pending else "step"
-    checkpoint_id = store.new_checkpoint_id()
-    rows = _insert_planned(conn, run_id, sid, step, checkpoint_id, planned)
-    if not pending:
-        store.insert_message(conn, sid, run_id, step, "request", transcript.dump(transcript.results_message(rows)))
-    store.insert_checkpoint(conn, sid, run_id, step, kind, checkpoint_id)
-    if pending:
-        stop = run["stop_kind"]
-        if stop is not None:  # a stop came during the model request: its calls are paired, the run stops
-            return settle_stop(conn, run, stop)
-        store.end_run(conn, run_id, "suspended_client_tool")
-        return {"status": "suspended_client_tool"}
-    return _finish(conn, run_id, rows) or {"status": "committed"}
+    rows = _planned_rows(run_id, sid, step, checkpoint_id, planned)
+    store.insert_calls(conn, rows)
+    answers = [] if pending else [("request", transcript.dump(transcript.results_message(rows)))]
+    step_rows.write(conn, _reply_rows(run_id, sid, step, reply, *answers, checkpoint=(checkpoint_id, kind)))
+    events += [*_call_events(rows), store.checkpoint_event(checkpoint_id, kind, step)]
+    if pending:  # a stop that came during the model request: its calls are paired, the run stops
+        return _suspend_or_stop(conn, run, sid, events, run["stop_kind"])
+    outcome = _finish(conn, run_id, rows, events)
+    store.emit_many(conn, sid, run_id, events)
+    return outcome or {"status": "committed"}
 
 
 # --- ends ----------------------------------------------------------------------------------------
