@@ -5,9 +5,10 @@ Every step commit writes some of these together, and sent one by one they were t
 a step's statements. Postgres takes them as one statement of writable CTEs. A CTE's rows are not
 visible to its siblings' subqueries, so each message is numbered from the one before it (the
 first from the session's highest), and the checkpoint's boundary from the last of them, never by
-reading the table again. SQLite has no writable CTEs: the same rows go one statement each, in the
-caller's transaction either way. Events are the caller's (``store.emit_many``), so that a commit's
-events stay in the order it produced them.
+reading the table again. The commit's events ride the same statement (``store.emit_many``'s
+rules: one bump of the session's counter, numbered in the order given). SQLite has no writable
+CTEs: the same rows go one statement each, then the events in one, in the caller's transaction
+either way.
 """
 
 from __future__ import annotations
@@ -36,19 +37,26 @@ class StepRows:
     checkpoint: tuple[str, str] | None = None
 
 
-def write(conn: sa.Connection, rows: StepRows) -> None:
+Events = Sequence[tuple[str, Mapping[str, Any]]]
+
+
+def write(conn: sa.Connection, rows: StepRows, events: Events = ()) -> None:
+    """``rows`` and then ``events`` (the session's and run's, in order)."""
     if conn.dialect.name != "postgresql":
         _write_each(conn, rows)
+        store.emit_many(conn, rows.session_id, rows.run_id, events)
         return
     ts = store.now()
     params: dict[str, Any] = {"w_session_id": rows.session_id, "w_run_id": rows.run_id, "p_step": rows.step, "p_ts": ts}
+    if events:
+        params.update(store.emit_many_params(events))
     for i, (kind, body) in enumerate(rows.messages):
         params[f"p_kind{i}"], params[f"p_body{i}"] = kind, body
     if rows.usage is not None:
         params.update(_usage_params(*rows.usage))
     if rows.checkpoint is not None:
         params["p_checkpoint_id"], params["p_checkpoint_kind"] = rows.checkpoint
-    conn.execute(_statement_pg(len(rows.messages), rows.usage is not None, rows.checkpoint is not None), params)
+    conn.execute(_statement_pg(len(rows.messages), rows.usage is not None, rows.checkpoint is not None, bool(events)), params)
 
 
 def _write_each(conn: sa.Connection, rows: StepRows) -> None:
@@ -67,7 +75,7 @@ def _usage_params(model_name: str | None, u: Mapping[str, Any]) -> dict[str, Any
 
 
 @functools.cache
-def _statement_pg(n_messages: int, usage: bool, checkpoint: bool) -> sa.Executable:
+def _statement_pg(n_messages: int, usage: bool, checkpoint: bool, events: bool) -> sa.Executable:
     """Built once per shape. Binds are ``w_*``/``p_*``, never a column's name: a key named like a
     column of any table written here would become a value of that write too."""
     session_id = sa.bindparam("w_session_id", type_=t.messages.c.session_id.type)
@@ -104,11 +112,17 @@ def _statement_pg(n_messages: int, usage: bool, checkpoint: bool) -> sa.Executab
         )
         if last is not None:
             source = source.select_from(last)
-        top: Any = t.checkpoints.insert().from_select(
-            ["checkpoint_id", "session_id", "run_id", "step", "kind", "message_seq", "created_at"], source
+        ctes.append(
+            t.checkpoints.insert()
+            .from_select(["checkpoint_id", "session_id", "run_id", "step", "kind", "message_seq", "created_at"], source)
+            .cte("checkpointed")
         )
+    if events:
+        top: Any = store.emit_many_pg(session_id, run_id, ts)
+    elif last is not None:
+        top = sa.select(last.c.seq)
     else:
-        top = sa.select(last.c.seq) if last is not None else sa.select(sa.literal(1))
+        top = sa.select(sa.literal(1))
     for cte in ctes:
         top = top.add_cte(cte)
     return top

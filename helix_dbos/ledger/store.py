@@ -551,11 +551,7 @@ def emit_many(conn: sa.Connection, session_id: str, run_id: str | None, events: 
         return
     ts = now()
     if conn.dialect.name == "postgresql":
-        conn.execute(
-            _emit_many_pg(),
-            {"w_session_id": session_id, "p_run_id": run_id, "p_count": len(events), "p_types": [e[0] for e in events],
-             "p_datas": [dict(e[1]) for e in events], "p_created_at": ts},
-        )
+        conn.execute(_emit_many_pg(), {"w_session_id": session_id, "p_run_id": run_id, "p_created_at": ts, **emit_many_params(events)})
         return
     conn.execute(
         _emit_sqlite_many(),
@@ -574,12 +570,19 @@ def _emit_sqlite_many() -> sa.Insert:
 
 @functools.cache
 def _emit_many_pg() -> sa.Insert:
+    return emit_many_pg(sa.bindparam("w_session_id"), sa.bindparam("p_run_id"), sa.bindparam("p_created_at"))
+
+
+def emit_many_pg(session_id: sa.BindParameter[Any], run_id: sa.BindParameter[Any], created_at: sa.BindParameter[Any]) -> sa.Insert:
+    """``emit_many``'s Postgres statement over the caller's binds for the session, the run and the
+    time (``p_count``, ``p_types``, ``p_datas`` are its own), for a statement that appends its
+    events beside writes of its own (``step_rows``)."""
     from sqlalchemy.dialects.postgresql import ARRAY
 
     count = sa.bindparam("p_count", type_=sa.Integer)
     bumped = (
         t.sessions.update()
-        .where(t.sessions.c.session_id == sa.bindparam("w_session_id"))
+        .where(t.sessions.c.session_id == session_id)
         .values(event_seq=t.sessions.c.event_seq + count)
         .returning(t.sessions.c.event_seq)
         .cte("bumped")
@@ -588,15 +591,19 @@ def _emit_many_pg() -> sa.Insert:
         sa.bindparam("p_types", type_=ARRAY(sa.String)), sa.bindparam("p_datas", type_=ARRAY(t.events.c.data.type))
     ).table_valued("type", "data", with_ordinality="ord").render_derived(name="listed")
     numbered = sa.select(
-        sa.bindparam("w_session_id", type_=t.events.c.session_id.type),
+        sa.type_coerce(session_id, t.events.c.session_id.type),
         bumped.c.event_seq - count + rows.c.ord,
-        sa.bindparam("p_run_id", type_=t.events.c.run_id.type),
+        sa.type_coerce(run_id, t.events.c.run_id.type),
         rows.c.type,
         rows.c.data,
-        sa.bindparam("p_created_at", type_=t.events.c.created_at.type),
+        sa.type_coerce(created_at, t.events.c.created_at.type),
     ).select_from(bumped).join(rows, sa.true())
     stmt = t.events.insert().from_select(["session_id", "seq", "run_id", "type", "data", "created_at"], numbered)
     return stmt.add_cte(bumped)
+
+
+def emit_many_params(events: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    return {"p_count": len(events), "p_types": [e[0] for e in events], "p_datas": [dict(e[1]) for e in events]}
 
 
 def events_after(conn: sa.Connection, session_id: str, after: int = 0, limit: int = 500) -> list[EventRow]:

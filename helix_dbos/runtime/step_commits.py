@@ -85,8 +85,8 @@ def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, rep
     checkpoint_id = store.new_checkpoint_id()
     rows = _planned_rows(run_id, sid, step, checkpoint_id, planned)
     store.insert_calls(conn, rows)
-    step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "append")))
-    store.emit_many(conn, sid, run_id, [*_reply_events(step, reply), *_call_events(rows), store.checkpoint_event(checkpoint_id, "append", step)])
+    events = [*_reply_events(step, reply), *_call_events(rows), store.checkpoint_event(checkpoint_id, "append", step)]
+    step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "append")), events)
     return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [brief(r) for r in rows]}
 
 
@@ -102,8 +102,9 @@ def step_bodies(conn: sa.Connection, run_id: str, ref: StepRef) -> list[CallBrie
 
 # --- committing a step ---------------------------------------------------------------------------
 #
-# A commit gathers its events and emits them in one statement after its rows (``step_rows``), in
-# the order it produced them; anything that writes events of its own (``settle_stop``) comes after.
+# A commit gathers its rows and its events, ends the run if it does (``end_run`` adds its event to
+# the list), and writes the rows and the events last, in one statement on Postgres (``step_rows``).
+# Anything that writes events of its own (``settle_stop``) comes after.
 
 
 def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]], events: Events) -> StepOutcome | None:
@@ -114,14 +115,14 @@ def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]]
     return {"status": "completed", "output": finish["result"]}
 
 
-def _suspend_or_stop(conn: sa.Connection, run: FenceRow, sid: str, events: Events, stop: str | None) -> StepOutcome:
+def _suspend_or_stop(conn: sa.Connection, run: FenceRow, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
     """A step left with a pending call: the run suspends, unless a stop came while it ran (its calls
     are paired, the run stops: never a suspension)."""
     if stop is not None:
-        store.emit_many(conn, sid, run["run_id"], events)
+        step_rows.write(conn, rows, events)
         return settle_stop(conn, run, stop)
     store.end_run(conn, run["run_id"], "suspended_client_tool", events=events)
-    store.emit_many(conn, sid, run["run_id"], events)
+    step_rows.write(conn, rows, events)
     return {"status": "suspended_client_tool"}
 
 
@@ -131,15 +132,13 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
     calls = calls_of_step(conn, ref["run_id"], ref["step"])
     checkpoint_id = store.new_checkpoint_id()
     if any(c["status"] not in CALL_SETTLED for c in calls):
-        step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension")))
-        events: Events = [store.checkpoint_event(checkpoint_id, "suspension", ref["step"])]
+        rows = step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension"))
         own = ref["run_id"] == run_id  # a recovered step of an earlier run suspends this one
-        return _suspend_or_stop(conn, run, sid, events, run["stop_kind"] if own else None)
+        return _suspend_or_stop(conn, run, rows, [store.checkpoint_event(checkpoint_id, "suspension", ref["step"])], run["stop_kind"] if own else None)
     answers = ("request", transcript.dump(transcript.results_message(calls)))
-    step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], messages=[answers], checkpoint=(checkpoint_id, "step")))
-    events = [store.checkpoint_event(checkpoint_id, "step", ref["step"])]
+    events: Events = [store.checkpoint_event(checkpoint_id, "step", ref["step"])]
     outcome = _finish(conn, run_id, calls, events)
-    store.emit_many(conn, sid, run_id, events)
+    step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], messages=[answers], checkpoint=(checkpoint_id, "step")), events)
     return outcome or {"status": "committed"}
 
 
@@ -150,28 +149,26 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
     events = _reply_events(step, reply)
     if not planned:
         if not output_required:
-            step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")))
             events.append(store.checkpoint_event(checkpoint_id, "step", step))
             text = reply_text(transcript.load_response(reply["response"]))
             store.end_run(conn, run_id, "completed", output=text, events=events)
-            store.emit_many(conn, sid, run_id, events)
+            step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")), events)
             return {"status": "completed", "output": text}
         retry = ("request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
-        step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")))
         events.append(store.checkpoint_event(checkpoint_id, "step", step))
-        store.emit_many(conn, sid, run_id, events)
+        step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")), events)
         return {"status": "committed"}
     pending = any(p["status"] not in CALL_SETTLED for p in planned)
     kind = "suspension" if pending else "step"
-    rows = _planned_rows(run_id, sid, step, checkpoint_id, planned)
-    store.insert_calls(conn, rows)
-    answers = [] if pending else [("request", transcript.dump(transcript.results_message(rows)))]
-    step_rows.write(conn, _reply_rows(run_id, sid, step, reply, *answers, checkpoint=(checkpoint_id, kind)))
-    events += [*_call_events(rows), store.checkpoint_event(checkpoint_id, kind, step)]
+    calls = _planned_rows(run_id, sid, step, checkpoint_id, planned)
+    store.insert_calls(conn, calls)
+    answers = [] if pending else [("request", transcript.dump(transcript.results_message(calls)))]
+    rows = _reply_rows(run_id, sid, step, reply, *answers, checkpoint=(checkpoint_id, kind))
+    events += [*_call_events(calls), store.checkpoint_event(checkpoint_id, kind, step)]
     if pending:  # a stop that came during the model request: its calls are paired, the run stops
-        return _suspend_or_stop(conn, run, sid, events, run["stop_kind"])
-    outcome = _finish(conn, run_id, rows, events)
-    store.emit_many(conn, sid, run_id, events)
+        return _suspend_or_stop(conn, run, rows, events, run["stop_kind"])
+    outcome = _finish(conn, run_id, calls, events)
+    step_rows.write(conn, rows, events)
     return outcome or {"status": "committed"}
 
 
