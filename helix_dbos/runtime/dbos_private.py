@@ -87,6 +87,29 @@ def system_database_engine() -> sa.Engine:
     return engine
 
 
+def destroy(wait_seconds: float) -> None:
+    """``DBOS.destroy``, giving workflows in flight up to ``wait_seconds`` to end, without DBOS's
+    own minimum of a second.
+
+    ``DBOS._destroy`` with a completion timeout sleeps a whole second before it first looks at its
+    active workflows, so every shutdown cost at least a second (a CLI command, a script, a test's
+    runtime), most often with nothing in flight. Here the same steps run in the same order (stop
+    the background threads, so no queue starts another workflow; wait for the active set,
+    ``_active_workflows_set``, to empty), looking every 20 ms, and DBOS then destroys with no wait.
+    """
+    import time
+
+    instance = configured_dbos()
+    if instance is not None and wait_seconds > 0:
+        for event in getattr(instance, "background_thread_stop_events", ()):
+            event.set()
+        active = getattr(instance, "_active_workflows_set", None)
+        deadline = time.monotonic() + wait_seconds
+        while active is not None and active.activeList() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=0)
+
+
 # --- DBOS's registry of workflows and internal queues ------------------------------------------------
 
 

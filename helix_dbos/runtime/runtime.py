@@ -368,7 +368,7 @@ class Runtime:
             self._polling.stop()
             self._polling = None
         if self._owns_dbos:
-            DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=wait_seconds)
+            dbos_private.destroy(wait_seconds)
             self._owns_dbos = False
         if self._registry is not None:
             state.uninstall(self._registry)  # only this runtime's own: another's stays live
