@@ -68,13 +68,15 @@ def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tupl
     calls of the step ``dispatch_id`` belongs to, the saver and step given by the workflow (a
     delegating call's gate looks them up).
 
-    On SQLite, when the workflow names the step, one statement: the fence's conditions are scalar
+    When the workflow names the step, one statement. On SQLite the fence's conditions are scalar
     subqueries beside the step's calls (the transaction holds the database's write lock from its
-    first write, as before). Anything the fence would refuse goes through ``fence.check``. On
-    Postgres the fence's lock on the session row comes first, then the calls, locked: two reads.
+    first write, as before); on Postgres they are a CTE that locks the session row, then the calls
+    are locked (``fence.locked_head``: the fence's order). Anything the fence would refuse goes
+    through ``fence.check``, and so does a delegating call's gate (two reads).
     """
-    if conn.dialect.name == "sqlite" and where is not None and fence.current_workflow_id() in (None, run_id):
-        rows = [dict(r) for r in conn.execute(_step_with_fence(), {"w_run_id": run_id, "w_saver": where[0], "w_step": where[1]}).mappings()]
+    if where is not None and fence.current_workflow_id() in (None, run_id):
+        stmt = _step_with_fence() if conn.dialect.name == "sqlite" else _step_with_fence_pg()
+        rows = [dict(r) for r in conn.execute(stmt, {"w_run_id": run_id, "w_saver": where[0], "w_step": where[1]}).mappings()]
         head = rows[0] if rows else None
         if head is not None and fence.head_passes(head, run_id):
             run: Mapping[str, Any] = {"agent_name": head["fence_agent"], "stop_kind": head["fence_stop"]}
@@ -103,6 +105,18 @@ def _step_with_fence() -> sa.Select[Any]:
         )
         .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
         .order_by(t.calls.c.position)
+    )
+
+
+@functools.cache
+def _step_with_fence_pg() -> sa.Select[Any]:
+    head = fence.locked_head(sa.bindparam("w_run_id"))
+    return (
+        sa.select(t.calls, *(head.c[k] for k in _FENCE_KEYS))
+        .select_from(t.calls.join(head, sa.true()))
+        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
+        .order_by(t.calls.c.position)
+        .with_for_update(of=t.calls)
     )
 
 

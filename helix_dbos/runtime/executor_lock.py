@@ -50,7 +50,8 @@ from .state import installed
 
 MAX_DEFAULT_SLOTS = 64
 #: How often the watchdog confirms the lock while this process is working (it asked ``held()``
-#: within ``BUSY_WINDOW`` seconds); a body never starts on a confirmation older than twice this.
+#: within ``BUSY_WINDOW`` seconds); a body never starts on a confirmation older than twice this
+#: (or, on a process so loaded that a confirmation takes longer, twice that, up to a third of the lease).
 CHECK_INTERVAL = 0.5
 #: How often it confirms an idle process's lock (and renews its lease, which rides the same wake-up):
 #: a statement every 10 s, not two a second, on the database of a worker that waits for work (the
@@ -146,6 +147,7 @@ class ExecutorLock:
         self._wake = threading.Event()  # set by ``held()`` wanting a fresh confirmation, and by release
         self._thread: threading.Thread | None = None
         self._last_ok = 0.0
+        self._confirm_took = 0.0  # how long the last confirmation took, start to answer
         self._last_demand = 0.0
         self._idling = False
         #: The reaction to a lock lost for good (the watchdog calls it; default: say why and exit).
@@ -293,17 +295,27 @@ class ExecutorLock:
         return time.monotonic() - last < max(self.lease - TAKEOVER_MARGIN, self.lease / 2)
 
     def held(self) -> bool:
-        """Whether a body may start now: the lock held, the lease fresh, and confirmed within
-        ``2 * CHECK_INTERVAL`` (after an idle spell the watchdog is woken to confirm it at once, and
+        """Whether a body may start now: the lock held, the lease fresh, and confirmed recently
+        (``_confirmed_within``; after an idle spell the watchdog is woken to confirm it at once, and
         the caller waits for that in ``wait_held``)."""
         now = time.monotonic()
         self._last_demand = now
         if self._idling:  # work has come: the watchdog goes back to its busy interval at once
             self._wake.set()
-        if self._thread is not None and now - self._last_ok > 2 * CHECK_INTERVAL:
+        if self._thread is not None and now - self._last_ok > self._confirmed_within():
             self._wake.set()
             return False
         return self._held.is_set() and self._fresh()
+
+    def _confirmed_within(self) -> float:
+        """How old a confirmation a body may start on: ``2 * CHECK_INTERVAL``, or twice what the
+        last confirmation took when the process is so loaded that one takes longer, never more than
+        a third of the lease (a takeover waits for the whole lease past the last one).
+
+        A fixed bound livelocked a CPU-starved process: with each confirmation taking longer than
+        the bound, none was ever fresh when it landed, no body started, and after a lease the
+        process exited 75 while holding its lock (200 sessions at once under a profiler)."""
+        return max(2 * CHECK_INTERVAL, min(2 * self._confirm_took, self.lease / 3))
 
     def _interval(self) -> float:
         self._idling = time.monotonic() - self._last_demand >= BUSY_WINDOW
@@ -380,6 +392,7 @@ class ExecutorLock:
             started = time.monotonic()
             if self._confirm():
                 self._last_ok = started
+                self._confirm_took = time.monotonic() - started
                 self.confirmations += 1
                 if self.renewer is not None and started - self._last_renew >= self._renew_every:
                     try:

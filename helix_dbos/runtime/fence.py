@@ -91,6 +91,30 @@ def head_columns(run_id: Any, session_id: Any, *, sqlite: bool) -> list[Any]:
     ]
 
 
+def locked_head(run_id: Any) -> Any:
+    """The fence's conditions as a CTE that takes the session row's lock, for a statement that
+    locks rows of its own after it (Postgres: the attempt gate's read of the step's calls). Its
+    columns are ``head_columns``' and the run's ``fence_agent``.
+
+    The session row is locked before any row of the outer statement: the outer rows are locked at
+    the top of its plan, after the join that first scans this CTE. That is the fence's order (the
+    session first), which the result write keeps too, so two transactions of one session never
+    hold each other's rows."""
+    return (
+        sa.select(
+            t.runs.c.status.label("fence_status"),
+            t.sessions.c.current_run_id.label("fence_current"),
+            sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("fence_stop"),
+            dbos_private.workflow_status_of(run_id, sqlite=False).label("fence_dbos"),
+            t.runs.c.agent_name.label("fence_agent"),
+        )
+        .select_from(t.runs.join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id))
+        .where(t.runs.c.run_id == run_id)
+        .with_for_update(of=t.sessions)
+        .cte("fenced")
+    )
+
+
 FENCE_HEAD_KEYS: Final = ("fence_status", "fence_current", "fence_stop", "fence_dbos")
 
 
