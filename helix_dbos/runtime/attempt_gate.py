@@ -8,7 +8,6 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -20,7 +19,7 @@ from ..ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ..ledger.statuses import CALL_SETTLED, CallStatus
 from . import fence
 from .outcomes import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
-from .pairing import calls_of_step, decisions, mark_proved
+from .pairing import calls_of_step, decisions, fenced_calls_of_step, mark_proved
 from .state import env
 
 
@@ -65,59 +64,17 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
 
 def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tuple[str, int] | None) -> tuple[Mapping[str, Any], list[CallRow]]:
     """The fence (the run's ``agent_name`` and ``stop_kind`` are what the gate reads of it) and the
-    calls of the step ``dispatch_id`` belongs to, the saver and step given by the workflow (a
-    delegating call's gate looks them up).
-
-    When the workflow names the step, one statement. On SQLite the fence's conditions are scalar
-    subqueries beside the step's calls (the transaction holds the database's write lock from its
-    first write, as before); on Postgres they are a CTE that locks the session row, then the calls
-    are locked (``fence.locked_head``: the fence's order). Anything the fence would refuse goes
-    through ``fence.check``, and so does a delegating call's gate (two reads).
-    """
-    if where is not None and fence.current_workflow_id() in (None, run_id):
-        stmt = _step_with_fence() if conn.dialect.name == "sqlite" else _step_with_fence_pg()
-        rows = [dict(r) for r in conn.execute(stmt, {"w_run_id": run_id, "w_saver": where[0], "w_step": where[1]}).mappings()]
-        head = rows[0] if rows else None
-        if head is not None and fence.head_passes(head, run_id):
-            run: Mapping[str, Any] = {"agent_name": head["fence_agent"], "stop_kind": head["fence_stop"]}
-            for r in rows:
-                for k in _FENCE_KEYS:
-                    del r[k]
-            return run, cast("list[CallRow]", rows)
+    calls of the step ``dispatch_id`` belongs to, locked, the saver and step given by the workflow (a
+    delegating call's gate looks them up): one read (``pairing.fenced_calls_of_step``), or two when
+    the fence refuses (``fence.check`` says why) or the step is not named."""
+    if where is not None:
+        head, calls = fenced_calls_of_step(conn, run_id, where[0], where[1], for_update=True)
+        if head is not None:
+            return head, calls
     fenced = fence.check(conn, run_id, "attempt gate")
     saver = where or conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
     assert saver is not None
     return fenced, calls_of_step(conn, saver[0], saver[1], for_update=True)
-
-
-_FENCE_KEYS = (*fence.FENCE_HEAD_KEYS, "fence_agent")
-
-
-@functools.cache
-def _step_with_fence() -> sa.Select[Any]:
-    run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
-    session = sa.select(t.runs.c.session_id).where(t.runs.c.run_id == run_id).scalar_subquery()
-    return (
-        sa.select(
-            t.calls,
-            *fence.head_columns(run_id, session, sqlite=True),
-            sa.select(t.runs.c.agent_name).where(t.runs.c.run_id == run_id).scalar_subquery().label("fence_agent"),
-        )
-        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
-        .order_by(t.calls.c.position)
-    )
-
-
-@functools.cache
-def _step_with_fence_pg() -> sa.Select[Any]:
-    head = fence.locked_head(sa.bindparam("w_run_id"))
-    return (
-        sa.select(t.calls, *(head.c[k] for k in _FENCE_KEYS))
-        .select_from(t.calls.join(head, sa.true()))
-        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
-        .order_by(t.calls.c.position)
-        .with_for_update(of=t.calls)
-    )
 
 
 def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: int, verdict: CheckVerdict) -> CheckRecorded:

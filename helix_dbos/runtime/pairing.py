@@ -18,6 +18,7 @@ from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.records import CallRow, CheckpointRow, RunRow
 from ..recovery import Decision, SavedCall, ToolNow, decide
+from . import fence
 from .state import env
 
 
@@ -69,6 +70,58 @@ def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bo
 def _step_calls(for_update: bool) -> sa.Select[Any]:
     stmt = sa.select(t.calls).where(t.calls.c.run_id == sa.bindparam("w_run_id"), t.calls.c.step == sa.bindparam("w_step")).order_by(t.calls.c.position)
     return stmt.with_for_update() if for_update else stmt
+
+
+def fenced_calls_of_step(conn: sa.Connection, run_id: str, saver: str, step: int, *, for_update: bool = False) -> tuple[dict[str, Any] | None, list[CallRow]]:
+    """The fence for ``run_id`` and the calls ``saver`` saved at ``step``, in one statement: the
+    fence's conditions beside the calls (SQLite, under the database's one write lock), or its
+    locked CTE joined to them (Postgres, ``fence.locked_head``, the session row locked first).
+
+    Returns the run's ``agent_name`` and ``stop_kind`` when the fence let this workflow through,
+    else None: the caller takes ``fence.check`` (which says why, and raises) and reads the calls
+    itself. A step with no calls also returns None (there is nothing to read the fence beside)."""
+    if fence.current_workflow_id() not in (None, run_id):
+        return None, []
+    sqlite = conn.dialect.name == "sqlite"
+    stmt = _fenced_calls_sqlite() if sqlite else _fenced_calls_pg(for_update)
+    rows = [dict(r) for r in conn.execute(stmt, {"w_run_id": run_id, "w_saver": saver, "w_step": step}).mappings()]
+    if not rows or not fence.head_passes(rows[0], run_id):
+        return None, []
+    head = {"agent_name": rows[0]["fence_agent"], "stop_kind": rows[0]["fence_stop"]}
+    for r in rows:
+        for k in _FENCE_KEYS:
+            del r[k]
+    return head, cast("list[CallRow]", rows)
+
+
+_FENCE_KEYS = (*fence.FENCE_HEAD_KEYS, "fence_agent")
+
+
+@functools.cache
+def _fenced_calls_sqlite() -> sa.Select[Any]:
+    run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
+    session = sa.select(t.runs.c.session_id).where(t.runs.c.run_id == run_id).scalar_subquery()
+    return (
+        sa.select(
+            t.calls,
+            *fence.head_columns(run_id, session, sqlite=True),
+            sa.select(t.runs.c.agent_name).where(t.runs.c.run_id == run_id).scalar_subquery().label("fence_agent"),
+        )
+        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
+        .order_by(t.calls.c.position)
+    )
+
+
+@functools.cache
+def _fenced_calls_pg(for_update: bool) -> sa.Select[Any]:
+    head = fence.locked_head(sa.bindparam("w_run_id"))
+    stmt = (
+        sa.select(t.calls, *(head.c[k] for k in _FENCE_KEYS))
+        .select_from(t.calls.join(head, sa.true()))
+        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
+        .order_by(t.calls.c.position)
+    )
+    return stmt.with_for_update(of=t.calls) if for_update else stmt
 
 
 def decisions(agent: Agent, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:

@@ -14,11 +14,11 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from ..ledger import step_rows, store
-from ..ledger.records import FenceRow, RunRow
+from ..ledger.records import RunRow
 from ..ledger.statuses import BODY_KINDS, CALL_SETTLED, RunStatus
 from . import fence, reconcile, transcript
 from .outcomes import Appended, CallBrief, CheckTarget, StepOutcome
-from .pairing import StepRef, apply_pairings, calls_of_step, decisions, open_steps
+from .pairing import StepRef, apply_pairings, calls_of_step, decisions, fenced_calls_of_step, open_steps
 from .planning import Planned, reply_text
 from .state import env
 TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
@@ -115,26 +115,31 @@ def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]]
     return {"status": "completed", "output": finish["result"]}
 
 
-def _suspend_or_stop(conn: sa.Connection, run: FenceRow, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
+def _suspend_or_stop(conn: sa.Connection, run_id: str, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
     """A step left with a pending call: the run suspends, unless a stop came while it ran (its calls
     are paired, the run stops: never a suspension)."""
     if stop is not None:
         step_rows.write(conn, rows, events)
-        return settle_stop(conn, run, stop)
-    store.end_run(conn, run["run_id"], "suspended_client_tool", events=events)
+        return settle_stop(conn, fence.check(conn, run_id, "stop"), stop)
+    store.end_run(conn, run_id, "suspended_client_tool", events=events)
     step_rows.write(conn, rows, events)
     return {"status": "suspended_client_tool"}
 
 
 def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
-    """The step commit after the bodies: one request answering every call, or a suspension."""
-    run = fence.check(conn, run_id, "step commit")
-    calls = calls_of_step(conn, ref["run_id"], ref["step"])
+    """The step commit after the bodies: one request answering every call, or a suspension.
+
+    The fence and the step's calls are one read (``fenced_calls_of_step``), or the full fence and
+    then the calls when it would refuse."""
+    head, calls = fenced_calls_of_step(conn, run_id, ref["run_id"], ref["step"])
+    if head is None:
+        head = fence.check(conn, run_id, "step commit")
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
     checkpoint_id = store.new_checkpoint_id()
     if any(c["status"] not in CALL_SETTLED for c in calls):
         rows = step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension"))
         own = ref["run_id"] == run_id  # a recovered step of an earlier run suspends this one
-        return _suspend_or_stop(conn, run, rows, [store.checkpoint_event(checkpoint_id, "suspension", ref["step"])], run["stop_kind"] if own else None)
+        return _suspend_or_stop(conn, run_id, rows, [store.checkpoint_event(checkpoint_id, "suspension", ref["step"])], head["stop_kind"] if own else None)
     answers = ("request", transcript.dump(transcript.results_message(calls)))
     events: Events = [store.checkpoint_event(checkpoint_id, "step", ref["step"])]
     outcome = _finish(conn, run_id, calls, events)
@@ -166,7 +171,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
     rows = _reply_rows(run_id, sid, step, reply, *answers, checkpoint=(checkpoint_id, kind))
     events += [*_call_events(calls), store.checkpoint_event(checkpoint_id, kind, step)]
     if pending:  # a stop that came during the model request: its calls are paired, the run stops
-        return _suspend_or_stop(conn, run, rows, events, run["stop_kind"])
+        return _suspend_or_stop(conn, run_id, rows, events, run["stop_kind"])
     outcome = _finish(conn, run_id, calls, events)
     step_rows.write(conn, rows, events)
     return outcome or {"status": "committed"}
