@@ -391,6 +391,8 @@ class ExecutorLock:
                 return
             started = time.monotonic()
             if self._confirm():
+                if self._stop.is_set():
+                    return
                 self._last_ok = started
                 self._confirm_took = time.monotonic() - started
                 self.confirmations += 1
@@ -429,13 +431,18 @@ class ExecutorLock:
 
     # --- releasing -------------------------------------------------------------------------------
 
-    def release(self) -> None:
-        """Give the id back cleanly: the next holder need not wait for a possibly cut-off one."""
+    def stop_watching(self) -> None:
+        """Stop the watchdog (and its lease renewals) while the lock is still held: a shutting-down
+        runtime releases its lease itself, and must not race a renewal against its own teardown."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._thread = None
+
+    def release(self) -> None:
+        """Give the id back cleanly: the next holder need not wait for a possibly cut-off one."""
+        self.stop_watching()
         self._held.clear()
         if self._fd is not None:
             os.close(self._fd)

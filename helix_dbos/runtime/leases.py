@@ -98,12 +98,20 @@ def renew(conn: sa.Connection, executor_id: str, generation: int) -> bool:
     )
 
 
-def release(conn: sa.Connection, executor_id: str, generation: int) -> None:
-    """A clean shutdown: the lease ends now (its pending runs, if any, may be taken over at once)."""
-    conn.execute(
-        t.executors.update()
-        .where(t.executors.c.executor_id == executor_id, t.executors.c.generation == generation)
-        .values(released_epoch=db_now(conn))
+def release(conn: sa.Connection, executor_id: str, generation: int) -> bool:
+    """A clean shutdown: the lease ends now (its pending runs, if any, may be taken over at once).
+
+    False when the lease was no longer ours (taken over while this process was frozen or cut off):
+    the shutdown then ends the process the way the watchdog would have, so a cut-off worker says so
+    (exit 75) however its last command happened to end, instead of by a race with the watchdog."""
+    e = t.executors.c
+    return (
+        conn.execute(
+            t.executors.update()
+            .where(e.executor_id == executor_id, e.generation == generation, e.taken_over_by.is_(None))
+            .values(released_epoch=db_now(conn))
+        ).rowcount
+        == 1
     )
 
 

@@ -373,10 +373,13 @@ class Runtime:
         if self._registry is not None:
             state.uninstall(self._registry)  # only this runtime's own: another's stays live
             self._registry = None
+        if self._lock is not None:
+            self._lock.stop_watching()  # its renewals need the engine disposed below; the release decides
+        taken_over = False
         if self._engine is not None and self._lease_generation is not None and self.settings is not None:
             try:
                 with self._engine.begin() as conn:
-                    leases.release(conn, self.settings.executor_id, self._lease_generation)
+                    taken_over = not leases.release(conn, self.settings.executor_id, self._lease_generation)
             except Exception:  # the database is gone: the lease lapses instead
                 log.warning("could not release executor %s's lease", self.settings.executor_id, exc_info=True)
             self._lease_generation = None
@@ -387,8 +390,10 @@ class Runtime:
             self._tx_engine.dispose()
             self._tx_engine = None
         if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+            lock, self._lock = self._lock, None
+            lock.release()
+            if taken_over:
+                lock.on_lost(f"executor {lock.executor_id!r} lost its lease (its runs were taken over by another executor)")
 
     def __enter__(self) -> Runtime:
         return self.launch()
