@@ -5,10 +5,15 @@ script in one process on one DBOS launch, interleaved (A, B, C, A, B, C, ...), s
 other tenants of the machine hit all three alike. Ratios are the result; absolute times are context.
 
 Write cost (section 3): the same three runners, counted with SQLAlchemy events instead of timed.
-Counts are deterministic, so three workload shapes solve exactly for the cost of one call, of one
-step (with 0 and with 3 calls) and of the per-run remainder (entry, final text step, result read):
-    C(5 steps x 3 calls) - C(5 x 1) = 10 calls      ->  per call
-    C(10 x 3)            - C(5 x 3) = 5 steps of 3  ->  per step with 3 calls
+Counts are deterministic, so four workload shapes solve exactly for the cost of one call, of one
+step (with 0 and with 3 calls) and of the per-run remainder (entry, final text step, result read).
+helix_dbos writes the gates (and the results) of a step's calls that run side by side in one
+transaction (``runtime/group_commit.py``), so a call alone and a call beside others cost apart; the
+fourth shape runs the same calls one after another (``sequential`` tools) to price one on its own:
+    C(5 x 3, one at a time) - C(5 x 1) = 10 calls alone      ->  per call
+    C(5 x 3)                - C(5 x 1) = 10 calls beside two ->  per call beside others (marginal)
+    C(10 x 3)               - C(5 x 3) = 5 steps of 3        ->  per step with 3 calls
+    step with 3 calls one at a time - 3 calls alone           ->  per step with no call
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def run_overhead(url: str, n: int, warmup: int, spec: WorkloadSpec | None = None
 
 # --- write cost ---------------------------------------------------------------------------------
 
-SHAPES = {"base": (5, 3), "long": (10, 3), "narrow": (5, 1)}
+SHAPES = {"base": (5, 3, False), "long": (10, 3, False), "narrow": (5, 1, False), "alone": (5, 3, True)}
 
 
 @dataclass
@@ -93,8 +98,8 @@ def run_write_cost(url: str, repeats: int = 2) -> dict[str, CostFigures]:
     per_shape: dict[str, dict[str, dict[str, EngineCounts]]] = {}
     pre_ping: dict[str, bool] = {}
     deterministic = {name: True for name in RUNNERS}
-    for shape, (steps, calls) in SHAPES.items():
-        spec = WorkloadSpec(steps=steps, tools_per_step=calls)
+    for shape, (steps, calls, one_at_a_time) in SHAPES.items():
+        spec = WorkloadSpec(steps=steps, tools_per_step=calls, one_at_a_time=one_at_a_time)
         runners = setup_runners(url, _factories(), spec, reset=False)  # see setup_runners
         counter = DbCounter()
         try:
@@ -115,11 +120,12 @@ def run_write_cost(url: str, repeats: int = 2) -> dict[str, CostFigures]:
     out: dict[str, CostFigures] = {}
     for name in RUNNERS:
         c = {shape: totals(per_shape[shape][name], pre_ping) for shape in SHAPES}
-        base, long_, narrow = c["base"], c["long"], c["narrow"]
+        base, long_, narrow, alone = c["base"], c["long"], c["narrow"], c["alone"]
         keys = ("tx", "stmts", "rtt", "checkouts")
-        per_call = {k: (base[k] - narrow[k]) / (5 * 2) for k in keys}
+        per_call = {k: (alone[k] - narrow[k]) / (5 * 2) for k in keys}
+        per_call_beside = {k: (base[k] - narrow[k]) / (5 * 2) for k in keys}
         per_step3 = {k: (long_[k] - base[k]) / 5 for k in keys}
-        per_step0 = {k: per_step3[k] - 3 * per_call[k] for k in keys}
+        per_step0 = {k: per_step3[k] + (alone[k] - base[k]) / 5 - 3 * per_call[k] for k in keys}
         per_run = {k: base[k] - 5 * per_step3[k] for k in keys}
         engines = per_shape["base"][name]
         by_engine = {
@@ -135,7 +141,8 @@ def run_write_cost(url: str, repeats: int = 2) -> dict[str, CostFigures]:
             tables.update(per_shape["long"][name][label].by_table)
             tables.subtract(engines[label].by_table)
         out[name] = CostFigures(
-            units={"run (5x3 workload)": {k: float(base[k]) for k in keys}, "step with 3 calls": per_step3, "step, no call": per_step0, "call": per_call, "per-run remainder": per_run},
+            units={"run (5x3 workload)": {k: float(base[k]) for k in keys}, "step with 3 calls": per_step3, "step, no call": per_step0, "call": per_call,
+                   "call beside two others (marginal)": per_call_beside, "per-run remainder": per_run},
             by_engine_step3=by_engine,
             by_table_step3={t: v / 5 for t, v in tables.items() if v},
             raw=c,

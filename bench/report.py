@@ -190,7 +190,7 @@ def cost_section(results: dict[str, Any]) -> str:
         "DBOS's system-DB engine and, for helix, on `runtime.engine` and the datasource's engine; DBOS's polling "
         "threads are excluded. `tx` = transactions that ran at least one statement; `RTT` = statements + BEGIN + "
         "COMMIT per transaction + one `SELECT 1` per checkout on pre-pinging pools (Postgres estimate; on SQLite "
-        "these are calls, not network trips). Units solved exactly from three workload shapes (5x3, 10x3, 5x1).\n"),
+        "these are calls, not network trips). Units solved exactly from four workload shapes (5x3, 10x3, 5x1, and 5x3 with the calls one at a time: helix writes the gates and the results of calls that run side by side in one transaction each, so `call` is a call on its own and the marginal row what a call beside two others adds).\n"),
     ]
     for db, figs in cost.items():
         units = list(next(iter(figs.values()))["units"])

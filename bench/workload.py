@@ -45,6 +45,10 @@ class WorkloadSpec:
     steps: int = 5
     tools_per_step: int = 3
     prompt: str = "Run the scripted benchmark workload."
+    one_at_a_time: bool = False
+    """helix_dbos only: the tools are ``sequential``, so a step's calls run (and are written) one
+    after another instead of side by side in one gate group and one result group. The write-cost
+    section uses it to price one call on its own; the baselines' calls are one DBOS step each anyway."""
 
     @property
     def model_requests(self) -> int:

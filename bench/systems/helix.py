@@ -41,15 +41,16 @@ AGENT_NAME = "bench_helix"
 TURN_AGENT_NAME = "bench_helix_turns"
 
 
-def helix_tools() -> list[hx.Tool]:
+def helix_tools(sequential: bool = False) -> list[hx.Tool]:
     """The workload bodies as helix tools. `replay="safe"`: they are pure, as the baselines assume
-    (DBOS steps are at-least-once). The policy changes nothing on the happy path measured here."""
-    return [hx.tool(replay="safe", name=name)(fn) for name, fn in TOOL_FUNCTIONS.items()]
+    (DBOS steps are at-least-once). The policy changes nothing on the happy path measured here.
+    `sequential`: see `WorkloadSpec.one_at_a_time`."""
+    return [hx.tool(replay="safe", name=name, sequential=sequential)(fn) for name, fn in TOOL_FUNCTIONS.items()]
 
 
 def make_agent(spec: WorkloadSpec, name: str = AGENT_NAME) -> hx.Agent:
     """The benchmark agent: the workload's own script and bodies, no instructions, text output."""
-    return hx.Agent(name, make_model(spec), tools=helix_tools(), max_steps=spec.model_requests + 5)
+    return hx.Agent(name, make_model(spec), tools=helix_tools(spec.one_at_a_time), max_steps=spec.model_requests + 5)
 
 
 def make_turn_model_function(spec: WorkloadSpec) -> Callable[[list[ModelMessage], AgentInfo], ModelResponse]:

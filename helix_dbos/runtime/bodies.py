@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from ..definitions import Agent, ToolContext
 from ..ledger import store
 from ..ledger.statuses import CallStatus
-from . import executor_lock, fence, attempt_gate, reconcile, scopes, tracing, transactional, transcript
+from . import attempt_gate, executor_lock, fence, group_commit, reconcile, scopes, tracing, transactional, transcript
 from .durable import plain_tx
 from .faults import crash_point, fail_point
 from .local_child import run_local_child
@@ -59,7 +59,7 @@ async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None
     """
     with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
         await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
-        gate: GateOutcome = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+        gate: GateOutcome = await group_commit.write(run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
             await reconcile.ask_and_record(run_id, dispatch_id, gate)
             gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
@@ -115,7 +115,7 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
     except Exception as exc:  # a tool that raises gets an error result; the run goes on
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
-    out = await plain_tx(_record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name"))
+    out = await group_commit.write(run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name"))
     fence.raise_if_refused(out)
     crash_point("after_result", name)
     return out
