@@ -80,18 +80,34 @@ async def write(run_id: str, workflow_id: str | None, fn: Callable[..., Any], *a
             await asyncio.sleep(0)  # the siblings woken in this turn join
         group = [w for w in queue.waiting if w is mine or not w.future.done()]
         queue.waiting = []
-        outcomes = await _commit(group)
-    except BaseException as exc:  # a cancelled or stopping task: the others learn it too
+        commit = asyncio.ensure_future(_commit(group))
+        try:
+            outcomes = await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            # The runner's own task was cancelled; its siblings' writes are still in flight and
+            # each of them learns its own outcome when the transaction ends, never a cancellation.
+            commit.add_done_callback(lambda done: _deliver(group, mine, done))
+            raise
+    except BaseException as exc:  # a stopping process (ProcessStopping): the others learn it too
         for w in group:
-            if w is not mine and not w.future.done():
-                if isinstance(exc, asyncio.CancelledError):
-                    w.future.cancel()
-                else:
-                    w.future.set_exception(exc)
+            if w is not mine and not w.future.done() and not isinstance(exc, asyncio.CancelledError):
+                w.future.set_exception(exc)
         raise
     finally:
         queue.waiting = [w for w in queue.waiting if w is not mine]  # cancelled before its group formed
         _hand_over(key, queue)
+    return _unwrap(_deliver_outcomes(group, mine, outcomes))
+
+
+def _unwrap(outcome: tuple[bool, Any]) -> Any:
+    ok, value = outcome
+    if not ok:
+        raise value
+    return value
+
+
+def _deliver_outcomes(group: list[_Write], mine: _Write, outcomes: list[tuple[bool, Any]]) -> tuple[bool, Any]:
+    """Hand every other write its outcome; return the runner's own."""
     own: tuple[bool, Any] = (False, RuntimeError("group commit lost its own write"))
     for w, outcome in zip(group, outcomes):
         if w is mine:
@@ -101,10 +117,18 @@ async def write(run_id: str, workflow_id: str | None, fn: Callable[..., Any], *a
                 w.future.set_result(outcome[1])
             else:
                 w.future.set_exception(outcome[1])
-    ok, value = own
-    if not ok:
-        raise value
-    return value
+    return own
+
+
+def _deliver(group: list[_Write], mine: _Write, done: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+    """A cancelled runner's group, once its transaction ended: each other write gets its outcome."""
+    if done.cancelled():
+        outcomes: list[tuple[bool, Any]] = [(False, asyncio.CancelledError())] * len(group)
+    elif done.exception() is not None:
+        outcomes = [(False, done.exception())] * len(group)
+    else:
+        outcomes = done.result()
+    _deliver_outcomes(group, mine, outcomes)
 
 
 def _hand_over(key: tuple[int, str | None, str], queue: _Queue) -> None:
