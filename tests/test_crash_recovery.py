@@ -146,6 +146,26 @@ def test_a_crash_before_any_body_runs_every_call_once(db_url: str, tmp_path: Pat
 # --- entries over a saved step ------------------------------------------------------------------
 
 
+def test_a_failed_model_request_is_recorded_and_never_asked_again(db_url: str, tmp_path: Path) -> None:
+    """The model's outcome is recorded before anything acts on it, a failure as much as a reply: a
+    crash after a request failed for good (before the run's failure is written) fails the run from
+    the record on relaunch, with the same error, and the model is not asked a second time."""
+    k = kit(db_url, tmp_path, "model_error")
+    k.crash("after_model")
+    assert k.model_steps() == {0: 1}
+    result = k.wake().result
+    assert result["status"] == "failed" and result["error_code"] == "run_error", result
+    assert k.model_steps() == {0: 1}, k.model_steps()
+    engine = create_sync_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            record = conn.execute(sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id == result["run_id"], t.tx_outputs.c.op == "helix.reply#0")).scalar_one()
+            error = conn.execute(sa.select(t.runs.c.error).where(t.runs.c.run_id == result["run_id"])).scalar_one()
+    finally:
+        engine.dispose()
+    assert record["raised"][0] == "run_error" and "400" in record["raised"][1] and error == record["raised"][1], (record, error)
+
+
 def test_resume_continue_recovers_from_the_ledger_in_another_process(db_url: str, tmp_path: Path) -> None:
     """The crashed executor never comes back: another one resumes the session from the ledger."""
     k = kit(db_url, tmp_path, "mixed")

@@ -70,7 +70,7 @@ def test_a_non_retryable_provider_error_fails_the_run_typed(make_runtime: Any) -
     assert result.error is not None and "400" in result.error
 
 
-def test_pinned_version_wal_and_json_step_outputs(make_runtime: Any, db_url: str) -> None:
+def test_pinned_version_wal_and_json_records(make_runtime: Any, db_url: str) -> None:
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
             return ModelResponse(parts=[ToolCallPart("echo", {"text": "hi"}, "c1")])
@@ -96,11 +96,13 @@ def test_pinned_version_wal_and_json_step_outputs(make_runtime: Any, db_url: str
     finally:
         engine.dispose()
     assert version == DEFAULT_APP_VERSION  # never DBOS's hash of the source, which any deploy changes
-    # DBOS records the model requests; the ledger records its own transactions (one record per fact:
-    # a body is recorded by its attempt and result rows, never by DBOS as well)
-    assert [s[0] for s in steps] == ["helix.model", "helix.model"]
-    assert {s[1] for s in steps} == {"portable_json"}  # step outputs are JSON, readable in SQL
-    assert [op for op, _ in ledger_ops] == ["helix.prepare#0", "helix.append#0", "helix.commit#0", "helix.commit#1"]
+    # One record per fact, all of them the ledger's: a model reply is its ``helix.reply#k`` record
+    # (one transaction, before the append), a body its attempt and result rows, so DBOS records no
+    # step of the run (its workflow input and output only)
+    assert steps == []
+    assert [op for op, _ in ledger_ops] == ["helix.prepare#0", "helix.reply#0", "helix.append#0", "helix.commit#0", "helix.reply#1", "helix.commit#1"]
+    replies = {op: out if not isinstance(out, str) else json.loads(out) for op, out in ledger_ops if op.startswith("helix.reply")}
+    assert [r["step"] for r in replies.values()] == [0, 1] and all("response" in r for r in replies.values())
     assert all(isinstance(out if not isinstance(out, str) else json.loads(out), dict) for _, out in ledger_ops)  # JSON, readable in SQL
 
 

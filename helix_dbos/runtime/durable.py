@@ -78,7 +78,47 @@ _RECORDED = sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id ==
 _RECORD = t.tx_outputs.insert()
 
 
-async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+#: A model reply's record: its own ``tx`` (``record_reply``), or a row of the stop the request read.
+REPLY: Final = "helix.reply"
+#: ``tx``'s ``reply`` when the transaction records no model reply.
+NO_REPLY: Final = object()
+
+
+async def replayed_reply() -> Any | None:
+    """The model reply this point of the workflow recorded before, when replaying; else None.
+
+    A model reply is not a DBOS step (whose lookup and record were two transactions): it is the
+    ledger's ``helix.reply#k`` record, written in one transaction right after the request, as a reply
+    or as the failure it raised (``record_reply``), or by the stop the request read instead. A replay looks the
+    ``k``-th one up before asking the model, and a reply found here is consumed (the next lookup is
+    ``k + 1``); a fresh execution (past its first new transaction) asks without looking.
+    """
+    ops = _ops.get()
+    if ops is None or not ops[_REPLAYING]:
+        return None
+    workflow_id, op = DBOS.workflow_id, f"{REPLY}#{ops[REPLY]}"
+
+    def look() -> Any | None:
+        with env().tx_engine.connect() as conn:
+            done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
+        return None if done is None else done[0]
+
+    found = await retrying("reading a recorded model reply", lambda: asyncio.to_thread(look), window=math.inf)
+    if found is not None:
+        ops[REPLY] += 1
+    return found
+
+
+def _the_reply(conn: sa.Connection, reply: Any) -> Any:
+    return reply
+
+
+async def record_reply(reply: Any) -> Any:
+    """Record a paid model reply, exactly once, before anything acts on it (the ``after_model`` boundary)."""
+    return await tx(REPLY, _the_reply, reply)
+
+
+async def tx(name: str, fn: Callable[..., Any], *args: Any, reply: Any = NO_REPLY) -> Any:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.
 
@@ -87,6 +127,9 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     transactions in a fixed order, as DBOS runs its steps). A second, concurrent execution of the same
     workflow fails on the key, rolls its work back and returns the first one's output. DBOS's own
     datasource transaction did the same at five database transactions each; this is one.
+
+    ``reply``: a model reply the transaction records with its work as the next ``helix.reply#k``
+    (``replayed_reply``): the stop the model request read instead of asking.
 
     It runs the blocking engine in a worker thread, so a transaction is one tight unit of work: on
     SQLite the write lock is never held across event-loop turns. In an outage it is re-run until the
@@ -99,6 +142,10 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         raise RuntimeError(f"{name}: ledger transactions need the workflow's operation counter")
     op = f"{name}#{ops[name]}"
     ops[name] += 1
+    records = [op]
+    if reply is not NO_REPLY:
+        records.append(f"{REPLY}#{ops[REPLY]}")
+        ops[REPLY] += 1
     engine = env().tx_engine
 
     def once() -> Any:
@@ -109,7 +156,9 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
                     if done is not None:
                         return done[0]
                 out = fn(conn, *args)
-                conn.execute(_RECORD, {"workflow_id": workflow_id, "op": op, "output": out, "created_at": store.now()})
+                at = store.now()
+                outputs = (out, reply)
+                conn.execute(_RECORD, [{"workflow_id": workflow_id, "op": o, "output": v, "created_at": at} for o, v in zip(records, outputs)])
         except sa.exc.IntegrityError:
             # another execution of this workflow committed this operation first: its output is the answer
             with engine.connect() as conn:

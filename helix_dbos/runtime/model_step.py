@@ -1,24 +1,35 @@
-"""The model request, as one DBOS step whose recorded output is the reply.
+"""The model request; its reply is recorded by the ledger, once, before anything acts on it.
 
-Recovery never asks the model again for a reply DBOS recorded. The transcript is read inside the
-step, from the ledger, and is never a step input or output: recording it per step would make
-storage grow with the square of the conversation. The stop record is read in the same breath, so a
-stop lands before the next model request is paid for.
+Recovery never asks the model again for a reply that was recorded. The reply is not a DBOS step
+(whose lookup and record cost two transactions): ``durable.record_reply`` writes it as the
+workflow's ``helix.reply#k`` in one ledger transaction, and a replay reads it back before asking
+(``durable.replayed_reply``); retries of a provider error are this module's own (``ask``). Live
+output streams its deltas on the run's DBOS stream, which needs a step's context, so with
+``live_output`` the request stays a DBOS step and DBOS records the reply.
+
+The transcript is read from the ledger at each request and is never an input or an output:
+recording it per step would make storage grow with the square of the conversation. The stop
+record is read in the same breath, so a stop lands before the next model request is paid for.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from ..definitions import Agent
+from ..errors import StoreUnavailableError
 from ..ledger import tables as t
 from . import fence, scopes, tracing, transcript
 from .durable import plain_tx
 from .planning import plan_calls
-from .state import env
+from .state import Env, env
+
+log = logging.getLogger("helix_dbos")
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -142,6 +153,40 @@ def check_usage_limits(limits: Any, used: dict[str, int], reply: dict[str, Any])
             raise UsageLimitExceededError(f"the run exceeded its {name} of {limit} ({value})", detail={name: limit, "used": value})
 
 
+#: A retryable provider error is asked again after 1 s, 2 s, 4 s: 4 requests at most per step.
+MODEL_ATTEMPTS: Final = 4
+MODEL_RETRY_INTERVAL: Final = 1.0
+MODEL_RETRY_BACKOFF: Final = 2.0
+
+
+class RecordedFailure(Exception):
+    """A replay of a model request that failed: the failure as it was recorded, never asked again."""
+
+    def __init__(self, code: str, error: str) -> None:
+        super().__init__(error)
+        self.code, self.error = code, error
+
+
+def failed_request(exc: BaseException) -> bool:
+    """Whether ``exc`` came from asking the model (after its read): the failure records it as the reply."""
+    return bool(getattr(exc, "helix_model_failure", False))
+
+
+async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+    """The model request with its retries, outside any DBOS step (see the module's docstring)."""
+    delay = MODEL_RETRY_INTERVAL
+    for attempt in range(1, MODEL_ATTEMPTS + 1):
+        try:
+            return await model_request_step(run_id, session_id, agent_name, step)
+        except Exception as exc:
+            if attempt == MODEL_ATTEMPTS or not failed_request(exc) or not is_retryable(exc):
+                raise
+            log.warning("run %s step %s: model request failed (%s), asking again in %.0f s", run_id, step, exc, delay)
+            await asyncio.sleep(delay)
+            delay *= MODEL_RETRY_BACKOFF
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
 async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
         reply = await _model_request(run_id, session_id, agent_name, step)
@@ -164,6 +209,15 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
         stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
     if stop is not None:
         return {"stopped": stop}
+    try:
+        return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows)
+    except Exception as exc:  # noqa: BLE001 - marked and re-raised: the failure is recorded as this step's reply
+        if not (fence.is_fenced(exc) or isinstance(exc, StoreUnavailableError)):  # the run's or the store's, not the model's
+            exc.helix_model_failure = True  # type: ignore[attr-defined]
+        raise
+
+
+async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> dict[str, Any]:
     loaded += transcript.load([body for _, body in rows])
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
@@ -182,7 +236,7 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
             model_settings=agent.model_settings,
             model_request_parameters=request_parameters(agent),
         )
-    # Planned here, inside the step, so the plan is recorded with the reply: a replay after a deploy
+    # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
     reply = {
         "response": transcript.dump(response),

@@ -1,10 +1,10 @@
 """One run = one DBOS workflow (workflow id = run id), whose only input is the run id.
 
-Per step: the model request (a DBOS step; its recorded output is the reply) -> the append
-checkpoint (one exactly-once ledger transaction: the reply, every call, a fresh dispatch id each)
--> the bodies (not DBOS steps: each opens with a committed attempt and ends with its result write)
--> the step commit (one exactly-once ledger transaction). A step whose reply starts no body makes no append: its reply, calls and
-answers (or its suspension) go in one commit.
+Per step: the model request (not a DBOS step: its reply is recorded by one ledger transaction) ->
+the append checkpoint (one exactly-once ledger transaction: the reply, every call, a fresh
+dispatch id each) -> the bodies (not DBOS steps: each opens with a committed attempt and ends with
+its result write) -> the step commit (one exactly-once ledger transaction). A step whose reply
+starts no body makes no append: its reply, calls and answers (or its suspension) go in one commit.
 
 Determinism under DBOS replay: the workflow's ledger transactions record their own outputs
 (``durable.tx``, keyed by their order), bodies make no DBOS operations (a replay re-enters their
@@ -33,7 +33,7 @@ from .bodies import body_step
 from .dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from .durable import plain_tx, recorded, step, tx, workflow_function
 from .faults import crash_point, fail_point
-from .model_step import is_retryable, model_request_step
+from .model_step import MODEL_ATTEMPTS, MODEL_RETRY_BACKOFF, MODEL_RETRY_INTERVAL, RecordedFailure, ask, failed_request, is_retryable, model_request_step
 from .planning import starts_a_body
 from .registry import Registry
 from . import state
@@ -153,6 +153,8 @@ def failure(exc: BaseException) -> tuple[str, str]:
     """
     if isinstance(exc, MaxStepsReached):
         return "max_steps", str(exc)
+    if isinstance(exc, RecordedFailure):
+        return exc.code, exc.error
     code = helix_code(exc)
     if code is not None:
         detail = exc.detail if isinstance(exc, HelixError) else None
@@ -200,22 +202,10 @@ async def _drive(run_id: str) -> dict[str, Any]:
     while True:
         if used >= budget:
             raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
-        reply = await step(
-            "helix.model",
-            model_request_step,
-            run_id,
-            sid,
-            agent.name,
-            step_no,
-            retries_allowed=True,
-            max_attempts=4,
-            interval_seconds=1.0,
-            backoff_rate=2.0,
-            should_retry=is_retryable,
-        )
+        reply, record = await _model_reply(run_id, sid, agent.name, step_no)
         used += 1
         if "stopped" in reply:
-            return dict(await tx("helix.stop", step_commits.stop_run, run_id, reply["stopped"]))
+            return dict(await tx("helix.stop", step_commits.stop_run, run_id, reply["stopped"], reply=record))
         crash_point("after_model")
         planned = reply["planned"]
         if starts_a_body(planned):
@@ -232,6 +222,37 @@ async def _drive(run_id: str) -> dict[str, Any]:
         if outcome["status"] != "committed":
             return dict(outcome)
         step_no += 1
+
+
+async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> tuple[dict[str, Any], Any]:
+    """The step's reply, and what the stop it may be still has to record (``durable.tx``'s ``reply``).
+
+    A replay takes the reply recorded before (a recorded failure raises again); otherwise the model
+    is asked and its reply recorded in one ledger transaction (``durable.record_reply``) before
+    anything acts on it. With live output the request is a DBOS step (its deltas are DBOS stream
+    writes, which need a step's context) and DBOS records the reply instead.
+    """
+    if env().live_output:
+        reply = await step(
+            "helix.model", model_request_step, run_id, sid, agent_name, step_no, retries_allowed=True,
+            max_attempts=MODEL_ATTEMPTS, interval_seconds=MODEL_RETRY_INTERVAL, backoff_rate=MODEL_RETRY_BACKOFF, should_retry=is_retryable,
+        )
+        return reply, durable.NO_REPLY
+    replayed = await durable.replayed_reply()
+    if replayed is not None:
+        if "raised" in replayed:
+            raise RecordedFailure(*replayed["raised"])
+        return dict(replayed), durable.NO_REPLY
+    try:
+        reply = await ask(run_id, sid, agent_name, step_no)
+    except Exception as exc:
+        if failed_request(exc):  # the request's outcome, recorded as a reply is: never asked again
+            await durable.record_reply({"raised": list(failure(exc))})
+            crash_point("after_model")
+        raise
+    if "stopped" in reply:  # nothing was paid: the stop's own transaction records it
+        return reply, reply
+    return dict(await durable.record_reply(reply)), durable.NO_REPLY
 
 
 def _commit_outcome(out: dict[str, Any]) -> dict[str, Any]:

@@ -70,7 +70,8 @@ SCENARIOS: dict[str, list[str]] = {
     "full": ["safe_set", "unsafe_send", "group_a", "group_b", "seq_a", "seq_b", "tx_book", "rec_charge"],
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
     "slow_pair": ["slow_safe", "slow_unsafe"],
-    "outage": ["slow_safe", "slow_unsafe"],  # two bodies in flight while a test cuts the database
+    "outage": ["slow_safe", "slow_unsafe"],
+    "model_error": [],  # the first model request fails for good (HTTP 400): the failure is the step's reply  # two bodies in flight while a test cuts the database
 }
 
 #: What scenario "odd" puts in the model's text and arguments: NUL, lone surrogates, the ledger's escape.
@@ -167,6 +168,10 @@ def model_function(scenario: str) -> Any:
         last = messages[-1]
         seen = [p.content for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart)]
         effect("model", step=responses, pid=os.getpid(), t=time.time(), seen=seen, history=[p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, TextPart)])
+        if scenario == "model_error":
+            from pydantic_ai.exceptions import ModelHTTPError
+
+            raise ModelHTTPError(status_code=400, model_name="scripted", body={"error": "bad request"})
         if scenario == "odd":
             # usage given: FunctionModel's token estimate JSON-encodes the messages, which pydantic cannot
             # do for a lone surrogate; arguments as JSON text, as providers send them
