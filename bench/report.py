@@ -105,7 +105,7 @@ def targets_section(results: dict[str, Any], dbs: list[str]) -> str:
         "### Issue 11's figures: before and now\n\n"
         "`before` is the issue's measurement (SQLite / Postgres where it gave two); each figure's command is its "
         "section's (`python -m bench --db both --sections NAME`): overhead (ratios), cost (transactions, statements; "
-        "a step's model request is its own DBOS step and counted apart), concurrency (200 sessions), idle, recovery "
+        "\"beyond the model request\" subtracts what bare DBOS pays for one: its DBOS step), concurrency (200 sessions), idle, recovery "
         "(relaunch), imports, storage (step 200 / step 10).\n\n"
         + _table(["figure", "before"] + [DB_LABEL[db] for db in dbs] + ["done means", "goal"], rows)
         + "\n"

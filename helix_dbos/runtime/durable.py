@@ -173,6 +173,22 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any, reply: Any = NO_REPL
     return await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
 
 
+async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Connection, Any], Any], *args: Any, reply: Any = NO_REPLY) -> tuple[Any, Any]:
+    """``tx``, and ``read(conn, output)`` in the same transaction after its work: the output is
+    recorded, the read is only handed back (``runtime/handoff.py``), and None unless this execution
+    committed the transaction fresh (a replay or another execution's record returns the recorded
+    output without running ``fn``, so nothing was read with it)."""
+    side: dict[str, Any] = {}
+
+    def work(conn: sa.Connection, *a: Any) -> Any:
+        out = fn(conn, *a)
+        side["read"], side["out"] = read(conn, out), out
+        return out
+
+    out = await tx(name, work, *args, reply=reply)
+    return out, side["read"] if side.get("out") is out else None
+
+
 def tx_committed(conn: sa.Connection, workflow_id: str, name: str) -> bool:
     """Whether the workflow's first ``tx`` called ``name`` has committed (a replay is past it)."""
     record = t.tx_outputs

@@ -199,14 +199,44 @@ async def model_request_step(run_id: str, session_id: str, agent_name: str, step
         return reply
 
 
+@dataclasses.dataclass(frozen=True)
+class Preread:
+    """The first model request's read, made by the entry's prepare in its own transaction."""
+
+    step: int
+    base: int  # the last message number the read started after (-1: the session read whole)
+    stop: str | None
+    superseded: int
+    rows: list[Any]
+
+
+def preread(conn: sa.Connection, run_id: str, session_id: str, step: int) -> Preread:
+    """What ``_model_request`` reads first, read now, inside the transaction that just prepared the
+    run (its fence passed there): the request then pays no transaction of its own for it. A stop
+    that lands between this commit and the request is seen by the append's fence instead, as one
+    landing during the request is."""
+    last_seq, seen_superseded, _ = env().transcripts.get(session_id)
+    stop, superseded, rows = _read(conn, run_id, session_id, last_seq)
+    if stop is None and last_seq >= 0 and superseded != seen_superseded:
+        last_seq = -1
+        stop, superseded, rows = _read(conn, run_id, session_id, last_seq)
+    return Preread(step, last_seq, stop, superseded, rows)
+
+
 async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
     e = env()
     agent = e.agent(agent_name)
     last_seq, seen_superseded, loaded = e.transcripts.get(session_id)
-    stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
-    if stop is None and last_seq >= 0 and superseded != seen_superseded:  # rewound since: read it whole
-        last_seq, loaded = -1, []
+    pre = e.prereads.take(run_id)
+    if pre is not None and pre.step == step and pre.base in (last_seq, -1):
+        if pre.base == -1:
+            last_seq, loaded = -1, []
+        stop, superseded, rows = pre.stop, pre.superseded, pre.rows
+    else:
         stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
+        if stop is None and last_seq >= 0 and superseded != seen_superseded:  # rewound since: read it whole
+            last_seq, loaded = -1, []
+            stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
     if stop is not None:
         return {"stopped": stop}
     try:

@@ -21,6 +21,7 @@ from ..errors import CallNotFoundError, RunNotFoundError, RunTimeoutError, Sessi
 from ..ledger import store
 from ..ledger import tables as t
 from ..ledger.statuses import awaits_answer, RUN_AT_REST
+from .handoff import Handoff
 from ..views import (
     AttemptRecord,
     CallRecord,
@@ -53,9 +54,14 @@ class Reader:
     first transient error, as a plain read does).
     """
 
-    def __init__(self, engine: sa.Engine, *, store_retry_window: float | None = None) -> None:
+    def __init__(self, engine: sa.Engine, *, store_retry_window: float | None = None, settled: Handoff[str, Any] | None = None) -> None:
         self.engine = engine
         self.store_retry_window = store_retry_window
+        #: The launched runtime's results of runs brought to rest here: a wait wakes on them.
+        self.settled = settled
+
+    def _sleeper(self, run_id: str | None) -> Callable[[float], None]:
+        return time.sleep if self.settled is None or run_id is None else self.settled.sleeper(run_id)
 
     def _read(self, fn: Callable[[sa.Connection], T]) -> T:
         with self.engine.connect() as conn:
@@ -106,26 +112,38 @@ class Reader:
     def run(self, run_id: str) -> RunResult:
         return self._read(lambda conn: read_result(conn, run_id))
 
-    def wait_run(self, run_id: str, timeout: float | None = None, *, ended: Future[Any] | None = None) -> RunResult:
+    def wait_run(self, run_id: str, timeout: float | None = None, *, ended: Future[Any] | None = None, settled: Callable[[], RunResult | None] | None = None) -> RunResult:
         """The run once at rest; ``RunTimeoutError`` if it is not by ``timeout`` (None: no limit).
 
         ``ended``: the future of the run's workflow when this process started it; the wait then
-        sleeps on it instead of polling the ledger (see ``poll``).
+        sleeps on it instead of polling the ledger (see ``poll``). ``settled``: the result the
+        transaction that brought the run to rest read for this process, if it did (``handoff.py``).
         """
-        return poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended)
+        return poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended, settled=settled,
+                    sleep=self._sleeper(run_id))
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
+
+        sleepers: dict[str | None, Callable[[float], None]] = {}
+        current: list[str | None] = [None]
 
         def check(conn: sa.Connection) -> RunResult | None:
             session = store.get_session(conn, session_id)
             if session is None:
                 raise SessionNotFoundError(f"no session {session_id!r}")
+            current[0] = session["current_run_id"]
             if session["current_run_id"] is None:
                 return None
             return at_rest(conn, session["current_run_id"])
 
-        return poll(lambda: self._read(check), timeout, f"session {session_id}", self.store_retry_window)
+        def sleep(delay: float) -> None:  # woken by the current run coming to rest in this process
+            run_id = current[0]
+            if run_id not in sleepers:
+                sleepers[run_id] = self._sleeper(run_id)
+            sleepers[run_id](delay)
+
+        return poll(lambda: self._read(check), timeout, f"session {session_id}", self.store_retry_window, sleep=sleep)
 
     # --- events --------------------------------------------------------------------------------
 
@@ -312,14 +330,20 @@ def poll(
     store_retry_window: float | None = None,
     *,
     ended: Future[Any] | None = None,
+    settled: Callable[[], T | None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Poll ``check`` until it returns non-None; short at first, so a fast run returns fast.
 
     ``ended``: a future that resolves when whatever ``check`` waits for has most likely happened
     (the run's in-process workflow). The wait sleeps on it, reading only after each slice
     (``ENDED_SLICE`` doubling to ``ENDED_SLICE_MAX``), and reads at once when it resolves: a caller of a run started here pays one ledger
-    read, not a poll every few milliseconds. Once it has resolved, plain polling takes over (the
-    ledger is the judge of "at rest", not the workflow's end).
+    read, not a poll every few milliseconds, or none when ``settled`` gives what the workflow's own
+    last transaction read once it has resolved. After that, plain polling takes over (the ledger
+    is the judge of "at rest", not the workflow's end).
+
+    ``sleep``: the pause between reads (a ``handoff.Handoff.sleeper`` ends it when the run comes to
+    rest in this process).
 
     With ``store_retry_window``, a database outage does not end the wait: the run being waited for
     rides it out too (or fails ``store_unavailable`` once the store is back), so transient errors
@@ -336,6 +360,9 @@ def poll(
             slice_ = min(slice_ * 2, ENDED_SLICE_MAX)
             if ended.done():
                 ended = None
+                value = settled() if settled is not None else None
+                if value is not None:
+                    return value
         if store_retry_window is None:
             value = check()
         else:
@@ -346,5 +373,5 @@ def poll(
         if deadline is not None and time.monotonic() >= deadline:
             raise RunTimeoutError(f"timed out waiting for {what} (it goes on; wait again to see its end)", detail={"waiting_for": what, "timeout": timeout})
         if ended is None:
-            time.sleep(delay)
+            sleep(delay)
             delay = min(delay * 1.5, 0.25)

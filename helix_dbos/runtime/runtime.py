@@ -118,9 +118,12 @@ class RunHandle:
 
         With or without a timeout it is the same wait as ``Runtime.wait_run``, and a database outage
         is ridden out for ``store_retry_window`` either way; a run started in this process is waited
-        for on its workflow's end rather than by polling the ledger.
+        for on its workflow's end rather than by polling the ledger, and when that workflow brought
+        the run to rest itself, its last transaction's read of the result is the answer (no read).
         """
-        return self.runtime.reader.wait_run(self.run_id, timeout, ended=dbos_private.workflow_future(self._workflow_handle))
+        registry = self.runtime._registry
+        settled = (lambda: registry.env.settled.take(self.run_id)) if registry is not None else None
+        return self.runtime.reader.wait_run(self.run_id, timeout, ended=dbos_private.workflow_future(self._workflow_handle), settled=settled)
 
     async def result_async(self, timeout: float | None = None) -> RunResult:
         return await asyncio.to_thread(self.result, timeout)
@@ -552,7 +555,8 @@ class Runtime:
     @property
     def reader(self) -> Reader:
         """Every read of this runtime's ledger (what the service and the CLI read through too)."""
-        return Reader(self.engine, store_retry_window=self.store_retry_window)
+        registry = self._registry
+        return Reader(self.engine, store_retry_window=self.store_retry_window, settled=registry.env.settled if registry is not None else None)
 
     def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
         """The run once at rest; ``RunTimeoutError`` (also a ``TimeoutError``) past ``timeout``."""

@@ -12,7 +12,7 @@ workflows; ``uninstall`` at shutdown lets the next one launch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -20,6 +20,7 @@ from ..definitions import Agent
 from ..errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
 from ..recovery import Profile
 from .config import Settings
+from .handoff import Handoff
 from .transcript import TranscriptCache
 
 if TYPE_CHECKING:
@@ -39,6 +40,10 @@ class Env:
     live_output: bool = False
     #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
+    #: The first model request's read, made by the entry's prepare (by run id: ``handoff.py``).
+    prereads: Handoff[str, Any] = field(default_factory=Handoff)
+    #: A run's result as the transaction that brought it to rest read it (by run id: ``handoff.py``).
+    settled: Handoff[str, Any] = field(default_factory=lambda: Handoff(size=256))
 
     def agent(self, name: str) -> Agent:
         try:

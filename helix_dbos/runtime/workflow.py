@@ -28,12 +28,12 @@ from ..ledger import store
 from ..ledger.records import RunRow
 from ..ledger.statuses import BODY_KINDS
 from ..recovery import lanes
-from . import children, companions, durable, fence, prepare, reconcile, scopes, step_commits, tracing
+from . import children, companions, durable, fence, prepare, reader, reconcile, scopes, step_commits, tracing
 from .bodies import body_step
 from .dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
-from .durable import plain_tx, recorded, step, tx, workflow_function
+from .durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
 from .faults import crash_point, fail_point
-from .model_step import MODEL_ATTEMPTS, MODEL_RETRY_BACKOFF, MODEL_RETRY_INTERVAL, RecordedFailure, ask, failed_request, is_retryable, model_request_step
+from .model_step import MODEL_ATTEMPTS, MODEL_RETRY_BACKOFF, MODEL_RETRY_INTERVAL, Preread, RecordedFailure, ask, failed_request, is_retryable, model_request_step, preread
 from .planning import starts_a_body
 from .registry import Registry
 from . import state
@@ -118,7 +118,7 @@ async def _run_once(run_id: str) -> dict[str, Any]:
         # DBOS retries this transaction until the store answers: after an outage past the window the
         # failure is written once the database is back, pairing every call the run left unanswered.
         try:
-            return dict(recorded(await tx("helix.fail", step_commits.fail_run, run_id, code, error)))
+            return dict(recorded(await _ending("helix.fail", step_commits.fail_run, run_id, code, error)))
         except Exception as again:
             if fence.is_fenced(again):
                 raise await _refused(run_id, workflow_id, again) from None
@@ -189,7 +189,9 @@ async def _drive(run_id: str) -> dict[str, Any]:
     if _defines_checks():
         await reconcile.ask_before(run_id, prepare.redirect_checks)
     prepare_entry = tracing.traced(prepare.PREPARE_TX, prepare.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
-    plan = await tx(prepare.PREPARE_TX, prepare_entry, run_id)
+    plan, first_read = await tx_and_read(prepare.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, run_id, plan), run_id)
+    if first_read is not None:
+        env().prereads.put(run_id, first_read)
     sid: str = plan["session_id"]
     agent = env().agent(plan["agent_name"])
     budget: int = plan["max_steps"]
@@ -205,7 +207,7 @@ async def _drive(run_id: str) -> dict[str, Any]:
         reply, record = await _model_reply(run_id, sid, agent.name, step_no)
         used += 1
         if "stopped" in reply:
-            return dict(await tx("helix.stop", step_commits.stop_run, run_id, reply["stopped"], reply=record))
+            return dict(await _ending("helix.stop", step_commits.stop_run, run_id, reply["stopped"], reply=record))
         crash_point("after_model")
         planned = reply["planned"]
         if starts_a_body(planned):
@@ -217,7 +219,7 @@ async def _drive(run_id: str) -> dict[str, Any]:
             crash_point("before_step_commit")
             fail_point("step_commit")
             commit = tracing.traced("helix.step_commit", step_commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
-            outcome = await tx("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
+            outcome = await _ending("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
             crash_point("after_step_commit")
         if outcome["status"] != "committed":
             return dict(outcome)
@@ -253,6 +255,31 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
     if "stopped" in reply:  # nothing was paid: the stop's own transaction records it
         return reply, reply
     return dict(await durable.record_reply(reply)), durable.NO_REPLY
+
+
+async def _ending(name: str, fn: Any, run_id: str, *args: Any, reply: Any = durable.NO_REPLY) -> Any:
+    """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
+    does, it also reads the run's result, handed to a caller waiting in this process
+    (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
+    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args, reply=reply)
+    if result is not None:
+        env().settled.put(run_id, result)
+    return outcome
+
+
+def _settled_read(run_id: str) -> Any:
+    def read(conn: Any, outcome: Any) -> Any:
+        return None if outcome.get("status") == "committed" else reader.at_rest(conn, run_id)
+
+    return read
+
+
+def _first_read(conn: Any, run_id: str, plan: dict[str, Any]) -> Preread | None:
+    """The prepare's plan starts at the model: read what its first request reads, in the same
+    transaction (``model_step.preread``)."""
+    if plan["mode"] != "model":
+        return None
+    return preread(conn, run_id, plan["session_id"], plan["step"])
 
 
 def _commit_outcome(out: dict[str, Any]) -> dict[str, Any]:
@@ -309,7 +336,7 @@ async def _saved_step(
     crash_point("before_step_commit")
     fail_point("step_commit")
     commit = tracing.traced("helix.step_commit", step_commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
-    outcome = await tx("helix.commit", commit, run_id, sid, ref)
+    outcome = await _ending("helix.commit", commit, run_id, sid, ref)
     crash_point("after_step_commit")
     return dict(outcome)
 
