@@ -8,6 +8,7 @@ reached the Postgres half skips with a clear message, except in CI (``CI=true``)
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 import helix_dbos as hx
+
+def _restore_ctrl_c() -> None:
+    """Children the tests signal must react to Ctrl-C as a terminal's process does, however the
+    suite was launched: a shell's background job (``cmd &`` without job control, ``nohup``) starts
+    with SIGINT ignored, and an ignored signal is inherited through exec, so every app a test spawns
+    would ignore the SIGINT it is sent (Python installs its KeyboardInterrupt handler only when
+    SIGINT is not ignored at start). A handled signal is reset to its default at exec instead."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_restore_ctrl_c()
 
 PG_URL = os.environ.get("HELIX_DBOS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("HELIX_DBOS_REQUIRE_POSTGRES") == "1"
