@@ -87,13 +87,24 @@ class ModelStepTimer:
 
             return wrapper
 
-        original_step = workflow.model_request_step
+        original_step = model_step.model_request_step
 
         @functools.wraps(original_step)
         async def step(*args: Any, **kwargs: Any) -> Any:
             t = time.perf_counter()
             try:
                 return await original_step(*args, **kwargs)
+            finally:
+                self.total += time.perf_counter() - t
+
+        # a run's first model request reads in the prepare's transaction: still the step's time
+        original_preread = model_step.preread
+
+        @functools.wraps(original_preread)
+        def preread(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return original_preread(*args, **kwargs)
             finally:
                 self.total += time.perf_counter() - t
 
@@ -111,7 +122,8 @@ class ModelStepTimer:
             (pydantic_ai.direct, "model_request", request),  # model_step imports it at each call
             (model_step, "_read", timed_sync("_read", model_step._read)),
             (transcript, "load", timed_sync("load", transcript.load)),
-            (workflow, "model_request_step", step),
+            (model_step, "model_request_step", step),  # what model_step.ask calls
+            (workflow, "preread", preread),  # the prepare reads through the workflow module's name
         ):
             self._undo.append((module, attr, getattr(module, attr)))
             setattr(module, attr, new)

@@ -52,6 +52,22 @@ def test_a_stale_attempt_cannot_write_its_result(ledger: sa.Engine) -> None:
         assert [a["outcome"] for a in store.attempts_of(conn, ["d1"])["d1"]] == ["refused", "ok"]
 
 
+def test_a_body_start_marks_its_call_running_in_the_same_write(ledger: sa.Engine) -> None:
+    """The attempt row and the call's half of a body start are one write (Postgres: one CTE
+    statement; SQLite: the attempt's INSERT and its ``attempts_mark_call`` trigger): the call is
+    running with the attempt's number, and keeps the first body's start time."""
+    with ledger.begin() as conn:
+        attempts.start_attempt(conn, _seed_call(conn), "r1", "lost-executor")
+    time.sleep(0.01)  # the second start's time differs from the first's
+    with ledger.begin() as conn:
+        attempts.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor")
+    with ledger.connect() as conn:
+        row = store.get_call(conn, "d1")
+        tries = store.attempts_of(conn, ["d1"])["d1"]
+    assert row is not None and (row["status"], row["attempts"]) == ("running", 2)
+    assert [a["attempt"] for a in tries] == [1, 2] and row["started_at"] == tries[0]["started_at"] != tries[1]["started_at"]
+
+
 def test_a_late_body_after_recovery_paired_it_is_refused(ledger: sa.Engine) -> None:
     with ledger.begin() as conn:
         attempts.start_attempt(conn, _seed_call(conn), "r1", "lost")

@@ -17,7 +17,6 @@ from .records import CallRow
 from .store import close_open_attempts, emit, emit_statement, now
 
 _INSERT_ATTEMPT = t.attempts.insert()
-_CALL_BY_ID = t.calls.update().where(t.calls.c.dispatch_id == sa.bindparam("w_dispatch_id"))
 
 
 def start_attempt(
@@ -46,8 +45,8 @@ def start_attempt(
              "p_run_id": run_id, "p_type": "tool_start", "p_data": data, "p_created_at": ts},
         )
         return attempt
+    # SQLite: the attempt's INSERT also marks the call running (trigger ``attempts_mark_call``, 0011)
     conn.execute(_INSERT_ATTEMPT, {"dispatch_id": call["dispatch_id"], "attempt": attempt, "run_id": run_id, "executor_id": executor_id, "started_at": ts, "token": token})
-    conn.execute(_CALL_BY_ID, {"w_dispatch_id": call["dispatch_id"], "status": "running", "attempts": attempt, "started_at": call["started_at"] or ts})
     emit(conn, call["session_id"], run_id, "tool_start", data)
     return attempt
 

@@ -244,6 +244,8 @@ sa.Index("ix_calls_session", calls.c.session_id)
 sa.Index("ix_calls_status", calls.c.status)
 sa.Index("ix_calls_run", calls.c.run_id)
 sa.Index("ix_usage_session", usage.c.session_id)
+# A session's superseded messages alone (migration 0012): each model request counts them
+sa.Index("ix_messages_superseded", messages.c.session_id, postgresql_where=messages.c.superseded_by.is_not(None), sqlite_where=messages.c.superseded_by.is_not(None))
 
 #: One row per executor id: its lease (renewed while its process holds the executor lock) and the
 #: last takeover of its runs (migration 0006). Times are epoch seconds from the database's clock.
