@@ -76,54 +76,37 @@ class ModelStepTimer:
 
         from helix_dbos.runtime import model_step, transcript, workflow
 
-        def timed_sync(attr: str, fn: Any) -> Any:
+        def timed_sync(into: str, fn: Any) -> Any:
+            """``fn``, its wall time added to ``self.<into>``."""
+
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 t = time.perf_counter()
                 try:
                     return fn(*args, **kwargs)
                 finally:
-                    self.transcript += time.perf_counter() - t
+                    setattr(self, into, getattr(self, into) + time.perf_counter() - t)
 
             return wrapper
 
-        original_step = model_step.model_request_step
+        def timed_async(into: str, fn: Any) -> Any:
+            @functools.wraps(fn)
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                t = time.perf_counter()
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    setattr(self, into, getattr(self, into) + time.perf_counter() - t)
 
-        @functools.wraps(original_step)
-        async def step(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return await original_step(*args, **kwargs)
-            finally:
-                self.total += time.perf_counter() - t
-
-        # a run's first model request reads in the prepare's transaction: still the step's time
-        original_preread = model_step.preread
-
-        @functools.wraps(original_preread)
-        def preread(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return original_preread(*args, **kwargs)
-            finally:
-                self.total += time.perf_counter() - t
-
-        original_request = pydantic_ai.direct.model_request
-
-        @functools.wraps(original_request)
-        async def request(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return await original_request(*args, **kwargs)
-            finally:
-                self.model += time.perf_counter() - t
+            return wrapper
 
         for module, attr, new in (
-            (pydantic_ai.direct, "model_request", request),  # model_step imports it at each call
-            (model_step, "_read", timed_sync("_read", model_step._read)),
-            (transcript, "load", timed_sync("load", transcript.load)),
-            (model_step, "model_request_step", step),  # what model_step.ask calls
-            (workflow, "preread", preread),  # the prepare reads through the workflow module's name
+            (pydantic_ai.direct, "model_request", timed_async("model", pydantic_ai.direct.model_request)),  # model_step imports it at each call
+            (model_step, "_read", timed_sync("transcript", model_step._read)),
+            (transcript, "load", timed_sync("transcript", transcript.load)),
+            (model_step, "model_request_step", timed_async("total", model_step.model_request_step)),  # what model_step.ask calls
+            # a run's first model request reads in the prepare's transaction: still the step's time
+            (workflow, "preread", timed_sync("total", model_step.preread)),  # through the workflow module's name
         ):
             self._undo.append((module, attr, getattr(module, attr)))
             setattr(module, attr, new)
