@@ -112,13 +112,14 @@ class Reader:
     def run(self, run_id: str) -> RunResult:
         return self._read(lambda conn: read_result(conn, run_id))
 
-    def wait_run(self, run_id: str, timeout: float | None = None, *, ended: Future[Any] | None = None, settled: Callable[[], RunResult | None] | None = None) -> RunResult:
+    def wait_run(self, run_id: str, timeout: float | None = None, *, ended: Future[Any] | None = None) -> RunResult:
         """The run once at rest; ``RunTimeoutError`` if it is not by ``timeout`` (None: no limit).
 
         ``ended``: the future of the run's workflow when this process started it; the wait then
-        sleeps on it instead of polling the ledger (see ``poll``). ``settled``: the result the
-        transaction that brought the run to rest read for this process, if it did (``handoff.py``).
+        sleeps on it instead of polling the ledger (see ``poll``), and once it resolves takes the
+        result the run's last transaction read for this process, if it did (``handoff.py``).
         """
+        settled = (lambda: self.settled.take(run_id)) if ended is not None and self.settled is not None else None
         return poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended, settled=settled,
                     sleep=self._sleeper(run_id))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 from datetime import timedelta
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -26,17 +27,9 @@ from ..ledger.migrate import upgrade
 from ..ledger.statuses import EntryKind
 from ..recovery import Profile
 from ..views import RunResult, SessionView, StopReceipt
-from . import dbos_private, entries, polling, state, step_commits, workflow
-from .config import (
-    DEFAULT_APP_NAME,
-    Settings,
-    requested_executor_id,
-    resolve_app_version,
-    resolve_database_url,
-    resolve_recovery_poll,
-    resolve_store_retry_window,
-)
-from . import leases
+from . import dbos_private, entries, leases, polling, state, step_commits, workflow
+from .config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url, resolve_recovery_poll
+from .config import resolve_store_retry_window
 from .executor_lock import ExecutorLock
 from .reader import Reader
 from .registry import Registry
@@ -121,9 +114,7 @@ class RunHandle:
         for on its workflow's end rather than by polling the ledger, and when that workflow brought
         the run to rest itself, its last transaction's read of the result is the answer (no read).
         """
-        registry = self.runtime._registry
-        settled = (lambda: registry.env.settled.take(self.run_id)) if registry is not None else None
-        return self.runtime.reader.wait_run(self.run_id, timeout, ended=dbos_private.workflow_future(self._workflow_handle), settled=settled)
+        return self.runtime.reader.wait_run(self.run_id, timeout, ended=dbos_private.workflow_future(self._workflow_handle))
 
     async def result_async(self, timeout: float | None = None) -> RunResult:
         return await asyncio.to_thread(self.result, timeout)
@@ -181,8 +172,6 @@ class Runtime:
                 raise ConfigurationError(f"{name} must be (pool_size >= 1, max_overflow >= 0), not {pool!r}")
         self.api_pool, self.tx_pool = api_pool, tx_pool
         # best-effort model output deltas on the run's DBOS stream (runtime/live.py)
-        import os
-
         self.live_output = live_output if live_output is not None else os.environ.get("HELIX_DBOS_LIVE_OUTPUT", "") in ("1", "true", "yes")
         self.recovery: Profile = recovery
         self.database_url = database_url  # public: an operator tool (--db) may repoint it before launch
@@ -555,8 +544,7 @@ class Runtime:
     @property
     def reader(self) -> Reader:
         """Every read of this runtime's ledger (what the service and the CLI read through too)."""
-        registry = self._registry
-        return Reader(self.engine, store_retry_window=self.store_retry_window, settled=registry.env.settled if registry is not None else None)
+        return Reader(self.engine, store_retry_window=self.store_retry_window, settled=self._registry.env.settled if self._registry else None)
 
     def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
         """The run once at rest; ``RunTimeoutError`` (also a ``TimeoutError``) past ``timeout``."""
