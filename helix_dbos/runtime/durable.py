@@ -78,18 +78,16 @@ _RECORDED = sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id ==
 _RECORD = t.tx_outputs.insert()
 
 
-#: A model reply's record: its own ``tx`` (``record_reply``), or a row of the stop the request read.
+#: A model request's record (``record_reply``): its reply, the failure it raised, or the stop it read.
 REPLY: Final = "helix.reply"
-#: ``tx``'s ``reply`` when the transaction records no model reply.
-NO_REPLY: Final = object()
 
 
 async def replayed_reply() -> Any | None:
     """The model reply this point of the workflow recorded before, when replaying; else None.
 
     A model reply is not a DBOS step (whose lookup and record were two transactions): it is the
-    ledger's ``helix.reply#k`` record, written in one transaction right after the request, as a reply
-    or as the failure it raised (``record_reply``), or by the stop the request read instead. A replay looks the
+    ledger's ``helix.reply#k`` record, written in one transaction right after the request: its
+    reply, the failure it raised or the stop it read instead (``record_reply``). A replay looks the
     ``k``-th one up before asking the model, and a reply found here is consumed (the next lookup is
     ``k + 1``); a fresh execution (past its first new transaction) asks without looking.
     """
@@ -114,11 +112,11 @@ def _the_reply(conn: sa.Connection, reply: Any) -> Any:
 
 
 async def record_reply(reply: Any) -> Any:
-    """Record a paid model reply, exactly once, before anything acts on it (the ``after_model`` boundary)."""
+    """Record a model request's outcome, exactly once, before anything acts on it (the ``after_model`` boundary)."""
     return await tx(REPLY, _the_reply, reply)
 
 
-async def tx(name: str, fn: Callable[..., Any], *args: Any, reply: Any = NO_REPLY) -> Any:
+async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.
 
@@ -127,9 +125,6 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any, reply: Any = NO_REPL
     transactions in a fixed order, as DBOS runs its steps). A second, concurrent execution of the same
     workflow fails on the key, rolls its work back and returns the first one's output. DBOS's own
     datasource transaction did the same at five database transactions each; this is one.
-
-    ``reply``: a model reply the transaction records with its work as the next ``helix.reply#k``
-    (``replayed_reply``): the stop the model request read instead of asking.
 
     It runs the blocking engine in a worker thread, so a transaction is one tight unit of work: on
     SQLite the write lock is never held across event-loop turns. In an outage it is re-run until the
@@ -142,10 +137,6 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any, reply: Any = NO_REPL
         raise RuntimeError(f"{name}: ledger transactions need the workflow's operation counter")
     op = f"{name}#{ops[name]}"
     ops[name] += 1
-    records = [op]
-    if reply is not NO_REPLY:
-        records.append(f"{REPLY}#{ops[REPLY]}")
-        ops[REPLY] += 1
     engine = env().tx_engine
 
     def once() -> Any:
@@ -156,9 +147,7 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any, reply: Any = NO_REPL
                     if done is not None:
                         return done[0]
                 out = fn(conn, *args)
-                at = store.now()
-                outputs = (out, reply)
-                conn.execute(_RECORD, [{"workflow_id": workflow_id, "op": o, "output": v, "created_at": at} for o, v in zip(records, outputs)])
+                conn.execute(_RECORD, {"workflow_id": workflow_id, "op": op, "output": out, "created_at": store.now()})
         except sa.exc.IntegrityError:
             # another execution of this workflow committed this operation first: its output is the answer
             with engine.connect() as conn:
@@ -173,7 +162,7 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any, reply: Any = NO_REPL
     return await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
 
 
-async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Connection, Any], Any], *args: Any, reply: Any = NO_REPLY) -> tuple[Any, Any]:
+async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Connection, Any], Any], *args: Any) -> tuple[Any, Any]:
     """``tx``, and ``read(conn, output)`` in the same transaction after its work: the output is
     recorded, the read is only handed back (``runtime/handoff.py``), and None unless this execution
     committed the transaction fresh (a replay or another execution's record returns the recorded
@@ -185,7 +174,7 @@ async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Conn
         side["read"], side["out"] = read(conn, out), out
         return out
 
-    out = await tx(name, work, *args, reply=reply)
+    out = await tx(name, work, *args)
     return out, side["read"] if side.get("out") is out else None
 
 

@@ -19,12 +19,15 @@ is cancelled before its batch starts is dropped from it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import StoreUnavailableError
 from .durable import plain_tx
+
+log = logging.getLogger("helix_dbos")
 
 _YOUR_TURN: Final = object()
 """What a waiting write's future is set to when its batch is next: its task runs the batch."""
@@ -153,7 +156,7 @@ async def _commit(group: list[_Write]) -> list[tuple[bool, Any]]:
         except StoreUnavailableError as exc:  # the store is gone for all of them alike
             return [(False, exc)] * len(group)
         except Exception:  # noqa: BLE001 - one of them raised: each answers for itself below
-            pass
+            log.debug("a group of %d writes rolled back; writing each alone", len(group), exc_info=True)
     outcomes: list[tuple[bool, Any]] = []
     for w in group:
         try:

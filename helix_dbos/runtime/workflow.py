@@ -204,10 +204,10 @@ async def _drive(run_id: str) -> dict[str, Any]:
     while True:
         if used >= budget:
             raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
-        reply, record = await _model_reply(run_id, sid, agent.name, step_no)
+        reply = await _model_reply(run_id, sid, agent.name, step_no)
         used += 1
         if "stopped" in reply:
-            return dict(await _ending("helix.stop", step_commits.stop_run, run_id, reply["stopped"], reply=record))
+            return dict(await _ending("helix.stop", step_commits.stop_run, run_id, reply["stopped"]))
         crash_point("after_model")
         planned = reply["planned"]
         if starts_a_body(planned):
@@ -226,11 +226,11 @@ async def _drive(run_id: str) -> dict[str, Any]:
         step_no += 1
 
 
-async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> tuple[dict[str, Any], Any]:
-    """The step's reply, and what the stop it may be still has to record (``durable.tx``'s ``reply``).
+async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> dict[str, Any]:
+    """The step's reply (or the stop the request read instead).
 
     A replay takes the reply recorded before (a recorded failure raises again); otherwise the model
-    is asked and its reply recorded in one ledger transaction (``durable.record_reply``) before
+    is asked and its outcome recorded in one ledger transaction (``durable.record_reply``) before
     anything acts on it. With live output the request is a DBOS step (its deltas are DBOS stream
     writes, which need a step's context) and DBOS records the reply instead.
     """
@@ -239,12 +239,12 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
             "helix.model", model_request_step, run_id, sid, agent_name, step_no, retries_allowed=True,
             max_attempts=MODEL_ATTEMPTS, interval_seconds=MODEL_RETRY_INTERVAL, backoff_rate=MODEL_RETRY_BACKOFF, should_retry=is_retryable,
         )
-        return reply, durable.NO_REPLY
+        return dict(reply)
     replayed = await durable.replayed_reply()
     if replayed is not None:
         if "raised" in replayed:
             raise RecordedFailure(*replayed["raised"])
-        return dict(replayed), durable.NO_REPLY
+        return dict(replayed)
     try:
         reply = await ask(run_id, sid, agent_name, step_no)
     except Exception as exc:
@@ -252,16 +252,14 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
             await durable.record_reply({"raised": list(failure(exc))})
             crash_point("after_model")
         raise
-    if "stopped" in reply:  # nothing was paid: the stop's own transaction records it
-        return reply, reply
-    return dict(await durable.record_reply(reply)), durable.NO_REPLY
+    return dict(await durable.record_reply(reply))
 
 
-async def _ending(name: str, fn: Any, run_id: str, *args: Any, reply: Any = durable.NO_REPLY) -> Any:
+async def _ending(name: str, fn: Any, run_id: str, *args: Any) -> Any:
     """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
     does, it also reads the run's result, handed to a caller waiting in this process
     (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
-    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args, reply=reply)
+    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args)
     if result is not None:
         env().settled.put(run_id, result)
     return outcome
