@@ -163,7 +163,7 @@ def _stop_worker(proc: subprocess.Popen[str]) -> None:
 
 def _workflow_status() -> str:
     """DBOS's workflow table (Postgres only here), named through helix_dbos's one door to DBOS's internals."""
-    from helix_dbos.runtime.dbos_private import system_table
+    from helix_dbos.runtime.process.dbos_private import system_table
 
     return system_table("workflow_status", sqlite=False)
 
@@ -208,7 +208,7 @@ def run_two_workers(url: str, sessions: int = 200, workers: int = 2, timeout: fl
     from bench.dbs import APP_NAME, APP_VERSION
     from bench.systems.helix import AGENT_NAME, make_agent
     from bench.worker import BARE_QUEUE, QUEUE_POLL_S
-    from helix_dbos.runtime import entries
+    from helix_dbos.runtime.face import entries
 
     spec = WorkloadSpec()
     expected = expected_answer(spec)

@@ -165,7 +165,7 @@ def totals(counts: dict[str, EngineCounts], pre_ping: dict[str, bool], labels: I
 
 def dbos_system_engine() -> sa.Engine:
     """DBOS's system-database engine (a private attribute: reached through helix_dbos's one door to DBOS's internals)."""
-    from helix_dbos.runtime.dbos_private import system_database_engine
+    from helix_dbos.runtime.process.dbos_private import system_database_engine
 
     return system_database_engine()
 
@@ -174,7 +174,7 @@ def attach_standard(counter: DbCounter, runtime: Any = None) -> None:
     """DBOS's system DB, plus (when a helix runtime is launched) its sync engine and datasource engine."""
     counter.attach("dbos_sys", dbos_system_engine())
     if runtime is not None:
-        from helix_dbos.runtime.state import env
+        from helix_dbos.runtime.floor.state import env
 
         counter.attach("helix_sync", runtime.engine)
         counter.attach("helix_ds", env().tx_engine)

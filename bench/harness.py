@@ -165,7 +165,7 @@ def teardown_runners(runners: Mapping[str, Runner]) -> None:
 
 
 def _dbos_launched() -> bool:
-    from helix_dbos.runtime.dbos_private import dbos_launched
+    from helix_dbos.runtime.process.dbos_private import dbos_launched
 
     return dbos_launched()
 

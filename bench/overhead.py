@@ -8,7 +8,7 @@ Write cost (section 3): the same three runners, counted with SQLAlchemy events i
 Counts are deterministic, so four workload shapes solve exactly for the cost of one call, of one
 step (with 0 and with 3 calls) and of the per-run remainder (entry, final text step, result read).
 helix_dbos writes the gates (and the results) of a step's calls that run side by side in one
-transaction (``runtime/group_commit.py``), so a call alone and a call beside others cost apart; the
+transaction (``runtime/floor/group_commit.py``), so a call alone and a call beside others cost apart; the
 fourth shape runs the same calls one after another (``sequential`` tools) to price one on its own:
     C(5 x 3, one at a time) - C(5 x 1) = 10 calls alone      ->  per call
     C(5 x 3)                - C(5 x 1) = 10 calls beside two ->  per call beside others (marginal)

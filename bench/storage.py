@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from bench.dbs import database_sizes
 from bench.systems.helix import TURN_AGENT_NAME, make_turn_agent
 from bench.workload import WorkloadSpec
-from helix_dbos.runtime.dbos_private import system_table
+from helix_dbos.runtime.process.dbos_private import system_table
 
 MARKS = (10, 50, 100, 200)
 
@@ -74,7 +74,8 @@ class ModelStepTimer:
 
         import pydantic_ai.direct
 
-        from helix_dbos.runtime import model_step, transcript, workflow
+        from helix_dbos.runtime.flow import model_request as model_step, workflow
+        from helix_dbos.runtime.floor import transcript
 
         def timed_sync(into: str, fn: Any) -> Any:
             """``fn``, its wall time added to ``self.<into>``."""

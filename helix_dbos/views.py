@@ -1,6 +1,6 @@
 """What a read of the ledger gives back: plain value types, apart from the queries that build them.
 
-The reader (``runtime/reader.py``) is the one place that fills these; the runtime returns them, the
+The reader (``runtime/face/reader.py``) is the one place that fills these; the runtime returns them, the
 CLI prints them and the HTTP schema (``wire.py``) is derived from their fields, so a field added
 here reaches every surface at once. Records that stay dicts (a run, a checkpoint, an attempt, an
 event, a call row) are ``TypedDict``s: existing callers keep subscripting them, and the type says

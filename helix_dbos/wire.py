@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
 from . import views as v
-from .runtime import transcript
+from .runtime.floor import transcript
 
 _CONFIG = ConfigDict(from_attributes=True)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.procs import ROOT, Outcome, child_env, run_module, spawn_module  # noqa: F401  (ROOT: tests import it from here)
 
 
@@ -117,7 +117,7 @@ def transcript_problems(db_url: str, session_id: str) -> list[str]:
 
     from helix_dbos.ledger import store
     from helix_dbos.ledger.engine import create_sync_engine
-    from helix_dbos.runtime import transcript
+    from helix_dbos.runtime.floor import transcript
 
     engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
     try:

@@ -1,4 +1,4 @@
-"""DBOS's private API behind one door (``helix_dbos/runtime/dbos_private.py``).
+"""DBOS's private API behind one door (``helix_dbos/runtime/process/dbos_private.py``).
 
 Two kinds of test. The shape tests fail loudly when a DBOS upgrade moves, renames or reshapes one
 of the private names or table columns helix_dbos relies on, against the real installed DBOS and a
@@ -22,12 +22,13 @@ from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
 from helix_dbos.ledger.engine import is_sqlite
-from helix_dbos.runtime import dbos_private, state
-from helix_dbos.runtime import polling
-from helix_dbos.runtime.config import resolve_recovery_poll
+from helix_dbos.runtime.process import dbos_private
+from helix_dbos.runtime.floor import state
+from helix_dbos.runtime.process import polling
+from helix_dbos.runtime.process.config import resolve_recovery_poll
 
 ROOT = Path(__file__).resolve().parent.parent
-DOOR = ROOT / "helix_dbos" / "runtime" / "dbos_private.py"
+DOOR = ROOT / "helix_dbos" / "runtime" / "process" / "dbos_private.py"
 
 
 # --- shape: each private name still exists and still has the shape used ------------------------------
@@ -37,7 +38,7 @@ def test_the_door_was_checked_against_the_installed_dbos() -> None:
     """A DBOS upgrade must come with a re-read of every use in the door (then bump CHECKED_AGAINST)."""
     installed = importlib.metadata.version("dbos")
     assert installed == dbos_private.CHECKED_AGAINST, (
-        f"dbos {installed} is installed but helix_dbos/runtime/dbos_private.py was checked against "
+        f"dbos {installed} is installed but helix_dbos/runtime/process/dbos_private.py was checked against "
         f"{dbos_private.CHECKED_AGAINST}: re-read each private use there against the new DBOS source"
     )
 
@@ -197,13 +198,13 @@ def test_dbos_internals_appear_in_the_door_only() -> None:
     door = _hits(DOOR, PRIVATE)
     assert door, "the door itself should hold the private uses"
     others = [h for p in _sources("helix_dbos", "bench") if p != DOOR for h in _hits(p, PRIVATE)]
-    assert others == [], "DBOS's internals used outside helix_dbos/runtime/dbos_private.py:\n" + "\n".join(others)
+    assert others == [], "DBOS's internals used outside helix_dbos/runtime/process/dbos_private.py:\n" + "\n".join(others)
 
 
 def test_no_module_of_helix_dbos_keeps_state_in_a_global_but_the_one_lookup() -> None:
-    """The launched runtime's registry (runtime/state.py) is the only process state: no ``global``."""
-    one = ROOT / "helix_dbos" / "runtime" / "state.py"
+    """The launched runtime's registry (runtime/floor/state.py) is the only process state: no ``global``."""
+    one = ROOT / "helix_dbos" / "runtime" / "floor" / "state.py"
     pattern = [re.compile(r"^\s*global\s")]
     others = [h for p in _sources("helix_dbos") if p != one for h in _hits(p, pattern)]
-    assert others == [], "module globals outside runtime/state.py:\n" + "\n".join(others)
+    assert others == [], "module globals outside runtime/floor/state.py:\n" + "\n".join(others)
     assert _hits(one, pattern), "state.py holds the one registry slot"

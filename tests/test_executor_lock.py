@@ -29,8 +29,8 @@ import helix_dbos as hx
 from helix_dbos.cli import admin
 from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
-from helix_dbos.runtime import executor_lock
-from helix_dbos.runtime.executor_lock import APPLICATION_NAME, LOCK_LOST_EXIT_CODE, ExecutorLock
+from helix_dbos.runtime.process import executor_lock
+from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME, LOCK_LOST_EXIT_CODE, ExecutorLock
 from tests.crashkit import ROOT, Kit, calls_by_tool, transcript_problems
 from tests.procs import SETTINGS_VARS, child_env
 

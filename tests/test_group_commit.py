@@ -1,4 +1,4 @@
-"""Group commit's own rules (``runtime/group_commit.py``), on a launched runtime and a real database.
+"""Group commit's own rules (``runtime/floor/group_commit.py``), on a launched runtime and a real database.
 
 Writes of one run issued in the same event-loop turn share one transaction; a write that raises
 answers only for itself (its group is rolled back and re-run write by write); a write cancelled
@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
-from helix_dbos.runtime import group_commit
-from helix_dbos.runtime.state import env
+from helix_dbos.runtime.floor import group_commit
+from helix_dbos.runtime.floor.state import env
 
 
 class Refused(Exception):

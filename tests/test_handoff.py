@@ -1,4 +1,4 @@
-"""Reads that ride on a run's own transactions (``runtime/handoff.py``), on both databases.
+"""Reads that ride on a run's own transactions (``runtime/floor/handoff.py``), on both databases.
 
 A caller waiting on a run started in this process gets the result the run's last transaction read
 (no read of its own), and it is exactly what the ledger holds: completed with output and usage,
@@ -22,7 +22,7 @@ from pydantic_ai.usage import RequestUsage
 from sqlalchemy import event
 
 import helix_dbos as hx
-from helix_dbos.runtime.state import env
+from helix_dbos.runtime.floor.state import env
 
 
 @contextmanager
@@ -90,7 +90,7 @@ def test_each_turn_of_a_session_sees_the_whole_conversation(make_runtime: Callab
 
 
 def test_a_sleeper_wakes_when_its_key_is_put_and_not_for_another() -> None:
-    from helix_dbos.runtime.handoff import Handoff
+    from helix_dbos.runtime.floor.handoff import Handoff
 
     box: Handoff[str, int] = Handoff(size=2)
     other = box.sleeper("b")

@@ -17,8 +17,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 import helix_dbos as hx
-from helix_dbos.runtime import live
-from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from helix_dbos.runtime.flow import live
+from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.crashkit import ROOT
 from tests.procs import child_env
 

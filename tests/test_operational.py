@@ -18,8 +18,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import helix_dbos as hx
 from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite, sqlite_path
-from helix_dbos.runtime.config import DEFAULT_APP_VERSION
-from helix_dbos.runtime.executor_lock import ExecutorLock
+from helix_dbos.runtime.process.config import DEFAULT_APP_VERSION
+from helix_dbos.runtime.process.executor_lock import ExecutorLock
 
 
 def test_an_executor_id_is_held_by_one_live_process_only(db_url: str) -> None:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from helix_dbos.ledger import attempts, store
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import upgrade
-from helix_dbos.runtime.executor_lock import LOCK_LOST_EXIT_CODE
+from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
 from tests.crashkit import Kit, calls_by_tool
 
 

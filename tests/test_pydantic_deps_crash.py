@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.crashkit import ROOT, transcript_problems
 from tests.procs import child_env
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""One registry per launch, one launched runtime per process (runtime/registry.py, runtime/state.py).
+"""One registry per launch, one launched runtime per process (runtime/floor/registry.py, runtime/floor/state.py).
 
 Real runtimes on both stores: a second runtime launched while one is live is refused, typed, and the
 first keeps its workflows; after ``shutdown`` the next one launches and DBOS runs *its* workflows.
@@ -15,8 +15,9 @@ from pydantic_ai.models.test import TestModel
 import helix_dbos as hx
 from helix_dbos import errors
 from helix_dbos.errors import ConfigurationError, ExecutorIdInUseError, RuntimeAlreadyLaunchedError
-from helix_dbos.runtime import dbos_private, executor_lock, state
-from helix_dbos.runtime.executor_lock import ExecutorLock
+from helix_dbos.runtime.process import dbos_private, executor_lock
+from helix_dbos.runtime.floor import state
+from helix_dbos.runtime.process.executor_lock import ExecutorLock
 
 
 def _agent(text: str = "hi") -> hx.Agent:

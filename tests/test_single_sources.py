@@ -2,7 +2,7 @@
 
 - The fault points: the code's lists (``faults.CRASH_POINTS``, ``faults.FAIL_POINTS``) are exactly
   the points the code passes, and README.md, docs/recovery.md and docs/subagents.md name exactly them.
-- Opening a run: one function writes a run's row (``runtime/runs.py``); no other module inserts one.
+- Opening a run: one function writes a run's row (``runtime/floor/runs.py``); no other module inserts one.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import ast
 import re
 from pathlib import Path
 
-from helix_dbos.runtime import faults
+from helix_dbos.runtime.process import faults
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "helix_dbos"
@@ -89,12 +89,12 @@ def test_the_child_points_are_passed_only_by_the_child_phase() -> None:
     and the workflow's dispatch of both), never in a plain step."""
     passed = _calls_named("crash_point") | {f"fail:{k}": v for k, v in _calls_named("fail_point").items()}
     for point in (*faults.CHILD_CRASH_POINTS, *(f"fail:{p}" for p in faults.CHILD_FAIL_POINTS)):
-        assert set(passed[point]) <= {"helix_dbos/runtime/children.py", "helix_dbos/runtime/companions.py", "helix_dbos/runtime/workflow.py"}, (point, passed[point])
-    assert "helix_dbos/runtime/bodies.py" not in {m for point in faults.CHILD_CRASH_POINTS for m in passed[point]}
+        assert set(passed[point]) <= {"helix_dbos/runtime/flow/children.py", "helix_dbos/runtime/flow/companions.py", "helix_dbos/runtime/flow/workflow.py"}, (point, passed[point])
+    assert "helix_dbos/runtime/flow/bodies.py" not in {m for point in faults.CHILD_CRASH_POINTS for m in passed[point]}
 
 
 def test_a_run_row_is_written_in_one_place() -> None:
-    assert {m for ms in _inserts_of_runs().values() for m in ms} == {"helix_dbos/runtime/runs.py"}
+    assert {m for ms in _inserts_of_runs().values() for m in ms} == {"helix_dbos/runtime/floor/runs.py"}
 
 
 def _inserts_of_runs() -> dict[str, list[str]]:

@@ -29,7 +29,8 @@ from helix_dbos.ledger import store
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
-from helix_dbos.runtime import attempt_gate, bodies
+from helix_dbos.runtime.floor import gate as attempt_gate
+from helix_dbos.runtime.flow import bodies
 from tests.crashkit import Kit, transcript_problems
 from tests.tcpproxy import TcpProxy
 
@@ -284,7 +285,7 @@ def test_sqlite_busy_past_the_window_fails_store_unavailable(tmp_path: Path) -> 
 
 def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: pytest.MonkeyPatch) -> None:
     from helix_dbos.errors import ConfigurationError
-    from helix_dbos.runtime.config import resolve_store_retry_window
+    from helix_dbos.runtime.process.config import resolve_store_retry_window
 
     monkeypatch.delenv("HELIX_DBOS_STORE_RETRY_WINDOW", raising=False)
     assert resolve_store_retry_window() == 60.0
@@ -301,7 +302,7 @@ def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: 
 def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
     """The outage ended the session holding the executor id's advisory lock, and the server dropped
     the lock with it; the live process takes it again, so a second process on its id is still refused."""
-    from helix_dbos.runtime.executor_lock import CHECK_INTERVAL
+    from helix_dbos.runtime.process.executor_lock import CHECK_INTERVAL
 
     k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "12", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})

@@ -20,8 +20,8 @@ import pytest
 import sqlalchemy as sa
 
 from helix_dbos.ledger.engine import create_sync_engine
-from helix_dbos.runtime import store_retry
-from helix_dbos.runtime.store_retry import is_transient
+from helix_dbos.runtime.floor import store_retry
+from helix_dbos.runtime.floor.store_retry import is_transient
 
 
 def wrapped(orig: Exception, *, invalidated: bool = False) -> sa.exc.DBAPIError:

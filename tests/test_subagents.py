@@ -19,7 +19,7 @@ import helix_dbos as hx
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.recovery import OUTCOME_UNKNOWN
-from helix_dbos.runtime.faults import CRASH_EXIT_CODE
+from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.familykit import Family
 from tests.scenarios import family
 

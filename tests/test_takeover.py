@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from helix_dbos.ledger.engine import is_sqlite
-from helix_dbos.runtime.config import DEFAULT_RECOVERY_POLL
-from helix_dbos.runtime.executor_lock import LOCK_LOST_EXIT_CODE
+from helix_dbos.runtime.process.config import DEFAULT_RECOVERY_POLL
+from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
 from tests.crashkit import Kit, helix_table, query, transcript_problems
 
 LEASE = 3.0

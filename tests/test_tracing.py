@@ -17,8 +17,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 import helix_dbos as hx  # noqa: E402
-from helix_dbos.runtime.config import Settings  # noqa: E402
-from helix_dbos.runtime.tracing import root_span_id_of, trace_id_of  # noqa: E402
+from helix_dbos.runtime.process.config import Settings  # noqa: E402
+from helix_dbos.runtime.process.tracing import root_span_id_of, trace_id_of  # noqa: E402
 
 
 def _run_spans(spans: InMemorySpanExporter, run_id: str, wait: float = 10.0) -> list[Any]:

@@ -28,7 +28,7 @@ from rich.markup import escape
 from ..errors import ConfigurationError, HelixError, ValidationError
 from ..ledger.engine import check_url, create_sync_engine, sqlite_path
 from ..runtime import Reader, Runtime
-from ..runtime.config import resolve_database_url
+from ..runtime.process.config import resolve_database_url
 
 P = ParamSpec("P")
 R = TypeVar("R")

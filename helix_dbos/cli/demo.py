@@ -31,8 +31,8 @@ from rich.text import Text
 from ..errors import ConfigurationError, HelixError
 from ..examples import effects, payments
 from ..ledger.engine import is_sqlite
-from ..runtime import transcript
-from ..runtime.faults import CRASH_EXIT_CODE
+from ..runtime.floor import transcript
+from ..runtime.process.faults import CRASH_EXIT_CODE
 from .common import console, ledger, print_json, short, workflow_done
 from .render import compact, styled, timeline, tool_names
 

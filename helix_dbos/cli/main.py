@@ -125,7 +125,7 @@ def _wait_live(runtime: Runtime, handle: RunHandle, timeout: float, live: bool) 
         return _wait(runtime, handle, timeout)
     import threading
 
-    from ..runtime import live as live_output
+    from ..runtime.flow import live as live_output
 
     def show() -> None:
         try:

@@ -1,8 +1,8 @@
 """The runtime: DBOS workflows of runs, their steps and commits, and the entry points."""
 
-from .faults import CRASH_POINTS
+from .process.faults import CRASH_POINTS
 from ..views import CallView, PendingCall, RunResult, SessionView, StopReceipt, Usage
-from .reader import Reader
-from .runtime import AnswerReceipt, RunHandle, Runtime
+from .face.reader import Reader
+from .face.runtime import AnswerReceipt, RunHandle, Runtime
 
 __all__ = ["CRASH_POINTS", "AnswerReceipt", "CallView", "PendingCall", "Reader", "RunHandle", "RunResult", "Runtime", "SessionView", "StopReceipt", "Usage"]

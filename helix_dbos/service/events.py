@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..ledger.statuses import RUN_AT_REST
-from ..runtime.reader import EVENT_PAGE, Reader
+from ..runtime.face.reader import EVENT_PAGE, Reader
 from ..views import EventPage, EventRecord
 
 PAGE = EVENT_PAGE

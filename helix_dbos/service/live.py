@@ -1,7 +1,7 @@
 """``GET /sessions/{id}/live``: the model's text and tool-call deltas over SSE, best-effort.
 
 Beside ``/events`` (the durable ledger events, exactly once and resumable), never instead of it:
-these values come from the run workflow's DBOS stream (``runtime/live.py``), written by whichever
+these values come from the run workflow's DBOS stream (``runtime/flow/live.py``), written by whichever
 worker runs the step and read here from the database, so the serving process need not be the
 worker. They carry no ``id``: a reconnect starts again from the first value of the run.
 """
@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ..errors import RunNotFoundError, SessionNotFoundError
-from ..runtime import live
+from ..runtime.flow import live
 from .routes import Caller, SessionId, _allowed, known_query
 
 router = APIRouter(dependencies=[Depends(known_query)])

@@ -195,7 +195,7 @@ def freeze_at(spec: str) -> None:
     boundary, as a VM pause or a starved host would stop it, and goes on where it was when the test
     sends SIGCONT. A test cannot time an outside SIGSTOP between two statements; this one is exact.
     It records a ``frozen`` effect first, so the test knows the process reached the point."""
-    from helix_dbos.runtime import bodies
+    from helix_dbos.runtime.flow import bodies
 
     crash = bodies.crash_point
     want_point, _, want_tool = spec.partition(":")

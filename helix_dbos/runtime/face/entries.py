@@ -1,0 +1,240 @@
+"""Entries, answers and stops: the API side's transactions, each refusing bad input before it writes.
+
+Every entry passes the run-start gate: one compare-and-set on the session's version, so of two
+concurrent entries into one session exactly one wins and the other gets ``AgentAlreadyRunningError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from ...errors import AgentAlreadyRunningError, AnswerKindError, CallNotFoundError, CallsPendingError, CheckpointNotFoundError, DuplicateAnswerError, NothingToResumeError, SessionNotFoundError, StaleAnswerError, UnknownAgentError, ValidationError
+from ...ledger import store
+from ...ledger import tables as t
+from ...ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
+from ...ledger.statuses import CALL_SETTLED, EntryKind, RunStatus, awaits_answer
+from ..floor import pairing, commits as step_commits, transcript
+from ..floor.records import Answered, OpenedRun, StopRequested
+from ..floor.runs import open_run_row
+
+#: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
+#: ``dbos workflow cancel`` whose process never settled it), "lost" (never started, or its executor
+#: is gone), or None while it lives.
+LivenessCheck = Callable[[dict[str, Any]], str | None]
+
+
+def _pending_unanswered(conn: sa.Connection, cp: CheckpointRow | None) -> list[CallRow]:
+    ref = pairing.step_ref(conn, cp)
+    if cp is None or cp["kind"] != "suspension" or ref is None:
+        return []
+    calls = pairing.calls_of_step(conn, ref["run_id"], ref["step"])
+    return [c for c in calls if c["status"] == "pending" and awaits_answer(c["kind"], c["requires_approval"], c["approved"])]
+
+
+def open_run(
+    conn: sa.Connection,
+    *,
+    entry: EntryKind,
+    session_id: str | None,
+    agent_name: str | None,
+    message: str | None,
+    checkpoint_id: str | None,
+    agents: dict[str, Any],
+    profile: str,
+    executor_id: str | None,
+    is_dead: LivenessCheck = lambda run: None,
+    owner: str | None = None,
+) -> OpenedRun:
+    """Validate the entry against the session's state, win the gate, and write the run's row.
+
+    A session whose run is still live refuses the entry. A run whose workflow can no longer finish
+    (never started, cancelled, or pending on an executor that is gone: ``is_dead``) is ended
+    ``failed``/``executor_lost`` here, without pairing its calls, so this entry recovers its saved
+    step from the ledger in a new workflow.
+
+    ``owner`` stamps a new session; on an existing one it must match, or the session does not exist
+    for this caller (checked under the row lock, so a race on a chosen session id cannot hand one
+    principal a turn in another's session).
+    """
+    session = store.get_session(conn, session_id, for_update=True) if session_id else None
+    if session is not None and owner is not None and session["owner"] != owner:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    if session is None:
+        if entry != "start":
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        if agent_name not in agents:
+            raise UnknownAgentError(f"no agent named {agent_name!r}")
+        session_id = session_id or store.new_id()
+        if not store.insert_session(conn, session_id, str(agent_name), owner=owner):
+            # Another start of this new session id created it between our read and our insert: it
+            # won the session's first run, as the gate's compare-and-set decides between turns.
+            raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
+        session = store.get_session(conn, session_id, for_update=True)
+        assert session is not None
+    else:
+        if entry == "start":
+            if agent_name is not None and agent_name != session["agent_name"]:
+                raise ValidationError(f"session {session_id!r} belongs to agent {session['agent_name']!r}, not {agent_name!r}")
+            entry = "turn"
+        if session["agent_name"] not in agents:
+            raise UnknownAgentError(f"no agent named {session['agent_name']!r} is defined in this process")
+    assert session_id is not None
+    previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
+    if session["status"] == "running":
+        dead = is_dead(cast(dict[str, Any], previous)) if previous is not None else None  # a RunRow (runtime's check takes a dict)
+        if previous is not None and dead is None:
+            raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
+        if previous is not None and dead == "cancelled":
+            # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
+            step_commits.settle_cancel(conn, previous["run_id"])
+            previous = store.get_run(conn, previous["run_id"])
+        elif previous is not None:
+            store.end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
+            previous = store.get_run(conn, previous["run_id"])
+        session = store.get_session(conn, session_id, for_update=True)
+        assert session is not None
+    _check_entry(conn, entry, session, previous, message, checkpoint_id)
+
+    run_id = store.new_id()
+    agent = agents[session["agent_name"]]
+    opened = open_run_row(
+        conn, session, run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
+        max_steps=agent.max_steps, recovery=profile, executor_id=executor_id,
+    )
+    if not opened:
+        raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
+    return {"run_id": run_id, "session_id": session_id, "entry": entry}
+
+
+def _check_entry(
+    conn: sa.Connection,
+    entry: str,
+    session: SessionRow,
+    previous: RunRow | None,
+    message: str | None,
+    checkpoint_id: str | None,
+) -> None:
+    sid = session["session_id"]
+    if entry in ("resume_with_message", "retry_with_message", "turn", "retry_from_checkpoint") and not message:
+        raise ValidationError(f"{entry} needs a message")
+    if checkpoint_id is not None:
+        cp = store.get_checkpoint(conn, checkpoint_id)
+        if cp is None or cp["session_id"] != sid:
+            raise CheckpointNotFoundError(f"no checkpoint {checkpoint_id!r} in session {sid!r}")
+        if cp["kind"] != "append":
+            raise ValidationError(f"checkpoint {checkpoint_id!r} is a {cp['kind']} checkpoint; entries take a saved append")
+    if entry in ("resume_continue", "retry", "resume_from_checkpoint") and previous is None:
+        raise NothingToResumeError(f"session {sid!r} has no run to resume")
+    if entry == "resume_continue":
+        if _pending_unanswered(conn, store.latest_checkpoint(conn, sid)):
+            raise CallsPendingError(f"session {sid!r} is waiting for answers to its pending calls")
+        if previous is not None and previous["status"] == "completed":
+            raise NothingToResumeError(f"session {sid!r} completed; send a new turn instead")
+    if entry == "retry" and previous is not None and previous["status"] not in ("failed", "interrupted"):
+        raise NothingToResumeError(f"retry() follows a failed or interrupted run; the last run is {previous['status']}")
+
+
+# --- answers -------------------------------------------------------------------------------------
+
+
+def answer(
+    conn: sa.Connection,
+    *,
+    session_id: str,
+    dispatch_id: str,
+    kind: str,
+    approved: bool | None = None,
+    reason: str | None = None,
+    actor: str | None = None,
+    result: Any = None,
+    error: str | None = None,
+) -> Answered:
+    """Record one answer, bound to the kind of pending call and fenced on the run that suspended."""
+    session = store.get_session(conn, session_id, for_update=True)
+    if session is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    call = store.get_call(conn, dispatch_id, for_update=True)
+    if call is None or call["session_id"] != session_id:
+        raise CallNotFoundError(f"no call {dispatch_id!r} in session {session_id!r}")
+    is_client = call["kind"] == "client"
+    if kind == "approval" and not call["requires_approval"]:
+        raise AnswerKindError(f"call {dispatch_id!r} does not await an approval" + (" (it is a client call: submit its result)" if is_client else ""))
+    if kind == "client" and not is_client:
+        raise AnswerKindError(f"call {dispatch_id!r} is not a client call" + (" (it awaits an approval)" if call["requires_approval"] else ""))
+    if call["answered_at"] is not None or call["approved"] is not None:
+        raise DuplicateAnswerError(f"call {dispatch_id!r} was answered already")
+    latest = store.latest_checkpoint(conn, session_id)
+    ref = pairing.step_ref(conn, latest)
+    suspended_here = (
+        session["status"] == "suspended_client_tool"
+        and call["status"] == "pending"
+        and latest is not None
+        and latest["kind"] == "suspension"
+        and ref is not None
+        and (ref["run_id"], ref["step"]) == (call["run_id"], call["step"])
+    )
+    if not suspended_here:
+        raise StaleAnswerError(_stale_reason(call, session))
+    run_id = str(session["current_run_id"])
+    ts = store.now()
+    if kind == "approval":
+        conn.execute(
+            t.calls.update()
+            .where(t.calls.c.dispatch_id == dispatch_id)
+            .values(approved=bool(approved), approval_reason=reason, approval_actor=actor, answered_at=ts)
+        )
+        store.emit(conn, session_id, run_id, "approval_decided", {"dispatch_id": dispatch_id, "approved": bool(approved), "reason": reason, "actor": actor})
+        if not approved:
+            fresh = store.get_call(conn, dispatch_id)
+            assert fresh is not None
+            store.settle_call(conn, fresh, "denied", run_id=run_id, paired_by="answer", note=reason)
+    else:
+        ok, value = transcript.jsonable(result)
+        if not ok:
+            raise ValidationError(str(value))
+        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(answered_at=ts))
+        fresh = store.get_call(conn, dispatch_id)
+        assert fresh is not None
+        if error is not None:
+            store.settle_call(conn, fresh, "error", run_id=run_id, paired_by="answer", error={"type": "client_error", "message": error})
+        else:
+            store.settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
+    remaining = _pending_unanswered(conn, latest)
+    return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
+
+
+def _stale_reason(call: CallRow, session: SessionRow) -> str:
+    """Why an answer can no longer land, in words that match the call's row."""
+    dispatch_id, status = call["dispatch_id"], call["status"]
+    if call["paired_by"] == "rewind":
+        return (f"call {dispatch_id!r} can no longer be answered: run {call['settled_run_id']!r} rewound the session "
+                f"past it and answered it {status}")
+    if status in CALL_SETTLED:
+        return f"call {dispatch_id!r} can no longer be answered: it was answered {status} (by {call['paired_by']})"
+    return f"call {dispatch_id!r} is not on the step the session waits at (call {status}, session {session['status']})"
+
+
+# --- stop ----------------------------------------------------------------------------------------
+
+
+def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None) -> StopRequested:
+    """Write one durable stop record for the current run and return; a suspended run stops here and now."""
+    if kind not in ("interrupt", "abort"):
+        raise ValidationError(f"stop kind must be 'interrupt' or 'abort', not {kind!r}")
+    session = store.get_session(conn, session_id, for_update=True)
+    if session is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    run_id = session["current_run_id"]
+    if session["status"] not in ("running", "suspended_client_tool") or run_id is None:
+        raise NothingToResumeError(f"session {session_id!r} has no live run to stop (status {session['status']})")
+    first = store.request_stop(conn, session_id, run_id, kind, requested_by)
+    if session["status"] == "suspended_client_tool":
+        # No workflow is live to notice the record: the stop completes in this transaction.
+        run = store.get_run(conn, run_id)
+        assert run is not None
+        out = step_commits.settle_stop(conn, run, kind)
+        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out["status"])}  # a stop ends the run: never "committed"
+    return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

@@ -1,0 +1,600 @@
+"""The ``Runtime``: configure and launch DBOS, open runs through the gate, answer, stop, read.
+
+Sync methods block the caller's thread; each has an ``_async`` twin that runs it in a worker
+thread, so the blocking engine never runs on an event loop and workflows always run on DBOS's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+from datetime import timedelta
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from dbos import DBOS, SetWorkflowID
+
+from ...definitions import Agent
+from ...definitions.inputs import check_json, check_session_id, check_text
+from ...errors import ConfigurationError, ExecutorIdInUseError, ValidationError
+from ...ledger import store
+from ...ledger import tables as t
+from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
+from ...ledger.migrate import upgrade
+from ...ledger.statuses import EntryKind
+from ...recovery import Profile
+from ...views import RunResult, SessionView, StopReceipt
+from ..process import dbos_private, leases, polling
+from . import entries
+from ..floor import state, commits as step_commits
+from ..flow import workflow
+from ..process.config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url, resolve_recovery_poll
+from ..process.config import resolve_store_retry_window
+from ..process.executor_lock import ExecutorLock
+from .reader import Reader
+from ..floor.registry import Registry
+
+P = ParamSpec("P")
+R = TypeVar("R")
+log = logging.getLogger("helix_dbos")
+
+#: A gate-admitted run whose workflow does not exist after this long is taken to have never started.
+ORPHAN_AFTER = timedelta(seconds=30)
+
+ResumeMode = Literal["continue", "with_message", "from_checkpoint"]
+StopKind = Literal["interrupt", "abort"]
+
+
+def _async_twin(fn: Callable[P, R]) -> Callable[P, Any]:
+    @functools.wraps(fn)
+    async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    twin.__doc__ = f"Async twin of ``{fn.__name__}`` (runs it in a worker thread)."
+    return twin
+
+
+def _adapt(agents: Iterable[Any], tool_policies: Mapping[str, Any] | None, deps_factories: Mapping[str, Any] | None) -> list[Agent]:
+    """``pydantic_ai.Agent``s are read into definitions as they are (see ``definitions/pydantic_agent.py``)."""
+    from pydantic_ai import Agent as PydanticAIAgent
+
+    from ...definitions.pydantic_agent import from_pydantic_ai
+
+    out: list[Agent] = []
+    for agent in agents:
+        if isinstance(agent, PydanticAIAgent):
+            name = agent.name or ""
+            agent = from_pydantic_ai(
+                agent, tool_policies=(tool_policies or {}).get(name), deps_factory=(deps_factories or {}).get(name)
+            )
+        elif not isinstance(agent, Agent):
+            raise ConfigurationError(f"agents must be hx.Agent or pydantic_ai.Agent, not {type(agent).__name__}")
+        out.append(agent)
+    return out
+
+
+def _collect_agents(agents: Iterable[Agent]) -> dict[str, Agent]:
+    """Every agent reachable from ``agents``, sub-agents included: child runs resolve them by name."""
+    found: dict[str, Agent] = {}
+    stack = list(agents)
+    while stack:
+        agent = stack.pop()
+        other = found.get(agent.name)
+        if other is not None and other is not agent:
+            raise ConfigurationError(f"two different agents are named {agent.name!r}")
+        if other is None:
+            found[agent.name] = agent
+            stack.extend(s.agent for s in agent.sub_agents)
+    return found
+
+
+def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
+    """What an entry takes besides the session id: refused before the gate, so nothing is written."""
+    check_text("message", message)
+    check_text("checkpoint_id", checkpoint_id, 80)
+
+
+class RunHandle:
+    """A run that was started; ``result()`` waits until it completes, fails, stops or suspends."""
+
+    def __init__(self, runtime: Runtime, run_id: str, session_id: str, workflow_handle: Any = None) -> None:
+        self.runtime = runtime
+        self.run_id = run_id
+        self.session_id = session_id
+        # DBOS's handle of the run's workflow. Its end only wakes the wait: the ledger, not the
+        # workflow's end, says when a run is at rest (a suspended run's workflow has ended; a run
+        # stopped from outside can be at rest while its workflow still unwinds).
+        self._workflow_handle = workflow_handle
+
+    def result(self, timeout: float | None = None) -> RunResult:
+        """The run once at rest, read from the ledger; ``RunTimeoutError`` if not within ``timeout``.
+
+        With or without a timeout it is the same wait as ``Runtime.wait_run``, and a database outage
+        is ridden out for ``store_retry_window`` either way; a run started in this process is waited
+        for on its workflow's end rather than by polling the ledger, and when that workflow brought
+        the run to rest itself, its last transaction's read of the result is the answer (no read).
+        """
+        return self.runtime.reader.wait_run(self.run_id, timeout, ended=dbos_private.workflow_future(self._workflow_handle))
+
+    async def result_async(self, timeout: float | None = None) -> RunResult:
+        return await asyncio.to_thread(self.result, timeout)
+
+    def __repr__(self) -> str:
+        return f"RunHandle(run_id={self.run_id!r}, session_id={self.session_id!r})"
+
+
+class AnswerReceipt:
+    """What an answer did: recorded, and (when it was the last one awaited) the run that continues."""
+
+    def __init__(self, session_id: str, dispatch_id: str, remaining: list[str], run: RunHandle | None) -> None:
+        self.session_id = session_id
+        self.dispatch_id = dispatch_id
+        self.remaining = remaining
+        self.run = run
+
+    def __repr__(self) -> str:
+        return f"AnswerReceipt(dispatch_id={self.dispatch_id!r}, remaining={self.remaining!r}, run={self.run!r})"
+
+
+class Runtime:
+    """Agents as DBOS workflows over the Helix ledger. One per process (DBOS is one per process)."""
+
+    def __init__(
+        self,
+        agents: Iterable[Agent | Any],
+        *,
+        tool_policies: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+        deps_factories: Mapping[str, Callable[[Any], Any]] | None = None,
+        live_output: bool | None = None,
+        recovery: Profile = "full",
+        database_url: str | None = None,
+        executor_id: str | None = None,
+        application_version: str | None = None,
+        app_name: str = DEFAULT_APP_NAME,
+        queue_name: str = "helix_runs",
+        auto_continue: bool = True,
+        serve_queue: bool | None = None,
+        store_retry_window: float | None = None,
+        takeover_after: float | None = None,
+        takeover: bool = True,
+        api_pool: tuple[int, int] = (10, 10),
+        tx_pool: tuple[int, int] = (20, 20),
+    ) -> None:
+        if recovery not in ("full", "dbos_compat"):
+            raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
+        # tool_policies / deps_factories: by agent name, for the pydantic-ai agents handed in as they are
+        self.agents = _collect_agents(_adapt(agents, tool_policies, deps_factories))
+        # Postgres connection pools as (pool_size, max_overflow): the API engine (callers' entries,
+        # answers, reads) and the workflows' ledger transactions; a process may open up to the sum
+        # of both plus DBOS's own system-database pool and one lock connection (SQLite pools nothing)
+        for name, pool in (("api_pool", api_pool), ("tx_pool", tx_pool)):
+            if not (isinstance(pool, tuple) and len(pool) == 2 and all(isinstance(n, int) and n >= 0 for n in pool) and pool[0] >= 1):
+                raise ConfigurationError(f"{name} must be (pool_size >= 1, max_overflow >= 0), not {pool!r}")
+        self.api_pool, self.tx_pool = api_pool, tx_pool
+        # best-effort model output deltas on the run's DBOS stream (runtime/flow/live.py)
+        self.live_output = live_output if live_output is not None else os.environ.get("HELIX_DBOS_LIVE_OUTPUT", "") in ("1", "true", "yes")
+        self.recovery: Profile = recovery
+        self.database_url = database_url  # public: an operator tool (--db) may repoint it before launch
+        self._executor_id = executor_id
+        self._app_version = application_version
+        self._app_name = app_name
+        self.queue_name = queue_name
+        self.auto_continue = auto_continue
+        # Whether this process dequeues remote children and companion turns from ``queue_name``.
+        # None (auto): only if one of its agents has a remote or companion sub-agent, since polling
+        # the queue is most of an idle runtime's database traffic (docs/operations.md); a worker
+        # that defines only the child agents says True. False: starts and recovers its own runs only.
+        self.serve_queue = serve_queue if serve_queue is not None else polling.serves_children_queue(self.agents.values())
+        # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
+        # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
+        self.store_retry_window = resolve_store_retry_window(store_retry_window)
+        # Seconds this process may go without confirming its executor lock before it exits (and
+        # another may act for its id); None: HELIX_DBOS_TAKEOVER_AFTER, default 30.
+        if takeover_after is not None and not (0.5 <= float(takeover_after) <= 86400):
+            raise ConfigurationError(f"takeover_after must be from 0.5 to 86400 seconds, not {takeover_after!r}")
+        self.takeover_after = takeover_after
+        self.settings: Settings | None = None
+        self._engine: sa.Engine | None = None
+        self._lock: ExecutorLock | None = None
+        self._owns_dbos = False
+        self._tx_engine: sa.Engine | None = None
+        # Watch for gone executors and take over their pending runs (False: only this executor's own).
+        self.takeover = takeover
+        self._takeover: leases.Takeover | None = None
+        self._polling: polling.InternalQueuePolling | None = None
+        self._lease_generation: int | None = None
+        # What this launch hands down (its Env, workflows, lock); installed as the process's one.
+        self._registry: Registry | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> sa.Engine:
+        if self._engine is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._engine
+
+    def launch(self) -> Runtime:
+        """Configure DBOS (unless the app did), migrate the ledger, launch, and wake this executor's runs.
+
+        One runtime per process: while another is launched (not yet shut down) this raises
+        ``RuntimeAlreadyLaunchedError`` before touching anything. A launch that fails part-way
+        releases what it took (``shutdown``), so the process can launch again.
+        """
+        live = state.installed()
+        if live is not None:
+            raise state.already_launched_error(live)
+        try:
+            return self._launch()
+        except BaseException:
+            self.shutdown(wait_seconds=0)
+            raise
+
+    def _launch(self) -> Runtime:
+        existing = dbos_private.configured_dbos()
+        url = resolve_database_url(self.database_url)
+        recovery_poll = resolve_recovery_poll()  # refused typed before anything is written
+        if existing is not None and self.database_url is None:
+            url = dbos_private.dbos_config(existing).get("system_database_url") or url
+        if is_sqlite(url):
+            ensure_sqlite_wal(url)
+        upgrade(url)
+        self._lock = ExecutorLock(url, lease=self.takeover_after)
+        wanted = requested_executor_id(self._executor_id)
+        executor_id = self._lock.acquire(wanted)
+        self._lock.watch()  # a lost lock is re-acquired before any more bodies run, or the process exits
+        self.settings = Settings(
+            url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
+        )
+        if existing is None:
+            DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
+            self._owns_dbos = True
+            self._polling = polling.InternalQueuePolling(recovery_poll)
+            if not self.serve_queue:
+                DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
+        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
+        self._tx_engine = self._create_tx_engine(url)
+        env = state.Env(
+            agents=self.agents,
+            profile=self.recovery,
+            settings=self.settings,
+            tx_engine=self._tx_engine,
+            engine=self._engine,
+            queue_name=self.queue_name,
+            live_output=self.live_output,
+        )
+        registry = Registry(env, self._lock)
+        workflow.register(registry)  # the run and companion workflows, bound to this registry
+        state.install(registry)  # before DBOS.launch: recovery starts workflows at once
+        self._registry = registry
+        if self._polling is not None:  # before DBOS.launch, whose recovery fills the internal queue
+            with self._engine.connect() as conn:
+                backlog = dbos_private.internal_queue_backlog(conn, executor_id)
+            self._polling.fast() if backlog else self._polling.settle()
+        if not dbos_private.dbos_launched():
+            DBOS.launch()
+        DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
+        self._settle_cancelled_runs()
+        self._start_lease(executor_id)
+        return self
+
+    def _start_lease(self, executor_id: str) -> None:
+        """Register this executor's lease (renewed by the lock's watchdog) and start watching for
+        gone executors whose pending runs this process should take over (docs/operations.md)."""
+        assert self._lock is not None
+        lease = self._lock.lease
+        with self.engine.begin() as conn:
+            generation = self._lease_generation = leases.register(conn, executor_id, lease)
+
+        def renew() -> bool | None:
+            with self.engine.begin() as conn:
+                return leases.renew(conn, executor_id, generation)
+
+        self._lock.set_renewer(renew, leases.renew_interval(lease))
+        if self.takeover:
+            self._takeover = leases.Takeover(
+                self.engine,
+                executor_id,
+                poll=max(0.25, min(5.0, lease / 4)),
+                probe_free=self._executor_free,
+                has_pending=self._has_pending,
+                recover=self._recover_workflows,
+            )
+            self._takeover.start()
+
+    def _executor_free(self, executor_id: str) -> bool:
+        probe = ExecutorLock(self.settings.database_url if self.settings else "")
+        try:
+            probe.acquire(executor_id, wait=False)
+            return True
+        except ExecutorIdInUseError:
+            return False
+        finally:
+            probe.release()
+
+    def _has_pending(self, executor_id: str) -> bool:
+        with self.engine.connect() as conn:
+            return dbos_private.pending_workflow_count(conn, executor_id) > 0
+
+    def _recover_workflows(self, executor_id: str) -> list[str]:
+        """Hand a gone executor's pending runs to DBOS's recovery, which re-enqueues them on its
+        internal queue: they start at that queue's next poll, within ``HELIX_DBOS_RECOVERY_POLL``.
+        (Polling fast from here would not help: DBOS's queue thread is asleep for its current
+        interval, and a shorter one only decays in by 10% a poll.)"""
+        return dbos_private.recover_pending_workflows(executor_id)
+
+    def _settle_cancelled_runs(self) -> None:
+        """Runs of this executor that an operator cancelled with DBOS's tools while no process of
+        ours was alive to notice: DBOS will never run them again, so settle them as an abort now
+        (the wake's counterpart of the live run settling its own cancel)."""
+        with self.engine.begin() as conn:
+            running = conn.execute(
+                sa.select(t.runs.c.run_id).where(t.runs.c.status == "running", t.runs.c.executor_id == self.executor_id)
+            ).scalars().all()
+            for run_id in running:
+                if dbos_private.workflow_status(conn, run_id) == "CANCELLED":
+                    step_commits.settle_cancel(conn, run_id)
+
+    def _create_tx_engine(self, url: str) -> sa.Engine:
+        """The engine of the workflows' ledger transactions, on its own blocking pool (so API
+        callers' threads and the workflows' transactions never starve each other)."""
+        return create_sync_engine(url, **self._pool_args(url, self.tx_pool))
+
+    @staticmethod
+    def _pool_args(url: str, pool: tuple[int, int]) -> dict[str, int]:
+        return {} if is_sqlite(url) else {"pool_size": pool[0], "max_overflow": pool[1]}
+
+    def shutdown(self, wait_seconds: int = 2) -> None:
+        """Stop this process's runtime; in-flight runs get ``wait_seconds`` to reach DBOS's own end.
+
+        A run whose ledger is at rest finishes its workflow a moment later; waiting briefly keeps a
+        short-lived process (a script, a CLI command) from leaving it pending for the next launch.
+        Anything still running is recovered by this executor id's next launch: DBOS cancels it, and
+        the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
+        rather than ``ERROR`` (see ``durable.ProcessStopping``).
+        """
+        if self._takeover is not None:
+            self._takeover.stop()
+            self._takeover = None
+        if self._polling is not None:
+            self._polling.stop()
+            self._polling = None
+        if self._owns_dbos:
+            dbos_private.destroy(wait_seconds)
+            self._owns_dbos = False
+        if self._registry is not None:
+            state.uninstall(self._registry)  # only this runtime's own: another's stays live
+            self._registry = None
+        if self._lock is not None:
+            self._lock.stop_watching()  # its renewals need the engine disposed below; the release decides
+        taken_over = False
+        if self._engine is not None and self._lease_generation is not None and self.settings is not None:
+            try:
+                with self._engine.begin() as conn:
+                    taken_over = not leases.release(conn, self.settings.executor_id, self._lease_generation)
+            except Exception:  # the database is gone: the lease lapses instead
+                log.warning("could not release executor %s's lease", self.settings.executor_id, exc_info=True)
+            self._lease_generation = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+        if self._tx_engine is not None:
+            self._tx_engine.dispose()
+            self._tx_engine = None
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
+            if taken_over:
+                lock.on_lost(f"executor {lock.executor_id!r} lost its lease (its runs were taken over by another executor)")
+
+    def __enter__(self) -> Runtime:
+        return self.launch()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def _launched_registry(self) -> Registry:
+        if self._registry is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._registry
+
+    @property
+    def executor_id(self) -> str:
+        if self.settings is None:
+            raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
+        return self.settings.executor_id
+
+    # --- entries -------------------------------------------------------------------------------
+
+    def _enter(self, entry: EntryKind, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None) -> RunHandle:
+        if deps is not None:
+            from ..floor.transcript import jsonable
+
+            ok, why = jsonable(deps)
+            if not ok:
+                raise ValidationError(f"deps must be JSON (a deps factory rebuilds the object in any process): {why}")
+        with self.engine.begin() as conn:
+            opened = entries.open_run(
+                conn,
+                entry=entry,
+                session_id=session_id,
+                agent_name=agent_name,
+                message=message,
+                checkpoint_id=checkpoint_id,
+                agents=self.agents,
+                profile=self.recovery,
+                executor_id=self.executor_id,
+                is_dead=self._run_is_dead,
+                owner=owner,
+            )
+            if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
+                from ..flow.scopes import store_deps
+
+                store_deps(conn, opened["session_id"], opened["run_id"], deps)
+        try:
+            with SetWorkflowID(opened["run_id"]):
+                handle = DBOS.start_workflow(self._launched_registry().run_workflow, opened["run_id"])
+        except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
+            with self.engine.begin() as conn:
+                store.end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        return RunHandle(self, opened["run_id"], opened["session_id"], handle)
+
+    def _run_is_dead(self, run: dict[str, Any]) -> str | None:
+        """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""
+        status = DBOS.get_workflow_status(run["run_id"])
+        if status is None:
+            created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=store.now().tzinfo)
+            return "lost" if store.now() - created > ORPHAN_AFTER else None
+        if status.status == "CANCELLED":
+            return "cancelled"
+        if status.status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
+            return "lost"
+        owner = status.executor_id
+        if status.status != "PENDING" or not owner or owner == self.executor_id:
+            return None
+        probe = ExecutorLock(self.settings.database_url if self.settings else "")
+        try:
+            probe.acquire(owner, wait=False)
+        except ExecutorIdInUseError:
+            return None  # its executor is alive (or may be, until its lease lapses) and will finish it
+        finally:
+            probe.release()
+        DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
+        return "lost"
+
+    def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *, owner: str | None = None) -> RunHandle:
+        """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
+
+        ``deps``: JSON stored for the session's runs; a pydantic-ai agent's deps factory rebuilds
+        ``RunContext.deps`` from it in whichever process runs a step (kept until a start replaces it).
+
+        ``owner`` (the service's authenticated principal) is stamped on a new session; an existing
+        ``session_id`` owned by someone else is then ``session_not_found``.
+        """
+        if session_id is not None:
+            check_session_id(session_id)
+        _check_entry_input(message, None)
+        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps, owner=owner)
+
+    def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
+        if mode == "continue":
+            if message is not None or checkpoint_id is not None:
+                raise ValidationError("resume(mode='continue') takes neither a message nor a checkpoint")
+            return self._enter("resume_continue", session_id=session_id)
+        if mode == "with_message":
+            return self._enter("resume_with_message", session_id=session_id, message=message)
+        if mode == "from_checkpoint":
+            if not checkpoint_id:
+                raise ValidationError("resume(mode='from_checkpoint') needs a checkpoint_id")
+            return self._enter("resume_from_checkpoint", session_id=session_id, checkpoint_id=checkpoint_id)
+        raise ValidationError(f"unknown resume mode {mode!r}")
+
+    def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+        check_session_id(session_id)
+        _check_entry_input(message, checkpoint_id)
+        if checkpoint_id is not None:
+            if not message:
+                raise ValidationError("retry(checkpoint_id=...) needs a message: the message redirects the saved step")
+            return self._enter("retry_from_checkpoint", session_id=session_id, message=message, checkpoint_id=checkpoint_id)
+        if message is not None:
+            return self._enter("retry_with_message", session_id=session_id, message=message)
+        return self._enter("retry", session_id=session_id)
+
+    # --- answers and stop ----------------------------------------------------------------------
+
+    def _answer(self, session_id: str, dispatch_id: str, **kw: Any) -> AnswerReceipt:
+        check_session_id(session_id)
+        check_text("dispatch_id", dispatch_id, 64)
+        with self.engine.begin() as conn:
+            out = entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw)
+        run = None
+        if out["all_answered"] and self.auto_continue:
+            run = self._enter("resume_continue", session_id=session_id)
+        return AnswerReceipt(session_id, dispatch_id, out["remaining"], run)
+
+    def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None) -> AnswerReceipt:
+        """Decide a pending approval; the last answer continues the run (approved bodies then run)."""
+        check_text("reason", reason)
+        check_text("actor", actor, 200)
+        return self._answer(session_id, dispatch_id, kind="approval", approved=approved, reason=reason, actor=actor)
+
+    def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None) -> AnswerReceipt:
+        """Settle a pending client-tool call with its result (or its error)."""
+        check_json("result", result)
+        check_text("error", error)
+        return self._answer(session_id, dispatch_id, kind="client", result=result, error=error)
+
+    def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> StopReceipt:
+        """Record a durable stop for the session's current run and return at once.
+
+        A suspended run stops in this call (``stopped=True``, ``status`` its end); a running one at
+        its next boundary (``status`` ``stop_requested``): ``wait(session_id)`` sees it end.
+        """
+        check_session_id(session_id)
+        check_text("requested_by", requested_by, 200)
+        with self.engine.begin() as conn:
+            out = entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
+        return StopReceipt(session_id=session_id, run_id=out["run_id"], kind=kind, stopped=out["stopped"], status=out["status"])
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    @property
+    def reader(self) -> Reader:
+        """Every read of this runtime's ledger (what the service and the CLI read through too)."""
+        return Reader(self.engine, store_retry_window=self.store_retry_window, settled=self._registry.env.settled if self._registry else None)
+
+    def wait_run(self, run_id: str, timeout: float | None = None) -> RunResult:
+        """The run once at rest; ``RunTimeoutError`` (also a ``TimeoutError``) past ``timeout``."""
+        check_text("run_id", run_id)
+        return self.reader.wait_run(run_id, timeout)
+
+    def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
+        """The session's latest run once it is at rest (also a run a relaunch recovered)."""
+        check_session_id(session_id)
+        return self.reader.wait(session_id, timeout)
+
+    def session(self, session_id: str) -> SessionView:
+        check_session_id(session_id)
+        return self.reader.session(session_id)
+
+    def get_run(self, run_id: str) -> RunResult:
+        """A run's result as the ledger holds it now (it only reads: entries are ``start``, ``resume``...)."""
+        check_text("run_id", run_id)
+        return self.reader.run(run_id)
+
+    def recover_executor(self, executor_id: str) -> list[str]:
+        """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
+        probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self.database_url))
+        try:
+            probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
+            # Held while the runs are handed over, so that executor cannot relaunch and recover them too.
+            with self.engine.begin() as conn:
+                row = conn.execute(sa.select(t.executors.c.generation).where(t.executors.c.executor_id == executor_id)).first()
+                claimed = row is not None and leases.claim(conn, executor_id, int(row.generation), self.executor_id, "operator")
+            recovered = self._recover_workflows(executor_id)
+            if claimed:
+                assert row is not None
+                with self.engine.begin() as conn:
+                    leases.record_taken(conn, executor_id, int(row.generation), recovered)
+        finally:
+            probe.release()
+        return recovered
+
+    start_async = _async_twin(start)
+    resume_async = _async_twin(resume)
+    retry_async = _async_twin(retry)
+    approve_async = _async_twin(approve)
+    submit_tool_result_async = _async_twin(submit_tool_result)
+    stop_async = _async_twin(stop)
+    wait_async = _async_twin(wait)
+    wait_run_async = _async_twin(wait_run)
+    session_async = _async_twin(session)
+    get_run_async = _async_twin(get_run)
+    launch_async = _async_twin(launch)
+    shutdown_async = _async_twin(shutdown)

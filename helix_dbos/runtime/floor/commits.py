@@ -1,0 +1,234 @@
+"""A step's durable boundaries and a run's ends, each one ledger transaction (``durable.tx``).
+
+Save first (``append_checkpoint``: the reply and every call with a fresh dispatch id, before any
+body), then the step commit (one request answering every call, or a suspension); a step that starts
+no body saves and commits in one. A run's ends (fail, stop, a DBOS cancel) never leave a call
+unanswered: each saved, unanswered call is paired first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from ...ledger import step_rows, store
+from ...ledger.records import RunRow
+from ...ledger.statuses import BODY_KINDS, CALL_SETTLED, RunStatus
+from . import fence, transcript
+from ..flow import reconcile
+from .records import Appended, CallBrief, CheckTarget, StepOutcome
+from .pairing import StepRef, apply_pairings, calls_of_step, decisions, fenced_calls_of_step, open_steps
+from ..flow.planning import Planned, reply_text
+from .state import env
+TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
+
+
+Events = list[tuple[str, Mapping[str, Any]]]
+
+
+def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[dict[str, Any]]:
+    """A fresh dispatch id per call, for the save-first record (the inserted values: a ``CallRow``
+    less the columns the database fills)."""
+    rows = []
+    for p in planned:
+        rows.append(
+            {
+                "dispatch_id": store.new_id(),
+                "session_id": sid,
+                "run_id": run_id,
+                "checkpoint_id": checkpoint_id,
+                "step": step,
+                "position": p["position"],
+                "tool_call_id": p["tool_call_id"],
+                "tool_name": p["tool_name"],
+                "kind": p["kind"],
+                "args": p["args"],
+                "replay": p["replay"],
+                "concurrency_group": p["concurrency_group"],
+                "sequential": p["sequential"],
+                "requires_approval": p["requires_approval"],
+                "transactional": bool(p.get("transactional")),
+                "status": p["status"],
+                "result": p["result"],
+                "error": p["error"],
+                "paired_by": p["paired_by"],
+                "settled_run_id": run_id if p["status"] in CALL_SETTLED else None,
+            }
+        )
+    return rows
+
+
+def _call_events(rows: Sequence[Mapping[str, Any]]) -> Events:
+    return [
+        ("approval_requested" if r["requires_approval"] else ("client_call" if r["kind"] == "client" else "call_saved"),
+         {k: r[k] for k in ("dispatch_id", "tool_name", "kind", "args", "status", "position")})
+        for r in rows
+    ]
+
+
+def _reply_events(step: int, reply: Mapping[str, Any]) -> Events:
+    text = reply_text(transcript.load_response(reply["response"]))
+    return [("model_text", {"step": step, "text": text})] if text else []
+
+
+def _reply_rows(run_id: str, sid: str, step: int, reply: Mapping[str, Any], *after: tuple[str, Any], checkpoint: tuple[str, str]) -> step_rows.StepRows:
+    """The reply as the step's first message (and any ``after`` it), its usage, the checkpoint."""
+    return step_rows.StepRows(
+        sid, run_id, step, messages=[("response", reply["response"]), *after], usage=(reply.get("model_name"), reply.get("usage") or {}), checkpoint=checkpoint
+    )
+
+
+def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> Appended:
+    """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
+    fence.check(conn, run_id, "append")
+    checkpoint_id = store.new_checkpoint_id()
+    rows = _planned_rows(run_id, sid, step, checkpoint_id, planned)
+    store.insert_calls(conn, rows)
+    events = [*_reply_events(step, reply), *_call_events(rows), store.checkpoint_event(checkpoint_id, "append", step)]
+    step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "append")), events)
+    return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [brief(r) for r in rows]}
+
+
+def brief(row: Mapping[str, Any]) -> CallBrief:
+    return cast(CallBrief, {k: row[k] for k in ("dispatch_id", "run_id", "step", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")})
+
+
+def step_bodies(conn: sa.Connection, run_id: str, ref: StepRef) -> list[CallBrief]:
+    """The calls of a saved step that still need a gate (a body, a child, or a recovery decision)."""
+    fence.check(conn, run_id, "read saved calls")
+    return [brief(c) for c in calls_of_step(conn, ref["run_id"], ref["step"]) if c["kind"] in BODY_KINDS and c["status"] not in CALL_SETTLED]
+
+
+# --- committing a step ---------------------------------------------------------------------------
+#
+# A commit gathers its rows and its events, ends the run if it does (``end_run`` adds its event to
+# the list), and writes the rows and the events last, in one statement on Postgres (``step_rows``).
+# Anything that writes events of its own (``settle_stop``) comes after.
+
+
+def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]], events: Events) -> StepOutcome | None:
+    finish = next((c for c in calls if c["kind"] == "finish" and c["status"] == "ok"), None)
+    if finish is None:
+        return None
+    store.end_run(conn, run_id, "completed", output=finish["result"], events=events)
+    return {"status": "completed", "output": finish["result"]}
+
+
+def _suspend_or_stop(conn: sa.Connection, run_id: str, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
+    """A step left with a pending call: the run suspends, unless a stop came while it ran (its calls
+    are paired, the run stops: never a suspension)."""
+    if stop is not None:
+        step_rows.write(conn, rows, events)
+        return settle_stop(conn, fence.check(conn, run_id, "stop"), stop)
+    store.end_run(conn, run_id, "suspended_client_tool", events=events)
+    step_rows.write(conn, rows, events)
+    return {"status": "suspended_client_tool"}
+
+
+def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
+    """The step commit after the bodies: one request answering every call, or a suspension.
+
+    The fence and the step's calls are one read (``fenced_calls_of_step``), or the full fence and
+    then the calls when it would refuse."""
+    head, calls = fenced_calls_of_step(conn, run_id, ref["run_id"], ref["step"])
+    if head is None:
+        head = fence.check(conn, run_id, "step commit")
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+    checkpoint_id = store.new_checkpoint_id()
+    if any(c["status"] not in CALL_SETTLED for c in calls):
+        rows = step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension"))
+        own = ref["run_id"] == run_id  # a recovered step of an earlier run suspends this one
+        return _suspend_or_stop(conn, run_id, rows, [store.checkpoint_event(checkpoint_id, "suspension", ref["step"])], head["stop_kind"] if own else None)
+    answers = ("request", transcript.dump(transcript.results_message(calls)))
+    events: Events = [store.checkpoint_event(checkpoint_id, "step", ref["step"])]
+    outcome = _finish(conn, run_id, calls, events)
+    step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], messages=[answers], checkpoint=(checkpoint_id, "step")), events)
+    return outcome or {"status": "committed"}
+
+
+def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> StepOutcome:
+    """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
+    run = fence.check(conn, run_id, "step commit")
+    checkpoint_id = store.new_checkpoint_id()
+    events = _reply_events(step, reply)
+    if not planned:
+        if not output_required:
+            events.append(store.checkpoint_event(checkpoint_id, "step", step))
+            text = reply_text(transcript.load_response(reply["response"]))
+            store.end_run(conn, run_id, "completed", output=text, events=events)
+            step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")), events)
+            return {"status": "completed", "output": text}
+        retry = ("request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
+        events.append(store.checkpoint_event(checkpoint_id, "step", step))
+        step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")), events)
+        return {"status": "committed"}
+    pending = any(p["status"] not in CALL_SETTLED for p in planned)
+    kind = "suspension" if pending else "step"
+    calls = _planned_rows(run_id, sid, step, checkpoint_id, planned)
+    store.insert_calls(conn, calls)
+    answers = [] if pending else [("request", transcript.dump(transcript.results_message(calls)))]
+    rows = _reply_rows(run_id, sid, step, reply, *answers, checkpoint=(checkpoint_id, kind))
+    events += [*_call_events(calls), store.checkpoint_event(checkpoint_id, kind, step)]
+    if pending:  # a stop that came during the model request: its calls are paired, the run stops
+        return _suspend_or_stop(conn, run_id, rows, events, run["stop_kind"])
+    outcome = _finish(conn, run_id, calls, events)
+    step_rows.write(conn, rows, events)
+    return outcome or {"status": "committed"}
+
+
+# --- ends ----------------------------------------------------------------------------------------
+
+
+def failure_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
+    """The reconcile checks a failing run asks before ``fail_run`` pairs its calls (a fenced read)."""
+    run = fence.check(conn, run_id, "read saved calls")
+    return reconcile.checks_to_ask(conn, run, open_steps(conn, run), "redirect")
+
+
+def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> StepOutcome:
+    """A failed run never leaves a call unanswered: each saved, unanswered call is paired first,
+    by the redirect rules and the verdicts the checks asked just before (``failure_checks``) gave."""
+    run = fence.check(conn, run_id, "fail")
+    agent = env().agent(run["agent_name"])
+    for ref in open_steps(conn, run):
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "run_failed")
+    store.end_run(conn, run_id, "failed", error_code=code, error=message)
+    return {"status": "failed", "error_code": code, "error": message}
+
+
+def stop_run(conn: sa.Connection, run_id: str, kind: str) -> StepOutcome:
+    """The run's own workflow honours a stop record (fenced like every transaction of a run)."""
+    return settle_stop(conn, fence.check(conn, run_id, "stop"), kind)
+
+
+def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
+    """A DBOS cancel of a live run settles like ``stop(kind="abort")``, with a stop record naming it.
+
+    None when the run is not the session's current, running run any more (nothing to settle).
+    """
+    reason, run = fence.why_refused(conn, run_id, None)
+    if reason is not None or run is None:
+        return None
+    store.request_stop(conn, run["session_id"], run_id, "abort", "dbos workflow cancel")
+    store.emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})
+    return settle_stop(conn, run, "abort")
+
+
+def settle_stop(conn: sa.Connection, run: RunRow, kind: str) -> StepOutcome:
+    """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends."""
+    run_id = run["run_id"]
+    agent = env().agent(run["agent_name"])
+    for ref in open_steps(conn, run):
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        if all(c["status"] in CALL_SETTLED for c in calls):
+            continue
+        apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop"), "stop")
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        store.insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
+        store.insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
+    status: RunStatus = "interrupted" if kind == "interrupt" else "failed"
+    store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
+    return {"status": status}

@@ -1,0 +1,249 @@
+"""The one floor of durable work every kind of step work stands on: ledger transactions and DBOS steps.
+
+- ``tx``: an exactly-once ledger transaction of a workflow, its output recorded with its work
+  (prepare, append, step commits, ends, the delegating gates);
+- ``plain_tx``: a short, idempotent ledger transaction (a call's attempt gate and result write,
+  reads), retried through a store outage for ``store_retry_window``;
+- ``step``: a DBOS step whose recorded output a replay sees (the model request, a child's wait);
+- ``workflow_function``: what every workflow function is wrapped in (its operation counter, and
+  staying ``PENDING`` when the process stops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import math
+from collections import Counter
+from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final
+
+import sqlalchemy as sa
+from dbos import DBOS
+
+from ...ledger import store
+from ...ledger import tables as t
+from ...ledger.escape import escape_json, unescape_json
+from ..process import dbos_private
+from .state import env
+from .store_retry import retrying
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+#: DBOS statuses after which a workflow will never write again: its ledger outcome is final or lost.
+DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+
+_run_workflow: Callable[..., Any] | None = None
+#: The running workflow execution's count of ledger transactions by name (see ``tx``).
+_ops: ContextVar[Counter[str] | None] = ContextVar("helix_workflow_ops", default=None)
+_REPLAYING = "\0replaying"
+log = logging.getLogger("helix_dbos")
+
+
+class ProcessStopping(BaseException):
+    """The process stopped executing this workflow mid-way (Ctrl-C, SIGTERM, ``runtime.shutdown()``).
+
+    ``DBOS.destroy`` cancels every task on its event loop; a cancelled workflow task surfaces in
+    DBOS's workflow thread as ``concurrent.futures.CancelledError``, an ``Exception``, which DBOS
+    records as the workflow's ``ERROR`` outcome, and DBOS never recovers an ``ERROR`` workflow: the
+    ledger run would stay ``running`` for ever. Raised instead, this ``BaseException`` gets past
+    DBOS's ``except Exception``, so no outcome is recorded, the workflow stays ``PENDING`` and this
+    executor id's next launch recovers it by the recovery rules, like after a crash.
+    """
+
+
+def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """Wrap a workflow function of ``registry`` so a stopping event loop leaves it ``PENDING`` (see ``ProcessStopping``)."""
+
+    @functools.wraps(fn)
+    async def workflow(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except asyncio.CancelledError as exc:  # only a stopping event loop cancels a workflow's task
+            # Nothing here may raise an Exception: DBOS would record it as the workflow's ERROR.
+            try:
+                what = f"workflow {DBOS.workflow_id} (executor {registry.env.settings.executor_id})"
+            except Exception:
+                what = "a workflow"
+            log.warning("%s interrupted by the process stopping; the next launch with that executor id recovers it", what)
+            raise ProcessStopping(f"{what} was interrupted by the process stopping") from exc
+
+    return workflow
+
+
+_RECORDED = sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id == sa.bindparam("w_workflow_id"), t.tx_outputs.c.op == sa.bindparam("w_op"))
+_RECORD = t.tx_outputs.insert()
+
+
+#: A model request's record (``record_reply``): its reply, the failure it raised, or the stop it read.
+REPLY: Final = "helix.reply"
+
+
+async def replayed_reply() -> Any | None:
+    """The model reply this point of the workflow recorded before, when replaying; else None.
+
+    A model reply is not a DBOS step (whose lookup and record were two transactions): it is the
+    ledger's ``helix.reply#k`` record, written in one transaction right after the request: its
+    reply, the failure it raised or the stop it read instead (``record_reply``). A replay looks the
+    ``k``-th one up before asking the model, and a reply found here is consumed (the next lookup is
+    ``k + 1``); a fresh execution (past its first new transaction) asks without looking.
+    """
+    ops = _ops.get()
+    if ops is None or not ops[_REPLAYING]:
+        return None
+    workflow_id, op = DBOS.workflow_id, f"{REPLY}#{ops[REPLY]}"
+
+    def look() -> Any | None:
+        with env().tx_engine.connect() as conn:
+            done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
+        return None if done is None else done[0]
+
+    found = await retrying("reading a recorded model reply", lambda: asyncio.to_thread(look), window=math.inf)
+    if found is not None:
+        ops[REPLY] += 1
+    return found
+
+
+def _the_reply(conn: sa.Connection, reply: Any) -> Any:
+    return reply
+
+
+async def record_reply(reply: Any) -> Any:
+    """Record a model request's outcome, exactly once, before anything acts on it (the ``after_model`` boundary)."""
+    return await tx(REPLY, _the_reply, reply)
+
+
+async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
+    database transaction, and a replay of the workflow returns that output instead of writing again.
+
+    The record is the ledger's own ``tx_outputs`` row, keyed by the workflow id and the operation
+    (``name`` and how many times this workflow execution ran ``name`` before: workflow code runs its
+    transactions in a fixed order, as DBOS runs its steps). A second, concurrent execution of the same
+    workflow fails on the key, rolls its work back and returns the first one's output. DBOS's own
+    datasource transaction did the same at five database transactions each; this is one.
+
+    It runs the blocking engine in a worker thread, so a transaction is one tight unit of work: on
+    SQLite the write lock is never held across event-loop turns. In an outage it is re-run until the
+    store answers, with no deadline (a lost commit acknowledgement finds its record and returns it).
+    """
+    workflow_id = DBOS.workflow_id
+    assert workflow_id is not None, "ledger transactions run in a workflow"
+    ops = _ops.get()
+    if ops is None:  # a workflow function not wrapped by ``workflow_function`` (never in helix_dbos)
+        raise RuntimeError(f"{name}: ledger transactions need the workflow's operation counter")
+    op = f"{name}#{ops[name]}"
+    ops[name] += 1
+    engine = env().tx_engine
+
+    def once() -> Any:
+        try:
+            with engine.begin() as conn:
+                if ops[_REPLAYING]:
+                    done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
+                    if done is not None:
+                        return done[0]
+                out = fn(conn, *args)
+                conn.execute(_RECORD, {"workflow_id": workflow_id, "op": op, "output": out, "created_at": store.now()})
+        except sa.exc.IntegrityError:
+            # another execution of this workflow committed this operation first: its output is the answer
+            with engine.connect() as conn:
+                done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
+            if done is None:
+                raise
+            return done[0]
+        # Operations commit in workflow order, so once one is new to the record every later one is too.
+        ops[_REPLAYING] = 0
+        return out
+
+    return await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
+
+
+async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Connection, Any], Any], *args: Any) -> tuple[Any, Any]:
+    """``tx``, and ``read(conn, output)`` in the same transaction after its work: the output is
+    recorded, the read is only handed back (``runtime/floor/handoff.py``), and None unless this execution
+    committed the transaction fresh (a replay or another execution's record returns the recorded
+    output without running ``fn``, so nothing was read with it)."""
+    side: dict[str, Any] = {}
+
+    def work(conn: sa.Connection, *a: Any) -> Any:
+        out = fn(conn, *a)
+        side["read"], side["out"] = read(conn, out), out
+        return out
+
+    out = await tx(name, work, *args)
+    return out, side["read"] if side.get("out") is out else None
+
+
+def tx_committed(conn: sa.Connection, workflow_id: str, name: str) -> bool:
+    """Whether the workflow's first ``tx`` called ``name`` has committed (a replay is past it)."""
+    record = t.tx_outputs
+    return conn.execute(sa.select(record.c.op).where(record.c.workflow_id == workflow_id, record.c.op == f"{name}#0")).first() is not None
+
+
+def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """Wrap a workflow function: its own operation counter for ``tx``, and a stopping event loop
+    leaves it ``PENDING`` (see ``ProcessStopping``).
+
+    Each execution starts out replaying: its transactions look their record up until the first one
+    that finds none (a recovered or resumed workflow returns what it committed before; a fresh one
+    pays one lookup, in its first transaction).
+    """
+    inner = keep_pending_on_shutdown(fn, registry)
+
+    @functools.wraps(fn)
+    async def workflow(*args: Any, **kwargs: Any) -> Any:
+        ops: Counter[str] = Counter({_REPLAYING: 1})
+        _ops.set(ops)
+        return await inner(*args, **kwargs)
+
+    return workflow
+
+
+def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
+    with env().tx_engine.begin() as conn:
+        return fn(conn, *args)
+
+
+async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
+    """A short ledger transaction in a worker thread, outside the datasource's once-only bookkeeping
+    (inside a step it belongs to the step: the attempt gate, a result write, a read).
+
+    Transient store errors re-run the whole transaction for up to ``store_retry_window`` seconds,
+    then raise ``StoreUnavailableError``. A commit whose acknowledgement was lost may have committed,
+    so ``fn`` must be idempotent across such a retry: the writers passed here are (the attempt gate
+    by its token in ``bodies.py``, the result write by its attempt fence).
+    """
+    return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: asyncio.to_thread(_short_tx, fn, *args))
+
+
+def recorded(value: Any) -> Any:
+    """A value as DBOS may record it: every string through the ledger's escape (``ledger/escape.py``).
+
+    DBOS writes its JSON with non-ASCII characters raw, and a lone surrogate in a model reply or a
+    tool's text cannot be encoded for either database, so the output of the step that holds it was
+    never recorded and the run failed after the model was paid. Outputs are escaped for DBOS and
+    unescaped when DBOS hands them back, fresh or replayed, so workflow code sees the original.
+    """
+    return escape_json(value)
+
+
+async def step(name: str, fn: Callable[..., Awaitable[Any]], *args: Any, **options: Any) -> Any:
+    """A DBOS step (at-least-once; its recorded output is what a replay sees), recorded escaped."""
+
+    async def body(*a: Any) -> Any:
+        return recorded(await fn(*a))
+
+    return unescape_json(await DBOS.run_step_async({"name": name, **options}, body, *args))
+
+
+#: Kept for ``workflow.py``'s cancel settling; new callers use ``dbos_private.workflow_status``.
+dbos_status = dbos_private.workflow_status
+
+
+def poll_interval(registry: Registry) -> float:
+    """How often a waiting parent re-reads the ledger: SQLite polls anyway, Postgres round trips are cheap."""
+    return 0.05 if registry.env.settings.sqlite else 0.1

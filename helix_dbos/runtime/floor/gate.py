@@ -1,0 +1,140 @@
+"""The attempt gate and the result write: a call's two facts, each one short ledger transaction.
+
+The gate is a body's first act: it decides by the recovery rules whether the body runs (and commits
+the attempt before it starts), or answers the call without one. The result write is fenced twice:
+by its attempt number and by its run still owning the session. Delegating calls (remote children,
+companion turns) pass the same gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from ...ledger import attempts, store
+from ...ledger import tables as t
+from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
+from ...ledger.statuses import CALL_SETTLED, CallStatus
+from . import fence
+from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
+from .pairing import calls_of_step, decisions, fenced_calls_of_step, mark_proved
+from .state import env
+
+
+def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None = None, where: tuple[str, int] | None = None) -> GateOutcome:
+    """A body's first act: decide, and if it runs, commit the attempt before the body starts.
+
+    Two reads: the fence's (the run, its session's lock, its stop record, DBOS's cancel) and the
+    call's step (the call and its siblings, which the recovery rules judge it among)."""
+    run, calls = _fenced_step(conn, run_id, dispatch_id, where)
+    call = next(c for c in calls if c["dispatch_id"] == dispatch_id)
+    if call["status"] in CALL_SETTLED:
+        return {"action": "done", "status": call["status"]}
+    agent = env().agent(run["agent_name"])
+    if run["stop_kind"] is not None:
+        d = decisions(agent, calls, "stop")[dispatch_id]
+        store.settle_call(conn, call, "run_stopped", run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
+        return {"action": "done", "status": "run_stopped"}
+    d = decisions(agent, calls, "recover")[dispatch_id]
+    if d.action in ("run", "run_again", "reattach", "reenter"):
+        mark_proved(conn, dispatch_id, d)
+        tool = agent.tool(call["tool_name"])
+        transactional = tool is not None and tool.transactional
+        attempt = attempts.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional, token=token)
+        if d.action != "run":
+            store.emit(conn, call["session_id"], run_id, "recovery",
+                       {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
+        return {"action": d.action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
+                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
+                "agent_name": run["agent_name"], "transactional": transactional, "replay": call["replay"],
+                "approved": call["approved"]}
+    if d.action == "reconcile":
+        # Ask the outside system (the body does, outside this transaction), record the verdict, gate again.
+        return {"action": "reconcile", "attempts": call["attempts"], "args": call["args"], "tool_name": call["tool_name"],
+                "session_id": call["session_id"], "agent_name": run["agent_name"], "reason": d.reason}
+    if d.action == "pair":
+        assert d.status is not None
+        mark_proved(conn, dispatch_id, d)
+        store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
+        return {"action": "done", "status": d.status}
+    return {"action": "done", "status": call["status"]}
+
+
+def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tuple[str, int] | None) -> tuple[Mapping[str, Any], list[CallRow]]:
+    """The fence (the run's ``agent_name`` and ``stop_kind`` are what the gate reads of it) and the
+    calls of the step ``dispatch_id`` belongs to, locked, the saver and step given by the workflow (a
+    delegating call's gate looks them up): one read (``pairing.fenced_calls_of_step``), or two when
+    the fence refuses (``fence.check`` says why) or the step is not named."""
+    if where is not None:
+        head, calls = fenced_calls_of_step(conn, run_id, where[0], where[1], for_update=True)
+        if head is not None:
+            return head, calls
+    fenced = fence.check(conn, run_id, "attempt gate")
+    saver = where or conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
+    assert saver is not None
+    return fenced, calls_of_step(conn, saver[0], saver[1], for_update=True)
+
+
+def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: int, verdict: CheckVerdict) -> CheckRecorded:
+    """Commit what a reconcile check answered about the call's latest attempt, before anything acts
+    on it; ``applied`` settles the call ``ok`` with the check's result in the same transaction.
+
+    A gate run again (or a replay, a redirect's or a failure's pairing) then reads the verdict instead
+    of asking again. A verdict about an attempt that is no longer the latest (or a call already
+    answered) is dropped.
+    """
+    fence.check(conn, run_id, "reconcile verdict")
+    call = store.get_call(conn, dispatch_id, for_update=True)
+    assert call is not None
+    if call["status"] in CALL_SETTLED or call["attempts"] != attempts:
+        return {"status": call["status"], "recorded": False}
+    outcome: CheckOutcome = {**verdict, "attempt": attempts, "at": store.now().isoformat()}
+    store.record_check(conn, call, outcome)
+    store.emit(conn, call["session_id"], run_id, "reconciled",
+               {"dispatch_id": dispatch_id, "tool_name": call["tool_name"], "attempt": attempts, **verdict})
+    if verdict["verdict"] == "applied":
+        store.mark_decided(conn, dispatch_id, "check")
+        store.close_open_attempts(conn, dispatch_id, "applied")
+        store.settle_call(conn, call, "ok", run_id=run_id, paired_by="recovery", result=verdict.get("result"), reason="check: applied")
+        return {"status": "ok", "recorded": True}
+    return {"status": call["status"], "recorded": True}
+
+
+def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) -> tuple[ChildGate, CallRow | None, Any]:
+    """The gate of a call that delegates (remote child, companion turn): the decision, and if it
+    goes ahead, the call's row and its sub-agent as the code defines it now (None if removed)."""
+    decided = cast(ChildGate, {**gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind})
+    if decided["action"] == "done":
+        return decided, None, None
+    call = store.get_call(conn, dispatch_id)
+    parent = store.get_run(conn, run_id)
+    assert call is not None and parent is not None
+    return decided, call, env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
+
+
+def record(
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, *, tool_name: str | None = None
+) -> RecordOutcome:
+    """A body's result, fenced twice: by its attempt number and by its run still owning the session.
+
+    A refused write still closes its attempt (``refused``): attempts never stay open. With the
+    call's ``tool_name`` (what its ``tool_end`` event names), the write that goes through takes the
+    short path (``attempts.record_result_fenced``: the fence inside the write); one that does not, or a
+    workflow that is not the run's own (a fork), takes the full one, which says why.
+    """
+    workflow_id = fence.current_workflow_id()
+    if tool_name is not None and workflow_id in (None, run_id):
+        if attempts.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error):
+            return {"status": status, "written": True}
+    reason, _ = fence.why_refused(conn, run_id, workflow_id)
+    if reason is not None:
+        attempts.refuse_attempt(conn, dispatch_id, attempt)
+        return {"status": "refused", "written": False, "refused": f"result write refused: {reason}"}
+    written = attempts.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
+    if written:
+        return {"status": status, "written": True}
+    call = store.get_call(conn, dispatch_id)
+    assert call is not None
+    return {"status": call["status"], "written": False}

@@ -1,0 +1,166 @@
+"""Group commit: the attempt gates (and the result writes) of one run's concurrent calls share a transaction.
+
+A step's parallel calls reach their gates together, and their trivial bodies end together. Each
+gate and each result write locks the session's row (the fence, and the session's event counter),
+so as separate transactions they queue behind each other's round trips and commits: on Postgres a
+step with three calls spent most of its time waiting on that lock, not writing. Here a write that
+finds its run's queue idle waits one event-loop turn for the siblings woken in the same turn, then
+commits them all in one transaction; writes that arrive while it is in flight form the next one.
+
+What each write means does not change: every gate still decides its own call under the same fence
+inside the transaction, every result is still fenced by its attempt, and no body starts before its
+own attempt has committed (a batch's attempts commit together, before any of its bodies run). A
+crash loses what it lost before: writes not yet committed, never a committed one. One write that
+raises rolls its batch back; each of the batch's writes is then run on its own (each is idempotent,
+as ``plain_tx`` requires), so a refused or failing write answers only for itself. A write whose task
+is cancelled before its batch starts is dropped from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ...errors import StoreUnavailableError
+from .durable import plain_tx
+
+log = logging.getLogger("helix_dbos")
+
+_YOUR_TURN: Final = object()
+"""What a waiting write's future is set to when its batch is next: its task runs the batch."""
+
+
+@dataclass
+class _Write:
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: asyncio.Future[Any]
+
+
+@dataclass
+class _Queue:
+    waiting: list[_Write] = field(default_factory=list)
+    busy: bool = False
+
+
+_queues: dict[tuple[int, str | None, str], _Queue] = {}
+"""One queue per (event loop, workflow, run): touched only on its event loop's thread."""
+
+
+def _all(conn: Any, writes: list[_Write]) -> list[Any]:
+    return [w.fn(conn, *w.args) for w in writes]
+
+
+_all.__name__ = "a group of ledger writes"
+
+
+async def write(run_id: str, workflow_id: str | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """``plain_tx(fn, *args)``, sharing its transaction with the run's writes issued in the same
+    event-loop turn (or while the run's previous group was in flight)."""
+    loop = asyncio.get_running_loop()
+    key = (id(loop), workflow_id, run_id)
+    queue = _queues.setdefault(key, _Queue())
+    mine = _Write(fn, args, loop.create_future())
+    queue.waiting.append(mine)
+    if queue.busy:
+        try:
+            value = await mine.future
+        except asyncio.CancelledError:
+            if mine.future.done() and not mine.future.cancelled():  # its turn came as it was cancelled
+                queue.waiting = [w for w in queue.waiting if w is not mine]
+                _hand_over(key, queue)
+            raise
+        if value is not _YOUR_TURN:
+            return value
+    else:
+        queue.busy = True
+    group: list[_Write] = []
+    try:
+        if len(queue.waiting) == 1:
+            await asyncio.sleep(0)  # the siblings woken in this turn join
+        group = [w for w in queue.waiting if w is mine or not w.future.done()]
+        queue.waiting = []
+        commit = asyncio.ensure_future(_commit(group))
+        try:
+            outcomes = await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            # The runner's own task was cancelled; its siblings' writes are still in flight and
+            # each of them learns its own outcome when the transaction ends, never a cancellation.
+            commit.add_done_callback(lambda done: _deliver(group, mine, done))
+            raise
+    except BaseException as exc:  # a stopping process (ProcessStopping): the others learn it too
+        for w in group:
+            if w is not mine and not w.future.done() and not isinstance(exc, asyncio.CancelledError):
+                w.future.set_exception(exc)
+        raise
+    finally:
+        queue.waiting = [w for w in queue.waiting if w is not mine]  # cancelled before its group formed
+        _hand_over(key, queue)
+    return _unwrap(_deliver_outcomes(group, mine, outcomes))
+
+
+def _unwrap(outcome: tuple[bool, Any]) -> Any:
+    ok, value = outcome
+    if not ok:
+        raise value
+    return value
+
+
+def _deliver_outcomes(group: list[_Write], mine: _Write, outcomes: list[tuple[bool, Any]]) -> tuple[bool, Any]:
+    """Hand every other write its outcome; return the runner's own."""
+    own: tuple[bool, Any] = (False, RuntimeError("group commit lost its own write"))
+    for w, outcome in zip(group, outcomes):
+        if w is mine:
+            own = outcome
+        elif not w.future.done():
+            if outcome[0]:
+                w.future.set_result(outcome[1])
+            else:
+                w.future.set_exception(outcome[1])
+    return own
+
+
+def _deliver(group: list[_Write], mine: _Write, done: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+    """A cancelled runner's group, once its transaction ended: each other write gets its outcome."""
+    if done.cancelled():
+        outcomes: list[tuple[bool, Any]] = [(False, asyncio.CancelledError())] * len(group)
+    elif done.exception() is not None:
+        outcomes = [(False, done.exception())] * len(group)
+    else:
+        outcomes = done.result()
+    _deliver_outcomes(group, mine, outcomes)
+
+
+def _hand_over(key: tuple[int, str | None, str], queue: _Queue) -> None:
+    """The next group's first live write runs it; with none left the queue goes."""
+    while queue.waiting:
+        first = queue.waiting[0]
+        if not first.future.done():
+            first.future.set_result(_YOUR_TURN)
+            return
+        queue.waiting.pop(0)  # its task was cancelled while it waited
+    queue.busy = False
+    if _queues.get(key) is queue:
+        del _queues[key]
+
+
+async def _commit(group: list[_Write]) -> list[tuple[bool, Any]]:
+    """Every write's outcome, ``(True, value)`` or ``(False, exception)``: one transaction for the
+    group, or one each once the group's raised (its transaction rolled back: nothing of it is left)."""
+    if len(group) > 1:
+        try:
+            return [(True, v) for v in await plain_tx(_all, group)]
+        except StoreUnavailableError as exc:  # the store is gone for all of them alike
+            return [(False, exc)] * len(group)
+        except Exception:  # noqa: BLE001 - one of them raised: each answers for itself below
+            log.debug("a group of %d writes rolled back; writing each alone", len(group), exc_info=True)
+    outcomes: list[tuple[bool, Any]] = []
+    for w in group:
+        try:
+            outcomes.append((True, await plain_tx(w.fn, *w.args)))
+        except Exception as exc:  # noqa: BLE001 - handed to the write's own caller
+            outcomes.append((False, exc))
+    return outcomes

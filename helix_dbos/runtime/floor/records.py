@@ -1,0 +1,215 @@
+"""What the attempt gate and the result write answer, typed: the records a body passes between them.
+
+The gate (``attempt_gate.gate``, ``bodies.gate_once``) answers one of three shapes, told apart by
+``action``: a body (or a child) goes ahead under a committed attempt (``RunGate``), a reconcile check
+must be asked first (``ReconcileGate``), or the call is answered without a body (``DoneGate``). The
+result write answers a ``RecordOutcome``. Like the ledger's rows (``ledger/records.py``) these stay
+plain dicts at runtime: a workflow records them as JSON and replays them as it recorded them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, Required, TypedDict
+
+from ...ledger.records import CheckVerdict
+from ...ledger.statuses import CallKind, CallStatus, EntryKind, RunStatus
+from ...recovery.decide import BodyAction
+from ...views import StopStatus
+
+#: The gate's answers: a body action of the recovery rules, ``reconcile``, or ``done`` (answered).
+GateAction = Literal[BodyAction, "reconcile", "done"]
+
+
+class _Traced(TypedDict, total=False):
+    """What ``bodies._gate`` adds for the body's span: the call's saved policy and its tool."""
+
+    _replay: str | None
+    _tool: str | None
+
+
+class CheckRequest(TypedDict):
+    """The call a reconcile check is asked about (``reconcile.ask_and_record``); ``attempts`` is the
+    attempt the verdict will be about."""
+
+    attempts: int
+    args: Any
+    tool_name: str
+    session_id: str
+    agent_name: str
+
+
+class CheckTarget(CheckRequest):
+    """A started call whose pairing waits for its check (``reconcile.checks_to_ask``)."""
+
+    dispatch_id: str
+
+
+class RunGate(_Traced):
+    """The body goes ahead: its attempt is committed (``action`` says why it may run)."""
+
+    action: BodyAction
+    attempt: int
+    args: Any
+    tool_call_id: str | None
+    tool_name: str
+    session_id: str
+    child_session_id: str | None
+    agent_name: str
+    transactional: bool
+    replay: str
+    #: The call's approval (absent when a retried gate found its own attempt: ``bodies.gate_once``).
+    approved: NotRequired[bool | None]
+
+
+class ReconcileGate(CheckRequest, _Traced):
+    """Ask the tool's reconcile check (outside the transaction), record its verdict, gate again."""
+
+    action: Literal["reconcile"]
+    reason: str
+    replay: NotRequired[str | None]  # added by ``bodies._gate``
+
+
+class DoneGate(_Traced):
+    """The call is answered (now or before) without a body: ``status`` is its answer."""
+
+    action: Literal["done"]
+    status: CallStatus
+    replay: NotRequired[str | None]  # added by ``bodies._gate``
+    tool_name: NotRequired[str | None]
+
+
+GateOutcome = RunGate | ReconcileGate | DoneGate
+
+
+class ChildGate(TypedDict, total=False):
+    """A delegating call's gate (``attempt_gate.child_gate``): the gate's answer with the call's id
+    and kind, and what the child phase adds (``children``: ``attach``; ``companions``: the
+    incarnation it binds the turn to). Which keys are present follows ``action`` as in ``GateOutcome``."""
+
+    action: Required[GateAction]
+    dispatch_id: Required[str]
+    kind: Required[CallKind]
+    status: CallStatus
+    attempt: int
+    attempts: int
+    args: Any
+    tool_call_id: str | None
+    tool_name: str
+    session_id: str
+    child_session_id: str | None
+    agent_name: str
+    transactional: bool
+    replay: str
+    approved: bool | None
+    reason: str
+    #: How the child phase reaches the child: remote ``enqueue``/``answered``/``lost``; companion ``send``/``answered``/``await``.
+    attach: Literal["enqueue", "send", "answered", "await", "lost"]
+    start: bool
+    companion_session_id: str
+    workflow_id: str
+    idle: float
+
+
+class RecordOutcome(TypedDict):
+    """The result write's answer: the call's status (``refused`` when the fence refused the write),
+    whether this write set it, and why it was refused (``fence.raise_if_refused`` raises it)."""
+
+    status: CallStatus | Literal["refused"]
+    written: bool
+    refused: NotRequired[str]
+
+
+class DoneOutcome(TypedDict):
+    """A body the gate answered instead: the call's status, nothing written."""
+
+    status: CallStatus
+
+
+#: What a call's body answers (``bodies.body_step``).
+BodyOutcome = RecordOutcome | DoneOutcome
+
+
+class CheckRecorded(TypedDict):
+    """``attempt_gate.record_check``: the call's status after the verdict, and whether it was kept."""
+
+    status: CallStatus
+    recorded: bool
+
+
+class CallBrief(TypedDict):
+    """A saved call as the workflow is handed it (``step_commits.brief``): enough to gate and order it."""
+
+    dispatch_id: str
+    run_id: str
+    step: int
+    position: int
+    tool_name: str
+    kind: CallKind
+    concurrency_group: str | None
+    sequential: bool
+    status: CallStatus
+
+
+class Appended(TypedDict):
+    """``step_commits.append_checkpoint``: the saved step and its calls, committed before any body."""
+
+    run_id: str
+    step: int
+    checkpoint_id: str
+    calls: list[CallBrief]
+
+
+class StepOutcome(TypedDict):
+    """A step commit or a run's end: the run's status now (``committed``: the run goes on)."""
+
+    status: RunStatus | Literal["committed"]
+    output: NotRequired[Any]
+    error_code: NotRequired[str]
+    error: NotRequired[str]
+
+
+class OpenedRun(TypedDict):
+    """``entries.open_run``: the run an entry admitted, and the entry it was taken as."""
+
+    run_id: str
+    session_id: str
+    entry: EntryKind
+
+
+class Answered(TypedDict):
+    """``entries.answer``: the suspended run, and the calls it still waits on."""
+
+    run_id: str
+    all_answered: bool
+    remaining: list[str]
+
+
+class StopRequested(TypedDict):
+    """``entries.stop``: whether the run stopped here (it was suspended) and its status or the stop's."""
+
+    run_id: str
+    stopped: bool
+    status: StopStatus
+
+
+__all__ = [
+    "Answered",
+    "Appended",
+    "CallBrief",
+    "OpenedRun",
+    "StepOutcome",
+    "StopRequested",
+    "BodyOutcome",
+    "CheckRecorded",
+    "CheckRequest",
+    "CheckTarget",
+    "CheckVerdict",
+    "ChildGate",
+    "DoneGate",
+    "DoneOutcome",
+    "GateAction",
+    "GateOutcome",
+    "ReconcileGate",
+    "RecordOutcome",
+    "RunGate",
+]

@@ -1,0 +1,53 @@
+"""Opening a run: the one place a run's row is written, whoever opens it.
+
+Three callers open runs: an entry (``entries.open_run``), a remote child's first dispatch
+(``children``) and a companion's turn (``companions``). Each wrote its own insert once, and they
+drifted (a remote child's run carried no executor id, so audits and the wake's cancel sweep could
+not tell which process admitted it). Here the gate and the row are one step: the run-start
+compare-and-set on the session's version, then the row, with every column derived the same way.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ...ledger import store
+from ...ledger.records import SessionRow
+from ...ledger.statuses import EntryKind
+
+
+def open_run_row(
+    conn: sa.Connection,
+    session: SessionRow,
+    *,
+    run_id: str,
+    entry: EntryKind,
+    message: str | None,
+    max_steps: int,
+    recovery: str,
+    executor_id: str | None,
+    checkpoint_id: str | None = None,
+) -> bool:
+    """Win ``session``'s run-start gate for ``run_id`` and write the run's row; False if another entry won.
+
+    ``session`` is the row as read before the claim (under its lock): the run's ``seq`` follows its
+    ``run_count`` and its ``previous_run_id`` is the run it takes over from, its ``current_run_id``.
+    ``executor_id`` is the process that admits the run (not necessarily the one that will run it).
+    """
+    if not store.claim_session(conn, session, run_id):
+        return False
+    store.insert_run(
+        conn,
+        run_id=run_id,
+        session_id=session["session_id"],
+        seq=int(session["run_count"]) + 1,
+        agent_name=session["agent_name"],
+        entry=entry,
+        entry_message=message,
+        checkpoint_id=checkpoint_id,
+        previous_run_id=session["current_run_id"],
+        max_steps=max_steps,
+        recovery=recovery,
+        executor_id=executor_id,
+    )
+    return True

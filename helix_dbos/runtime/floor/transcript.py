@@ -1,0 +1,166 @@
+"""The conversation as pydantic-ai messages, stored one JSON row per message.
+
+What the model reads for a call is built here from the call's ledger row, so a recovered step, a
+redirect and a normal step commit all tell the model the same thing for the same status.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse
+
+
+def _pai() -> ModuleType:
+    """pydantic-ai's message types, imported at first use: a worker pays for pydantic-ai when a run
+    first reads or writes a message, not when it imports the runtime (``sys.modules`` caches it)."""
+    import pydantic_ai.messages
+
+    return pydantic_ai.messages
+
+
+def _adapter() -> Any:
+    from pydantic_ai import ModelMessagesTypeAdapter
+
+    return ModelMessagesTypeAdapter
+
+
+from ...ledger.escape import escape_json, unescape_json
+from ...recovery.texts import PAIRING_TEXTS
+
+
+def _replaced_key(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any((isinstance(k, str) and "\ufffd" in k) or _replaced_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_replaced_key(v) for v in value)
+    return False
+
+
+def dump(message: ModelMessage) -> dict[str, Any]:
+    """The message as JSON, exactly: also a lone surrogate in an object key of a tool's result or arguments.
+
+    pydantic's JSON mode keeps a lone surrogate in a string value but replaces it with U+FFFD in a
+    dict key, which would change what the model reads next. When a key holds U+FFFD after the fast
+    dump, the message is dumped again through the ledger's reversible escape, which is exact.
+    """
+    adapter = _adapter()
+    body: dict[str, Any] = adapter.dump_python([message], mode="json")[0]
+    if not _replaced_key(body):
+        return body
+    plain = escape_json(adapter.dump_python([message], mode="python"))
+    escaped = adapter.dump_python(adapter.validate_python(plain), mode="json")[0]
+    return dict(unescape_json(escaped))
+
+
+def load(bodies: Sequence[Any]) -> list[ModelMessage]:
+    return _adapter().validate_python(list(bodies))  # type: ignore[no-any-return]
+
+
+class TranscriptCache:
+    """The loaded transcript of the sessions this process is driving, so a model request reads and
+    validates only the messages added since the session's previous request here (step 200 costs
+    what step 10 does, across the session's runs).
+
+    A session only grows at its end, except when a rewind supersedes messages: every entry holds
+    how many of the session's messages were superseded when it was loaded, and a request that
+    finds that number changed reads the session whole again. Bounded: least recently used
+    sessions drop out and are read whole again.
+    """
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._sessions: OrderedDict[str, tuple[int, int, list[ModelMessage]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session_id: str) -> tuple[int, int, list[ModelMessage]]:
+        """The last message number read (-1: none), the superseded count then, and the messages."""
+        with self._lock:
+            hit = self._sessions.get(session_id)
+            if hit is None:
+                return -1, 0, []
+            self._sessions.move_to_end(session_id)
+            return hit[0], hit[1], list(hit[2])
+
+    def put(self, session_id: str, last_seq: int, superseded: int, messages: list[ModelMessage]) -> None:
+        with self._lock:
+            self._sessions[session_id] = (last_seq, superseded, list(messages))
+            self._sessions.move_to_end(session_id)
+            while len(self._sessions) > self.size:
+                self._sessions.popitem(last=False)
+
+
+def load_response(body: Mapping[str, Any]) -> ModelResponse:
+    message = load([body])[0]
+    assert isinstance(message, _pai().ModelResponse)
+    return message
+
+
+def user_message(text: str) -> ModelRequest:
+    m = _pai()
+    return m.ModelRequest(parts=[m.UserPromptPart(content=text)])
+
+
+def _is_jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
+    """The part that answers one call, from its ledger row."""
+    ToolReturnPart = _pai().ToolReturnPart
+    name, call_id, status = call["tool_name"], call["tool_call_id"], call["status"]
+    if status == "ok":
+        return ToolReturnPart(tool_name=name, content=call["result"], tool_call_id=call_id)
+    if status == "error" and call["paired_by"] == "validation":
+        # Malformed arguments or an unknown tool: a retry, as pydantic-ai's own loop answers it.
+        error = call["error"] or {}
+        cause = "unknown_tool" if error.get("code") == "unknown_tool" else "validation_error"
+        return ToolReturnPart(
+            tool_name=name,
+            content=error.get("message", "invalid call"),
+            tool_call_id=call_id,
+            outcome="retried",
+            retry=_pai().RetryInfo(cause=cause),
+        )
+    if status == "error":
+        return ToolReturnPart(tool_name=name, content={"status": "error", "error": call["error"]}, tool_call_id=call_id)
+    if status == "denied":
+        reason = call.get("approval_reason")
+        text = PAIRING_TEXTS["denied"] + (f": {reason}" if reason else "")
+        return ToolReturnPart(tool_name=name, content={"status": "denied", "message": text}, tool_call_id=call_id)
+    note = call["outcome_note"] or PAIRING_TEXTS.get(status, status)
+    return ToolReturnPart(tool_name=name, content={"status": status, "message": note}, tool_call_id=call_id)
+
+
+def results_message(calls: Sequence[Mapping[str, Any]], message: str | None = None) -> ModelRequest:
+    """One request answering every call of a step in reply order, then (if any) the redirecting message."""
+    m = _pai()
+    parts: list[ModelRequestPart] = [call_part(c) for c in sorted(calls, key=lambda c: c["position"])]
+    if message is not None:
+        parts.append(m.UserPromptPart(content=message))
+    return m.ModelRequest(parts=parts)
+
+
+def text_not_allowed(text: str) -> ModelRequest:
+    """The retry a model gets for plain text when the agent needs structured output."""
+    m = _pai()
+    return m.ModelRequest(parts=[m.RetryFeedbackPart(content=text, retry=m.RetryInfo(cause="no_output"))])
+
+
+def jsonable(value: Any) -> tuple[bool, Any]:
+    """(True, json-ready value) or (False, reason): tool results must be readable in SQL."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    if _is_jsonable(value):
+        return True, value
+    return False, f"tool result of type {type(value).__name__} is not JSON-serialisable"

@@ -1,0 +1,170 @@
+"""Call bodies: each opens with the attempt gate, a committed attempt record, and ends with its result.
+
+A body is not a DBOS step: the gate and the result write are the ledger's two facts about the call
+(each one short transaction), and the body runs between them in the run workflow's code. A replay of
+the workflow re-enters the gate, which answers from the ledger what already happened: a body with
+an attempt and no result runs again only if recovery says so (safe on both sides, under 3 bodies;
+transactional; or a check said not applied), otherwise the gate answers the call without a body.
+
+Both ledger writes here ride out store outages (``plain_tx`` retries transient errors), and a retry
+after a commit whose acknowledgement was lost must not see its own write as someone else's: the gate
+stamps its attempt with a token minted per gate execution, the result write recognises its own answer.
+
+Where the gate would answer a started call ``outcome_unknown`` and its tool has a reconcile check,
+it answers "reconcile": the check is asked (outside any transaction), its verdict committed to the
+call's row as a ledger fact of its own (``reconcile.ask_and_record``), and the gate runs again. A
+transactional tool's body runs in ``transactional.run``: its writes and its result in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from ...definitions import Agent, ToolContext
+from ...ledger import store
+from ...ledger.statuses import CallStatus
+from ..floor import gate as attempt_gate, fence, group_commit, transcript
+from ..process import executor_lock, tracing
+from . import reconcile, scopes, transactional
+from ..floor.durable import plain_tx
+from ..process.faults import crash_point, fail_point
+from .local_child import run_local_child
+from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
+from ..floor.state import env
+
+
+async def _hold_executor_lock() -> None:
+    """Wait while the watchdog re-acquires a lost executor lock (it exits the process if it cannot)."""
+    if not executor_lock.held():
+        await asyncio.to_thread(executor_lock.wait_held)
+
+
+def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> GateOutcome:
+    """The attempt gate, plus the call's saved policy (for the span)."""
+    tries[0] += 1
+    out = gate_once(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
+    if "replay" not in out:  # answered without a body: the span still names the call's tool and policy
+        call = store.get_call(conn, dispatch_id)
+        out = cast(GateOutcome, {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None})
+    return cast(GateOutcome, {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")})
+
+
+async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
+    """One call's body: the attempt gate, the body (or the answer recovery gives instead), the result.
+
+    Not a DBOS step: the gate and the result write are the ledger's two facts about the call, and a
+    replay of the workflow re-enters the gate, which answers from the ledger what already happened.
+    """
+    with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
+        await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
+        gate: GateOutcome = await group_commit.write(run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+        while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
+            await reconcile.ask_and_record(run_id, dispatch_id, gate)
+            gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+        tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
+        out = await _body(run_id, dispatch_id, gate)
+        tracing.annotate(s, status=out.get("status"))
+        return out
+
+
+async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome:
+    e = env()
+    if gate["action"] == "done":
+        return {"status": gate["status"]}
+    gate = cast(RunGate, gate)  # past the gate's reconcile loop (``body_step``): the body goes ahead
+    agent: Agent = e.agent(gate["agent_name"])
+    name = gate["tool_name"]
+    ctx = ToolContext(
+        session_id=gate["session_id"],
+        run_id=run_id,
+        dispatch_id=None if e.profile == "dbos_compat" else dispatch_id,
+        tool_call_id=gate["tool_call_id"],
+        attempt=gate["attempt"],
+        agent_name=agent.name,
+        tool_name=name,
+        approved=gate.get("approved"),
+    )
+    if agent.uses_scope():  # a fresh process lists the pydantic-ai agent's toolsets before its body
+        await agent.refresh(await scopes.scope_of(agent, run_id, gate["session_id"]))
+    crash_point("before_body", name)
+    fail_point("before_body", name)
+    await _hold_executor_lock()  # nor does it start the body
+    tool = agent.tool(name)
+    if gate.get("transactional") and tool is not None and tool.transactional:
+        out = await asyncio.to_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx)
+        fence.raise_if_refused(out)
+        crash_point("after_result", name)
+        return cast(RecordOutcome, dict(out))
+    try:
+        sub = agent.sub_agent(name)
+        if sub is not None:
+            value = await run_local_child(sub.agent, gate["args"]["message"], ctx)
+        else:
+            tool = agent.tool(name)
+            if tool is None:
+                raise LookupError(f"tool {name!r} is no longer defined")
+            value = await tool.invoke(tool.validate(gate["args"]), ctx)
+        status: CallStatus
+        ok, value = transcript.jsonable(value)
+        if ok:
+            status, result, error = "ok", value, None
+        else:
+            status, result, error = "error", None, {"type": "result_not_serializable", "message": value}
+    except Exception as exc:  # a tool that raises gets an error result; the run goes on
+        status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
+    crash_point("after_body", name)
+    out = await group_commit.write(run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name"))
+    fence.raise_if_refused(out)
+    crash_point("after_result", name)
+    return out
+
+
+def gate_once(
+    conn: sa.Connection, run_id: str, dispatch_id: str, token: str, *, retried: bool = True, where: tuple[str, int] | None = None
+) -> GateOutcome:
+    """The attempt gate, idempotent per ``token``: if this gate execution's attempt is already
+    committed (its acknowledgement was lost), the body goes ahead under that attempt.
+
+    Without the token the retry would find a running call with an attempt and no result, which is
+    exactly what a crashed body looks like: an unsafe call would be paired ``outcome_unknown`` and a
+    safe one would run a second body, though neither had started. Only a retried transaction can
+    find its own attempt, so the first try does not look.
+    """
+    mine = store.attempt_by_token(conn, dispatch_id, token) if retried else None
+    if mine is not None:
+        fence.check(conn, run_id, "attempt gate")
+        call = store.get_call(conn, dispatch_id)
+        run = store.get_run(conn, run_id)
+        assert call is not None and run is not None
+        if call["status"] != "running" or call["attempts"] != mine["attempt"]:
+            return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
+        tool = env().agent(run["agent_name"]).tool(call["tool_name"])
+        return {"action": "run", "attempt": mine["attempt"], "args": call["args"], "tool_call_id": call["tool_call_id"],
+                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
+                "agent_name": run["agent_name"], "transactional": tool is not None and tool.transactional, "replay": call["replay"]}
+    return attempt_gate.gate(conn, run_id, dispatch_id, token, where)
+
+
+def _record(
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, tries: list[int], tool_name: str | None = None
+) -> RecordOutcome:
+    tries[0] += 1
+    return record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)
+
+
+def record_once(
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, *, retried: bool = True,
+    tool_name: str | None = None,
+) -> RecordOutcome:
+    """The result write, idempotent: a retry whose first try committed finds its own answer written
+    (only a retried transaction can, so the first try does not look)."""
+    call = store.get_call(conn, dispatch_id) if retried else None
+    if call is not None and call["attempts"] == attempt and call["paired_by"] == "body" and call["status"] == status:
+        outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
+        if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
+            return {"status": status, "written": True}
+    return cast(RecordOutcome, dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name)))

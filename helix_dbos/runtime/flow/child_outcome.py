@@ -1,0 +1,179 @@
+"""How a parent learns a child's outcome: from the ledger, with DBOS's status only to tell a lost child.
+
+A remote child's run and a companion's turn are both ledger runs whose run id is the parent call's
+dispatch id, so the parent waits on one thing, the child run's row reaching rest, and reads the
+answer from it (structured output, text or failure), never from a DBOS memo that retention may have
+deleted. DBOS's workflow status answers one question only: can this child still finish? A child
+whose workflow is gone, cancelled, dead-lettered or ended without a ledger outcome is *lost*, and the
+call is answered with a typed ``subagent_lost`` error instead of a wait that never ends.
+
+The wait is workflow code over recorded steps, each polling for at most ``WAIT_SLICE`` seconds, so a
+replay sees the same sequence of "still waiting" answers and a live wait costs one step per slice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import TYPE_CHECKING, Any, Final, Literal, Required, TypedDict
+
+import sqlalchemy as sa
+
+from ...ledger import store
+from ...ledger.records import RunRow
+from ...ledger.statuses import RUN_AT_REST, RunStatus
+from ..floor import fence, gate as attempt_gate, commits as step_commits
+from ..floor.records import ChildGate, RecordOutcome
+from ..process.dbos_private import workflow_status as dbos_status
+from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
+
+if TYPE_CHECKING:
+    from ..floor.registry import Registry
+
+#: Seconds one recorded wait step polls before it records "still waiting" and the next one starts.
+WAIT_SLICE: Final = 30.0
+
+class Outcome(TypedDict, total=False):
+    """Where a child run stands: ``done`` (its run row at rest: status, output, error), ``lost``
+    (``cause``, ``message``) or ``waiting``. Recorded as a DBOS step's output, so a plain dict."""
+
+    state: Required[Literal["done", "lost", "waiting"]]
+    status: RunStatus
+    output: Any
+    error_code: str | None
+    error: str | None
+    child_session_id: str
+    cause: str
+    message: str
+
+UNSUPPORTED_SUSPENSION = (
+    "the sub-agent suspended on a client tool or an approval; sub-agents run unattended, so their "
+    "client tools and approval-gated tools are not supported (its run was aborted)"
+)
+
+
+def _done(run: RunRow) -> Outcome:
+    return {
+        "state": "done",
+        "status": run["status"],
+        "output": run["output"],
+        "error_code": run["error_code"],
+        "error": run["error"],
+        "child_session_id": run["session_id"],
+    }
+
+
+def lost(cause: str, message: str) -> Outcome:
+    return {"state": "lost", "cause": cause, "message": message}
+
+
+def _propagate_stop(conn: sa.Connection, parent_run_id: str, child: RunRow | None) -> None:
+    """A stop of the parent reaches the child it waits on: same kind, one durable record on the child run."""
+    if child is None or child["status"] != "running":
+        return
+    kind = store.stop_of(conn, parent_run_id)
+    if kind is not None and store.stop_of(conn, child["run_id"]) is None:
+        store.request_stop(conn, child["session_id"], child["run_id"], kind, f"parent run {parent_run_id}")
+
+
+def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> Outcome:
+    """Where the child run ``dispatch_id`` stands: done (its ledger row at rest), lost, or waiting.
+
+    ``host_workflow_id`` is the companion workflow that will start the turn (None for a remote child,
+    whose own workflow exists from its dispatch on). DBOS statuses are read before the ledger row: a
+    child writes its outcome before its workflow ends, so "terminal in DBOS, not at rest in the
+    ledger" really means no outcome will ever come.
+    """
+    fence.check(conn, parent_run_id, "wait for sub-agent")
+    own = dbos_status(conn, dispatch_id)
+    host = dbos_status(conn, host_workflow_id) if host_workflow_id else None
+    child = store.get_run(conn, dispatch_id)
+    if child is not None and child["status"] in RUN_AT_REST:
+        return _done(child)
+    if own is not None:
+        if own in DBOS_TERMINAL:
+            return lost(f"workflow_{own.lower()}", f"the sub-agent's workflow ended {own} without an outcome")
+    elif host_workflow_id is None:
+        return lost("not_found", "the sub-agent's workflow cannot be found")
+    elif host is None or host in DBOS_TERMINAL:
+        return lost("companion_gone", f"the companion's workflow ended ({host or 'not found'}) before it took this turn")
+    _propagate_stop(conn, parent_run_id, child)
+    return {"state": "waiting"}
+
+
+async def _wait_slice(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> Outcome:
+    deadline = time.monotonic() + WAIT_SLICE
+    delay = 0.01
+    while True:
+        state: Outcome = await plain_tx(child_state, parent_run_id, dispatch_id, host_workflow_id)
+        if state["state"] != "waiting" or time.monotonic() >= deadline:
+            return state
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, poll_interval(registry))
+
+
+async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None = None) -> Outcome:
+    """Workflow code: recorded wait steps until the child is done or lost (never an endless single wait)."""
+    wait_slice = functools.partial(_wait_slice, registry)
+    while True:
+        state: Outcome = await step("helix.child_wait", wait_slice, parent_run_id, dispatch_id, host_workflow_id)
+        if state["state"] != "waiting":
+            return state
+
+
+def unavailable(conn: sa.Connection, run_id: str, gate: ChildGate, tool_name: str) -> ChildGate:
+    """A sub-agent removed by a deploy before its child ever started: answer the call, start nothing."""
+    attempt_gate.record(
+        conn, run_id, gate["dispatch_id"], gate["attempt"], "error", None,
+        {"type": "subagent_unavailable", "message": f"sub-agent tool {tool_name!r} is no longer defined"},
+    )
+    return {**gate, "action": "done"}
+
+
+def _error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"type": kind, "message": message, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome) -> RecordOutcome:
+    """Answer the parent call from the child's outcome, fenced by the call's attempt.
+
+    completed → the child's output is the tool result (structured when it has an ``output_type``);
+    failed / interrupted → a typed error result; suspended → the child is aborted and the call gets
+    ``subagent_unsupported``; lost → ``subagent_lost``, and a child run still marked running is ended
+    ``failed`` so its session does not stay "running" forever.
+    """
+    sid = state.get("child_session_id")
+    child = store.get_run(conn, dispatch_id)
+    if state["state"] == "done":
+        status = state["status"]
+        if status == "completed":
+            return attempt_gate.record(conn, run_id, dispatch_id, attempt, "ok", state["output"], None)
+        if status == "suspended_client_tool":
+            error = _error("subagent_unsupported", UNSUPPORTED_SUSPENSION, child_session_id=sid)
+        elif status == "interrupted":
+            error = _error("subagent_interrupted", "the sub-agent's run was interrupted before it finished", child_session_id=sid)
+        else:
+            error = _error(
+                "subagent_failed",
+                state.get("error") or "the sub-agent's run failed",
+                code=state.get("error_code"),
+                child_session_id=sid,
+            )
+    else:
+        error = _error(
+            "subagent_lost",
+            state["message"],
+            code="subagent_lost",
+            cause=state["cause"],
+            child_session_id=child["session_id"] if child is not None else None,
+        )
+    out = attempt_gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)
+    if out["written"] and child is not None:
+        # Only the parent attempt that answered the call closes the child: a fenced-off late one must not.
+        if child["status"] == "suspended_client_tool":
+            store.request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
+            step_commits.settle_stop(conn, child, "abort")
+        elif child["status"] == "running" and state["state"] == "lost":
+            store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
+    return out

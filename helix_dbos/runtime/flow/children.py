@@ -1,0 +1,94 @@
+"""Remote sub-agents: a delegating call answered by a child run that any worker may execute.
+
+A remote child's run is a ledger run *and* a DBOS workflow whose id is the parent call's dispatch id,
+enqueued from the parent's workflow code on the runtime's queue, so any worker process serving that
+queue can run it. The first dispatch mints the child's session (a fresh id, never derived from the
+parent's) and binds it to the delegation (``sessions.parent_dispatch_id``, ``calls.child_session_id``)
+in the same exactly-once transaction as the call's attempt record.
+
+Recovery re-attaches by dispatch id: enqueueing an existing workflow id returns that workflow, so a
+relaunch, a ``resume`` or a ``retry`` of the parent never starts a second child for one call. A
+child whose outcome is already in the ledger is answered from it without touching DBOS; a child
+whose workflow cannot be found is answered ``subagent_lost`` (see ``child_outcome``).
+
+Order and determinism: the child phase is workflow code. Gates are exactly-once transactions; starts,
+enqueues and sends are DBOS operations in workflow code (DBOS forbids them inside steps); all run in
+reply order, before the step's local bodies, and the waits run in reply order after them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from dbos import DBOS, SetWorkflowID
+
+from ...ledger import store
+from ...ledger import tables as t
+from ...ledger.statuses import RUN_AT_REST
+from ...recovery import Profile
+from ..floor import gate as attempt_gate, fence
+from .child_outcome import lost, record_outcome, unavailable, wait_for_child
+from ..process.dbos_private import workflow_status as dbos_status
+from ..floor.durable import tx
+from ..process.faults import crash_point, fail_point
+from ..floor.records import ChildGate
+from ..floor.runs import open_run_row
+
+if TYPE_CHECKING:
+    from ..floor.registry import Registry
+
+
+Gate = ChildGate
+
+
+def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile, executor_id: str) -> Gate:
+    """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
+    gate, call, sub = attempt_gate.child_gate(conn, run_id, dispatch_id, "remote")
+    if call is None:
+        return gate
+    if call["child_session_id"] is None:
+        if sub is None:
+            return unavailable(conn, run_id, gate, call["tool_name"])
+        child_sid = store.new_id()
+        store.insert_session(conn, child_sid, sub.agent.name, parent_dispatch_id=dispatch_id)
+        session = store.get_session(conn, child_sid)
+        assert session is not None
+        opened = open_run_row(
+            conn, session, run_id=dispatch_id, entry="start", message=(call["args"] or {}).get("message", ""),
+            max_steps=sub.agent.max_steps, recovery=profile, executor_id=executor_id,
+        )
+        assert opened, "a fresh child session has no other entry to race"
+        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_sid))
+        store.emit(conn, call["session_id"], run_id, "subagent_start",
+                   {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})
+        return {**gate, "child_session_id": child_sid, "attach": "enqueue"}
+    # Re-attach. The ledger is asked first: an answered child is never enqueued again (its DBOS row
+    # may have been deleted by retention, and a fresh row under the same id would run it twice).
+    child = store.get_run(conn, dispatch_id)
+    if child is not None and child["status"] in RUN_AT_REST:
+        return {**gate, "attach": "answered"}
+    if dbos_status(conn, dispatch_id) is None:
+        return {**gate, "attach": "lost"}
+    return {**gate, "attach": "enqueue"}
+
+
+async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
+    """Workflow code: gate the delegation and enqueue (or re-attach to) the child's run workflow."""
+    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, registry.env.profile, registry.env.settings.executor_id)
+    crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
+    if gate["action"] != "done" and gate["attach"] == "enqueue":
+        with SetWorkflowID(dispatch_id):
+            await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.run_workflow, dispatch_id)
+    return gate
+
+
+async def settle(registry: Registry, run_id: str, gate: Gate) -> None:
+    """Workflow code: wait for the child's outcome and answer the delegating call with it."""
+    dispatch_id = gate["dispatch_id"]
+    if gate["attach"] == "lost":
+        outcome = lost("not_found", "the sub-agent's workflow cannot be found")
+    else:
+        outcome = await wait_for_child(registry, run_id, dispatch_id)
+    fail_point("child_result")
+    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], outcome))

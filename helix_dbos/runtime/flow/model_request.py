@@ -1,0 +1,283 @@
+"""The model request; its reply is recorded by the ledger, once, before anything acts on it.
+
+Recovery never asks the model again for a reply that was recorded. The reply is not a DBOS step
+(whose lookup and record cost two transactions): ``durable.record_reply`` writes it as the
+workflow's ``helix.reply#k`` in one ledger transaction, and a replay reads it back before asking
+(``durable.replayed_reply``); retries of a provider error are this module's own (``ask``). Live
+output streams its deltas on the run's DBOS stream, which needs a step's context, so with
+``live_output`` the request stays a DBOS step and DBOS records the reply.
+
+The transcript is read from the ledger at each request and is never an input or an output:
+recording it per step would make storage grow with the square of the conversation. The stop
+record is read in the same breath, so a stop lands before the next model request is paid for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+import sqlalchemy as sa
+from ...definitions import Agent
+from ...errors import StoreUnavailableError
+from ...ledger import tables as t
+from ..floor import fence, transcript
+from . import scopes
+from ..process import tracing
+from ..floor.durable import plain_tx
+from .planning import plan_calls
+from ..floor.state import Env, env
+
+log = logging.getLogger("helix_dbos")
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models import ModelRequestParameters
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Provider errors worth another attempt in the same step: rate limits, overload, 5xx, network."""
+    from pydantic_ai.exceptions import (
+        ModelConnectionError,
+        ModelHTTPError,
+        ModelRateLimitError,
+        ModelRequestTimeout,
+        ModelServerError,
+        ModelUnavailableError,
+    )
+
+    retryable = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
+    if isinstance(exc, retryable):
+        return True
+    return isinstance(exc, ModelHTTPError) and (exc.status_code == 429 or exc.status_code >= 500)
+
+
+def request_parameters(agent: Agent) -> ModelRequestParameters:
+    from pydantic_ai.models import ModelRequestParameters
+
+    output = agent.output_definition()
+    return ModelRequestParameters(
+        function_tools=[t.definition() for t in agent.tools] + [s.definition() for s in agent.sub_agents],
+        output_tools=[output] if output else [],
+        allow_text_output=output is None,
+        output_mode="tool" if output else "text",
+    )
+
+
+def _with_instructions(messages: list[ModelMessage], instructions: str | None) -> list[ModelMessage]:
+    """Instructions come from the agent as the code defines it now, never from storage."""
+    if not instructions:
+        return messages
+    from pydantic_ai.messages import ModelRequest
+
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, ModelRequest):
+            messages[i] = dataclasses.replace(m, instructions=instructions)
+            break
+    return messages
+
+
+def _usage(response: ModelResponse) -> dict[str, Any]:
+    u = response.usage
+    return {
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": getattr(u, "cache_read_tokens", 0),
+        "cache_write_tokens": getattr(u, "cache_write_tokens", 0),
+    }
+
+
+def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[Any]]:
+    """The fence, the stop record, how many of the session's messages are superseded (a rewind
+    since the cache was filled changes it), and the active messages after ``after_seq``: one
+    statement, whether or not anything was added.
+
+    The fence's conditions are read unlocked, beside the messages: a read has nothing to protect
+    (the model is paid after this transaction ends, so no lock held here could cover it; the append
+    that saves the reply is the fenced write). Anything the fence would refuse takes the full
+    ``fence.check``, which raises what it raises.
+    """
+    rows = conn.execute(_read_statement(conn.dialect.name == "sqlite"), {"w_run_id": run_id, "w_session_id": session_id, "w_after": after_seq}).all()
+    head = rows[0]
+    if fence.head_passes(head, run_id):
+        stop = head.fence_stop
+    else:
+        stop = fence.check(conn, run_id, "model request")["stop_kind"]  # a fork or a superseded run never asks the model
+    if stop is not None:
+        return stop, 0, []
+    return None, int(head.superseded), [(int(seq), body) for *_, seq, body in rows if seq is not None]
+
+
+@functools.cache
+def _read_statement(sqlite: bool) -> sa.Select[Any]:
+    m = t.messages.c
+    run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
+    session_id: sa.BindParameter[str] = sa.bindparam("w_session_id")
+    head = sa.select(
+        *fence.head_columns(run_id, session_id, sqlite=sqlite),
+        sa.select(sa.func.count()).select_from(t.messages).where(m.session_id == session_id, m.superseded_by.is_not(None)).scalar_subquery().label("superseded"),
+    ).subquery()
+    joined = head.outerjoin(t.messages, sa.and_(m.session_id == session_id, m.superseded_by.is_(None), m.seq > sa.bindparam("w_after")))
+    return sa.select(head, m.seq, m.body).select_from(joined).order_by(m.seq)
+
+
+def _run_usage(conn: sa.Connection, run_id: str) -> dict[str, int]:
+    """What the run has used so far: tokens of its recorded model requests, and its tool calls."""
+    from ...ledger import tables as t
+
+    u = t.usage.c
+    row = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0), sa.func.coalesce(sa.func.sum(u.output_tokens), 0),
+                  sa.func.coalesce(sa.func.sum(u.total_tokens), 0)).where(u.run_id == run_id)
+    ).one()
+    calls = conn.execute(sa.select(sa.func.count()).select_from(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.kind == "tool")).scalar()
+    return {"input_tokens": int(row[0]), "output_tokens": int(row[1]), "total_tokens": int(row[2]), "tool_calls": int(calls or 0)}
+
+
+def check_usage_limits(limits: Any, used: dict[str, int], reply: dict[str, Any]) -> None:
+    """pydantic-ai's ``UsageLimits`` over a run: its recorded requests plus this reply; the request
+    count is ``max_steps``. Raised inside the model step, so the reply that went over is recorded
+    with the failure, as pydantic-ai raises after the response."""
+    from ...errors import UsageLimitExceededError
+
+    u = reply["usage"]
+    inp, out = used["input_tokens"] + int(u["input_tokens"] or 0), used["output_tokens"] + int(u["output_tokens"] or 0)
+    this = int(u["input_tokens"] or 0) + int(u["output_tokens"] or 0)
+    totals = {"input_tokens_limit": inp, "output_tokens_limit": out, "total_tokens_limit": used["total_tokens"] + this}
+    totals["tool_calls_limit"] = used["tool_calls"] + sum(1 for p in reply["planned"] if p["kind"] == "tool")
+    for name, value in totals.items():
+        limit = getattr(limits, name, None)
+        if limit is not None and value > limit:
+            raise UsageLimitExceededError(f"the run exceeded its {name} of {limit} ({value})", detail={name: limit, "used": value})
+
+
+#: A retryable provider error is asked again after 1 s, 2 s, 4 s: 4 requests at most per step.
+MODEL_ATTEMPTS: Final = 4
+MODEL_RETRY_INTERVAL: Final = 1.0
+MODEL_RETRY_BACKOFF: Final = 2.0
+
+
+class RecordedFailure(Exception):
+    """A replay of a model request that failed: the failure as it was recorded, never asked again."""
+
+    def __init__(self, code: str, error: str) -> None:
+        super().__init__(error)
+        self.code, self.error = code, error
+
+
+def failed_request(exc: BaseException) -> bool:
+    """Whether ``exc`` came from asking the model (after its read): the failure records it as the reply."""
+    return bool(getattr(exc, "helix_model_failure", False))
+
+
+async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+    """The model request with its retries, outside any DBOS step (see the module's docstring)."""
+    delay = MODEL_RETRY_INTERVAL
+    for attempt in range(1, MODEL_ATTEMPTS + 1):
+        try:
+            return await model_request_step(run_id, session_id, agent_name, step)
+        except Exception as exc:
+            if attempt == MODEL_ATTEMPTS or not failed_request(exc) or not is_retryable(exc):
+                raise
+            log.warning("run %s step %s: model request failed (%s), asking again in %.0f s", run_id, step, exc, delay)
+            await asyncio.sleep(delay)
+            delay *= MODEL_RETRY_BACKOFF
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+    with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
+        reply = await _model_request(run_id, session_id, agent_name, step)
+        if "response" in reply:
+            usage = reply["usage"]
+            tracing.annotate(s, model=reply["model_name"], calls=len(reply["planned"]),
+                             input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"])
+        else:
+            tracing.annotate(s, stopped=str(reply.get("stopped")))
+        return reply
+
+
+@dataclasses.dataclass(frozen=True)
+class Preread:
+    """The first model request's read, made by the entry's prepare in its own transaction."""
+
+    step: int
+    base: int  # the last message number the read started after (-1: the session read whole)
+    stop: str | None
+    superseded: int
+    rows: list[Any]
+
+
+def preread(conn: sa.Connection, run_id: str, session_id: str, step: int) -> Preread:
+    """What ``_model_request`` reads first, read now, inside the transaction that just prepared the
+    run (its fence passed there): the request then pays no transaction of its own for it. A stop
+    that lands between this commit and the request is seen by the append's fence instead, as one
+    landing during the request is."""
+    last_seq, seen_superseded, _ = env().transcripts.get(session_id)
+    stop, superseded, rows = _read(conn, run_id, session_id, last_seq)
+    if stop is None and last_seq >= 0 and superseded != seen_superseded:
+        last_seq = -1
+        stop, superseded, rows = _read(conn, run_id, session_id, last_seq)
+    return Preread(step, last_seq, stop, superseded, rows)
+
+
+async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+    e = env()
+    agent = e.agent(agent_name)
+    last_seq, seen_superseded, loaded = e.transcripts.get(session_id)
+    pre = e.prereads.take(run_id)
+    if pre is not None and pre.step == step and pre.base in (last_seq, -1):
+        if pre.base == -1:
+            last_seq, loaded = -1, []
+        stop, superseded, rows = pre.stop, pre.superseded, pre.rows
+    else:
+        stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
+        if stop is None and last_seq >= 0 and superseded != seen_superseded:  # rewound since: read it whole
+            last_seq, loaded = -1, []
+            stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
+    if stop is not None:
+        return {"stopped": stop}
+    try:
+        return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows)
+    except Exception as exc:  # noqa: BLE001 - marked and re-raised: the failure is recorded as this step's reply
+        if not (fence.is_fenced(exc) or isinstance(exc, StoreUnavailableError)):  # the run's or the store's, not the model's
+            exc.helix_model_failure = True  # type: ignore[attr-defined]
+        raise
+
+
+async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> dict[str, Any]:
+    loaded += transcript.load([body for _, body in rows])
+    e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
+    scope = await scopes.scope_of(agent, run_id, session_id, step)
+    await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
+    messages = _with_instructions(list(loaded), await agent.instructions_for(scope))
+    if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
+        from .live import streamed_request
+
+        response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, request_parameters(agent), step)
+    else:
+        from pydantic_ai.direct import model_request
+
+        response = await model_request(
+            agent.resolved_model(),
+            messages,
+            model_settings=agent.model_settings,
+            model_request_parameters=request_parameters(agent),
+        )
+    # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy
+    # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
+    reply = {
+        "response": transcript.dump(response),
+        "usage": _usage(response),
+        "model_name": response.model_name,
+        "step": step,
+        "planned": await agent.review_plan(plan_calls(agent, response), scope),
+    }
+    limits = getattr(agent, "usage_limits", None)
+    if limits is not None:
+        check_usage_limits(limits, await plain_tx(_run_usage, run_id), reply)
+    return reply

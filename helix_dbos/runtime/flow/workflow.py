@@ -1,0 +1,362 @@
+"""One run = one DBOS workflow (workflow id = run id), whose only input is the run id.
+
+Per step: the model request (not a DBOS step: its reply is recorded by one ledger transaction) ->
+the append checkpoint (one exactly-once ledger transaction: the reply, every call, a fresh
+dispatch id each) -> the bodies (not DBOS steps: each opens with a committed attempt and ends with
+its result write) -> the step commit (one exactly-once ledger transaction). A step whose reply
+starts no body makes no append: its reply, calls and answers (or its suspension) go in one commit.
+
+Determinism under DBOS replay: the workflow's ledger transactions record their own outputs
+(``durable.tx``, keyed by their order), bodies make no DBOS operations (a replay re-enters their
+gates, which answer from the ledger), and remote children are dispatched and awaited in reply order
+around the lanes, so parallel lanes finishing in any order replay the same DBOS operations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from types import SimpleNamespace
+from typing import Any, Final
+
+from dbos import DBOS
+
+from ...definitions import Agent
+from ...errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
+from ...ledger import store
+from ...ledger.records import RunRow
+from ...ledger.statuses import BODY_KINDS
+from ...recovery import lanes
+from . import children, companions, reconcile, scopes
+from ..floor import durable, fence, prepare, commits as step_commits
+from ..face import reader
+from ..process import tracing
+from .bodies import body_step
+from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
+from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
+from ..process.faults import crash_point, fail_point
+from .model_request import MODEL_ATTEMPTS, MODEL_RETRY_BACKOFF, MODEL_RETRY_INTERVAL, Preread, RecordedFailure, ask, failed_request, is_retryable, model_request_step, preread
+from .planning import starts_a_body
+from ..floor.registry import Registry
+from ..floor import state
+from ..floor.state import env
+
+log = logging.getLogger("helix_dbos")
+RUN_WORKFLOW = "helix.run"
+#: Call kinds answered by a child workflow rather than a body of the parent.
+CHILD_KINDS: Final = frozenset({"remote", "companion"})
+log = logging.getLogger("helix_dbos")
+
+
+class MaxStepsReached(Exception):
+    """The run used its ``max_steps`` model requests; it fails typed and ``retry()`` gets a fresh budget."""
+
+
+def register(registry: Registry) -> None:
+    """Register the run workflow, bound to ``registry``, with the DBOS instance about to launch.
+
+    DBOS resolves it by name (``helix.run``) on recovery, so the function under that name is this
+    launch's closure; children and companions start it from the registry, never from a module.
+    """
+
+    async def run(run_id: str) -> dict[str, Any]:
+        return await _run(run_id)
+
+    # binds it on the registry for entries, children and companions, and registers the companion workflow
+    registry.bind_run_workflow(DBOS.workflow(name=RUN_WORKFLOW)(workflow_function(run, registry)))
+    companions.register(registry)
+
+
+async def _run(run_id: str) -> dict[str, Any]:
+    """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back.
+
+    The run's root span is emitted when this execution ends, whichever way (``_root_span``)."""
+    try:
+        return await _run_once(run_id)
+    finally:
+        if DBOS.workflow_id == run_id:  # a refused fork is not the run: the run's own execution emits its root
+            await _root_span(run_id)
+
+
+async def _root_span(run_id: str) -> None:
+    """Emit the trace's ``helix.run`` span from the run's row, as it stands once this execution ends.
+
+    Best-effort like every span: a read that fails leaves the trace without its root, never the run
+    without its outcome. A process killed before this point emits nothing; the one that relaunches
+    the workflow (and ends the run) does."""
+    if not tracing.enabled():
+        return
+    try:
+        run = await asyncio.to_thread(_read_run, run_id)
+        if run is not None:
+            tracing.emit_run_span(run)
+    except Exception:
+        log.debug("could not emit the run's root span", exc_info=True)
+
+
+def _read_run(run_id: str) -> RunRow | None:
+    """The run's row once it has ended; None while it is still running (an execution cut short by a
+    shutdown: the execution that recovers the workflow emits the root instead)."""
+    with env().engine.connect() as conn:
+        run = store.get_run(conn, run_id)
+    return run if run is not None and run["status"] != "running" else None
+
+
+async def _run_once(run_id: str) -> dict[str, Any]:
+    workflow_id = DBOS.workflow_id
+    if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
+        raise await _refused(run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
+    try:
+        return dict(recorded(await _drive(run_id)))
+    except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+        # DBOS's cancel clears the workflow's owner, so the run meets either error at its next step.
+        await _settle_cancel(run_id)
+        raise
+    except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
+        if fence.is_fenced(exc):
+            raise await _refused(run_id, workflow_id, exc) from None
+        code, error = failure(exc)
+        await _ask_before_failing(run_id, code)
+        # DBOS retries this transaction until the store answers: after an outage past the window the
+        # failure is written once the database is back, pairing every call the run left unanswered.
+        try:
+            return dict(recorded(await _ending("helix.fail", step_commits.fail_run, run_id, code, error)))
+        except Exception as again:
+            if fence.is_fenced(again):
+                raise await _refused(run_id, workflow_id, again) from None
+            raise
+
+
+async def _ask_before_failing(run_id: str, code: str) -> None:
+    """Before a failure pairs the run's started calls, ask their reconcile checks and record the
+    verdicts, as a recovery would: ``Applied`` answers a call ``ok`` (and ``retry()`` keeps it),
+    ``NotApplied`` pairs it ``not_started`` (and ``retry()`` runs it again).
+
+    Bounded by each check's ``reconcile_timeout`` (they are asked side by side), and never in the way
+    of the failure: when the store is what failed it asks nothing (its reads would wait out another
+    window), and any error here only means the calls are paired ``outcome_unknown``, as without a
+    check, for ``retry()`` to ask again.
+    """
+    if code == StoreUnavailableError.code:
+        return
+    try:
+        await reconcile.ask_before(run_id, step_commits.failure_checks)
+    except Exception as exc:  # noqa: BLE001 - the failure is written whatever happened here
+        if not fence.is_fenced(exc):  # fenced: the failure transaction is refused too, and says so
+            log.warning("run %s: reconcile checks before the failure were not asked: %s", run_id, exc)
+
+
+def failure(exc: BaseException) -> tuple[str, str]:
+    """The run's ``error_code`` and ``error`` for an exception that ended it.
+
+    Only helix_dbos's own codes are codes (also a HelixError DBOS replayed from a recorded step
+    error); anything else is ``run_error`` with the exception's text. A driver's ``code`` attribute
+    (SQLAlchemy's ``e3q8``) is a documentation key, not an answer.
+    """
+    if isinstance(exc, MaxStepsReached):
+        return "max_steps", str(exc)
+    if isinstance(exc, RecordedFailure):
+        return exc.code, exc.error
+    code = helix_code(exc)
+    if code is not None:
+        detail = exc.detail if isinstance(exc, HelixError) else None
+        return code, str(exc) + (f" (last error: {detail})" if isinstance(detail, str) and detail else "")
+    return "run_error", "".join(traceback.format_exception_only(type(exc), exc)).strip() or type(exc).__name__
+
+
+async def _refused(run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:
+    """Record the refusal (one event, no other write) and give the typed error DBOS will record."""
+    message = str(exc) or "refused by the run fence"
+    await asyncio.to_thread(fence.refuse, env().engine, run_id, workflow_id, message)
+    return exc if isinstance(exc, RunFencedError) else RunFencedError(message)
+
+
+async def _settle_cancel(run_id: str) -> None:
+    """``dbos workflow cancel`` of a live run: settle it like ``stop(kind="abort")``, outside DBOS's
+    bookkeeping (a cancelled workflow may not start steps), fenced like any transaction of the run."""
+
+    def settle() -> None:
+        with env().engine.begin() as conn:
+            if durable.dbos_status(conn, run_id) == "CANCELLED":  # not another execution taking over
+                step_commits.settle_cancel(conn, run_id)
+
+    await asyncio.to_thread(settle)
+
+
+async def _drive(run_id: str) -> dict[str, Any]:
+    await _refresh(run_id)
+    # A redirect pairs the saved step's started calls: first ask their reconcile checks (recorded).
+    # With no reconciled tool defined here there is nothing to ask (recovery judges a saved call by
+    # the tool as it is now), and the read is skipped: one transaction fewer per run.
+    if _defines_checks():
+        await reconcile.ask_before(run_id, prepare.redirect_checks)
+    prepare_entry = tracing.traced(prepare.PREPARE_TX, prepare.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
+    plan, first_read = await tx_and_read(prepare.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, run_id, plan), run_id)
+    if first_read is not None:
+        env().prereads.put(run_id, first_read)
+    sid: str = plan["session_id"]
+    agent = env().agent(plan["agent_name"])
+    budget: int = plan["max_steps"]
+    used = 0
+    step_no: int = plan["step"]
+    if plan["mode"] == "recover":
+        outcome = await _saved_step(run_id, sid, agent, plan["recover"], None)
+        if outcome["status"] != "committed":
+            return dict(outcome)
+    while True:
+        if used >= budget:
+            raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
+        reply = await _model_reply(run_id, sid, agent.name, step_no)
+        used += 1
+        if "stopped" in reply:
+            return dict(await _ending("helix.stop", step_commits.stop_run, run_id, reply["stopped"]))
+        crash_point("after_model")
+        planned = reply["planned"]
+        if starts_a_body(planned):
+            append = tracing.traced("helix.append", step_commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
+            saved = await tx("helix.append", append, run_id, sid, step_no, reply, planned)
+            crash_point("after_append")
+            outcome = await _saved_step(run_id, sid, agent, saved, saved["calls"])
+        else:
+            crash_point("before_step_commit")
+            fail_point("step_commit")
+            commit = tracing.traced("helix.step_commit", step_commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
+            outcome = await _ending("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
+            crash_point("after_step_commit")
+        if outcome["status"] != "committed":
+            return dict(outcome)
+        step_no += 1
+
+
+async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> dict[str, Any]:
+    """The step's reply (or the stop the request read instead).
+
+    A replay takes the reply recorded before (a recorded failure raises again); otherwise the model
+    is asked and its outcome recorded in one ledger transaction (``durable.record_reply``) before
+    anything acts on it. With live output the request is a DBOS step (its deltas are DBOS stream
+    writes, which need a step's context) and DBOS records the reply instead.
+    """
+    if env().live_output:
+        reply = await step(
+            "helix.model", model_request_step, run_id, sid, agent_name, step_no, retries_allowed=True,
+            max_attempts=MODEL_ATTEMPTS, interval_seconds=MODEL_RETRY_INTERVAL, backoff_rate=MODEL_RETRY_BACKOFF, should_retry=is_retryable,
+        )
+        return dict(reply)
+    replayed = await durable.replayed_reply()
+    if replayed is not None:
+        if "raised" in replayed:
+            raise RecordedFailure(*replayed["raised"])
+        return dict(replayed)
+    try:
+        reply = await ask(run_id, sid, agent_name, step_no)
+    except Exception as exc:
+        if failed_request(exc):  # the request's outcome, recorded as a reply is: never asked again
+            await durable.record_reply({"raised": list(failure(exc))})
+            crash_point("after_model")
+        raise
+    return dict(await durable.record_reply(reply))
+
+
+async def _ending(name: str, fn: Any, run_id: str, *args: Any) -> Any:
+    """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
+    does, it also reads the run's result, handed to a caller waiting in this process
+    (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
+    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args)
+    if result is not None:
+        env().settled.put(run_id, result)
+    return outcome
+
+
+def _settled_read(run_id: str) -> Any:
+    def read(conn: Any, outcome: Any) -> Any:
+        return None if outcome.get("status") == "committed" else reader.at_rest(conn, run_id)
+
+    return read
+
+
+def _first_read(conn: Any, run_id: str, plan: dict[str, Any]) -> Preread | None:
+    """The prepare's plan starts at the model: read what its first request reads, in the same
+    transaction (``model_step.preread``)."""
+    if plan["mode"] != "model":
+        return None
+    return preread(conn, run_id, plan["session_id"], plan["step"])
+
+
+def _commit_outcome(out: dict[str, Any]) -> dict[str, Any]:
+    return {"status": out.get("status")}
+
+
+def _defines_checks() -> bool:
+    return any(t.reconcile is not None for a in env().agents.values() for t in a.tools)
+
+
+async def _refresh(run_id: str) -> None:
+    """A pydantic-ai agent's tools are listed before the entry's recovery judges saved calls by them.
+
+    Not a step: the listing decides nothing by itself; the recorded transactions that read it do."""
+    if not any(a.uses_scope() for a in env().agents.values()):
+        return
+    run = await plain_tx(_run_row, run_id)
+    agent = env().agent(run["agent_name"])
+    if agent.uses_scope():
+        await agent.refresh(await scopes.scope_of(agent, run_id, run["session_id"]))
+
+
+def _run_row(conn: Any, run_id: str) -> dict[str, Any]:
+    """The run's row, read under the run fence like every ledger transaction of a run."""
+    return dict(fence.check(conn, run_id, "tool listing"))
+
+
+async def _saved_step(
+    run_id: str, sid: str, agent: Agent, ref: dict[str, Any], calls: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """Bodies for every unanswered call of a saved step, then its step commit."""
+    if calls is None:
+        calls = await tx("helix.saved_calls", step_commits.step_bodies, run_id, ref)
+    calls = [c for c in calls if c["kind"] in BODY_KINDS]
+    local = [c for c in calls if c["kind"] not in CHILD_KINDS]
+    # Remote children and companion turns: gated, started or sent in reply order (workflow code).
+    dispatched = await _dispatch_children(run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
+
+    # A body is not a DBOS step: its attempt gate and its result write are the ledger's two facts
+    # about it, and a replay re-enters the gate, which answers from the ledger what happened.
+    async def lane(members: list[Any]) -> None:
+        for m in members:
+            await body_step(run_id, m.dispatch_id, (m.run_id, m.step))
+
+    # Every lane runs to its end before a failure or a cancellation propagates: a body in flight
+    # finishes and records its result, so a cancel settles it as finished, not as stopped.
+    outcomes = await asyncio.gather(*(lane(ln) for ln in lanes([SimpleNamespace(**c) for c in local])), return_exceptions=True)
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        raise next((f for f in failures if isinstance(f, (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError))), failures[0])
+
+    await _settle_children(run_id, dispatched)
+
+    crash_point("before_step_commit")
+    fail_point("step_commit")
+    commit = tracing.traced("helix.step_commit", step_commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
+    outcome = await _ending("helix.commit", commit, run_id, sid, ref)
+    crash_point("after_step_commit")
+    return dict(outcome)
+
+
+async def _dispatch_children(run_id: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gate and start (or re-attach, or re-send to) every delegating call, in reply order: DBOS
+    operations in workflow code, so their order must not depend on which lane finishes first."""
+    registry = state.current()
+    gates = []
+    for call in sorted(calls, key=lambda c: c["position"]):
+        kind = children if call["kind"] == "remote" else companions
+        gates.append(await kind.dispatch(registry, run_id, call["dispatch_id"], call["tool_name"]))
+        crash_point("child_dispatched", call["tool_name"])
+    return gates
+
+
+async def _settle_children(run_id: str, gates: list[dict[str, Any]]) -> None:
+    """Wait for each dispatched child in reply order and answer its call."""
+    registry = state.current()
+    for gate in gates:
+        if gate["action"] != "done":
+            await (children if gate["kind"] == "remote" else companions).settle(registry, run_id, gate)

@@ -1,0 +1,488 @@
+"""One live process per executor id, for the process's whole life, even across a lost connection.
+
+DBOS recovers a PENDING workflow by its executor id: two live processes sharing one id re-run each
+other's steps. So each process holds an exclusive lock on its id: a Postgres session advisory lock
+(released by the server when the process dies, however it dies) or an OS file lock beside the
+SQLite file. A process that asked for a specific id fails if it is held; one that did not takes the
+first free slot of the host's default ids, so a restarted worker gets its old id back.
+
+A session lock also goes when its *connection* goes (a Postgres restart, ``pg_terminate_backend``)
+while the process lives on. So a launched runtime's lock is watched (``watch``): every
+``CHECK_INTERVAL`` the watchdog confirms the lock on its connection and stamps ``confirmed_at``.
+Once it is lost, bodies wait (``wait_held``, called before a body's attempt is recorded and before
+the body runs) while the watchdog re-acquires it on a new connection, which it may do only if nobody
+took the id meanwhile: every acquisition bumps the id's ``generation``, so a changed generation means
+another process acted on the id. If it cannot re-acquire within its lease (``lease``, default
+``HELIX_DBOS_TAKEOVER_AFTER``, 30 s: long enough to ride out a database restart) of its last confirmation,
+it prints why on stderr and exits with ``LOCK_LOST_EXIT_CODE`` at once (``os._exit``: its bodies
+and workflows must stop, not finish; a supervisor restarts it and it recovers its own runs). Its
+counterpart: a process that takes an id whose previous holder did not release it cleanly waits until
+that holder's lease plus ``TAKEOVER_MARGIN`` after its last confirmation before it acts (unless the
+holder ran on this very host and its process is gone: then nobody can be cut off), so a cut-off holder has
+exited (or re-acquired, and the newcomer was refused) before the newcomer runs anything.
+
+The key is not computable: it is a random number kept in ``helix_private.executor_locks``, a table
+only the runtime's role can read (``helix-dbos audit-role`` never grants that schema). Any role can
+still see a held key in ``pg_locks`` and take it once it is free; so a key held by a role that
+cannot update that table is not a runtime's: the acquirer draws a new key instead of being blocked.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from ...errors import ConfigurationError, ExecutorIdInUseError
+from ...ledger.engine import create_sync_engine, is_sqlite, sqlite_path
+from ..floor.state import installed
+
+MAX_DEFAULT_SLOTS = 64
+#: How often the watchdog confirms the lock while this process is working (it asked ``held()``
+#: within ``BUSY_WINDOW`` seconds); a body never starts on a confirmation older than twice this
+#: (or, on a process so loaded that a confirmation takes longer, twice that, up to a third of the lease).
+CHECK_INTERVAL = 0.5
+#: How often it confirms an idle process's lock (and renews its lease, which rides the same wake-up):
+#: a statement every 10 s, not two a second, on the database of a worker that waits for work (the
+#: first ``held()`` after idling asks for a fresh one, so a body never starts on an old confirmation).
+IDLE_CHECK_INTERVAL = 10.0
+BUSY_WINDOW = 10.0
+#: A holder that lost its lock and could not re-acquire it within this long of its last confirmation exits.
+DEFAULT_LEASE = 30.0
+#: What a newcomer waits beyond an unclean holder's lease, for clocks and the holder's own exit.
+TAKEOVER_MARGIN = 1.5
+#: The exit status of a process that lost its executor lock for good (EX_TEMPFAIL: restart it).
+LOCK_LOST_EXIT_CODE = 75
+#: The lock connection's application_name, so operators (and tests) can tell it apart.
+APPLICATION_NAME = "helix-executor-lock"
+
+TABLE = "helix_private.executor_locks"
+log = logging.getLogger("helix_dbos")
+
+_HOLDER = sa.text(
+    "SELECT has_table_privilege(a.usesysid, 'helix_private.executor_locks', 'UPDATE') AS runtime "
+    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND l.classid::bigint = :hi AND l.objid::bigint = :lo"
+)
+_CONFIRM = sa.text(
+    f"UPDATE {TABLE} SET confirmed_at = clock_timestamp() WHERE executor_id = :e AND generation = :g "
+    "AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+    "AND pid = pg_backend_pid() AND classid::bigint = :hi AND objid::bigint = :lo)"
+)
+
+
+def _halves(key: int) -> dict[str, int]:
+    """How ``pg_locks`` shows a bigint advisory key: high and low 32 bits (classid, objid)."""
+    return {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF}
+
+
+def exit_loudly(message: str) -> None:
+    """The default reaction to a lock lost for good: say why on stderr and stop everything at once."""
+    text = f"helix-dbos: FATAL: {message}; exiting (status {LOCK_LOST_EXIT_CODE}) so no body runs twice\n"
+    try:
+        log.critical(text.strip())
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    finally:
+        os._exit(LOCK_LOST_EXIT_CODE)
+
+
+def lease_from_env() -> float:
+    """``HELIX_DBOS_TAKEOVER_AFTER``: seconds a holder may go unconfirmed before it counts as gone."""
+    raw = os.environ.get("HELIX_DBOS_TAKEOVER_AFTER")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_LEASE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (0.5 <= value <= 86400):
+        raise ConfigurationError(f"HELIX_DBOS_TAKEOVER_AFTER must be a number of seconds from 0.5 to 86400, not {raw!r}")
+    return value
+
+
+def _gone_from_this_host(host: str | None, pid: int | None) -> bool:
+    """Whether the last holder ran here and its process no longer exists (so it cannot be cut off)."""
+    if host != socket.gethostname() or not pid:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
+
+
+class ExecutorLock:
+    def __init__(self, database_url: str, lease: float | None = None) -> None:
+        self.database_url = database_url
+        #: How long this holder may go unconfirmed before it exits (and a newcomer may act).
+        self.lease = lease if lease is not None else lease_from_env()
+        self.executor_id: str | None = None
+        self._conn: sa.Connection | None = None
+        self._engine: sa.Engine | None = None
+        self._fd: int | None = None
+        self._path: Path | None = None
+        self._key: int | None = None
+        self._generation: int | None = None
+        self._wait_until: float = 0.0  # monotonic time the newcomer may act (after TAKEOVER_WAIT)
+        self._held = threading.Event()
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # set by ``held()`` wanting a fresh confirmation, and by release
+        self._thread: threading.Thread | None = None
+        self._last_ok = 0.0
+        self._confirm_took = 0.0  # how long the last confirmation took, start to answer
+        self._last_demand = 0.0
+        self._idling = False
+        #: The reaction to a lock lost for good (the watchdog calls it; default: say why and exit).
+        self.on_lost: Callable[[str], None] = exit_loudly
+        self.confirmations = 0  # watchdog confirmations so far (observable by tests and operators)
+        self.renewer: Callable[[], bool | None] | None = None
+        self._renew_every = 2.0
+        self._last_renew = time.monotonic()
+        self.regains = 0  # locks lost and re-acquired so far
+
+    # --- acquiring -------------------------------------------------------------------------------
+
+    def _try_file(self, executor_id: str) -> bool:
+        path = sqlite_path(self.database_url)
+        base = Path(f"{path}.executors") if path else Path(os.environ.get("TMPDIR", "/tmp")) / "helix-executors"
+        base.mkdir(parents=True, exist_ok=True)
+        lock_path = base / f"{hashlib.sha1(executor_id.encode()).hexdigest()}.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd, self._path = fd, lock_path
+        return True
+
+    def _connect(self) -> sa.Connection:
+        if self._engine is None:
+            self._engine = create_sync_engine(
+                self.database_url,
+                poolclass=sa.pool.NullPool,
+                connect_args={"application_name": APPLICATION_NAME, "connect_timeout": 2, "options": "-c statement_timeout=5000"},
+            )
+        return self._engine.connect()
+
+    def _lock_row(self, conn: sa.Connection, executor_id: str) -> sa.Row[Any]:
+        conn.execute(
+            sa.text(f"INSERT INTO {TABLE} (executor_id, lock_key) VALUES (:e, :k) ON CONFLICT (executor_id) DO NOTHING"),
+            {"e": executor_id, "k": secrets.randbits(63)},
+        )
+        return conn.execute(
+            sa.text(
+                f"SELECT lock_key, generation, host, pid, lease_seconds, EXTRACT(EPOCH FROM clock_timestamp() - confirmed_at) AS age "
+                f"FROM {TABLE} WHERE executor_id = :e FOR UPDATE"
+            ),
+            {"e": executor_id},
+        ).one()
+
+    def _take_key(self, conn: sa.Connection, executor_id: str, key: int) -> int | None:
+        """Lock ``key``, or a fresh key if ``key`` is held by a role that is no runtime; None if a runtime holds it."""
+        if conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+            return key
+        holders = conn.execute(_HOLDER, _halves(key)).scalars().all()
+        if any(holders):
+            return None
+        fresh = secrets.randbits(63)  # held by an intruder (or just released): never wait for it
+        conn.execute(sa.text(f"UPDATE {TABLE} SET lock_key = :k WHERE executor_id = :e"), {"k": fresh, "e": executor_id})
+        log.warning("executor %s: its lock key was held by a role that is no runtime; drew a new key", executor_id)
+        got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": fresh}).scalar()
+        return fresh if got else None
+
+    def _try_pg(self, executor_id: str, wait: bool = True) -> bool:
+        conn = self._conn = self._conn or self._connect()
+        row = self._lock_row(conn, executor_id)
+        key = self._take_key(conn, executor_id, int(row.lock_key))
+        if key is None:
+            conn.rollback()
+            return False
+        if not wait and row.age is not None and not _gone_from_this_host(row.host, row.pid):
+            lease = float(row.lease_seconds) if row.lease_seconds is not None else DEFAULT_LEASE
+            if float(row.age) < lease + TAKEOVER_MARGIN:
+                # Its holder may be alive and cut off: leave it everything (generation, marker) as it was.
+                conn.rollback()
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                conn.commit()
+                return False
+        generation = int(row.generation) + 1
+        conn.execute(
+            sa.text(
+                f"UPDATE {TABLE} SET generation = :g, confirmed_at = clock_timestamp(), host = :h, pid = :p, "
+                "lease_seconds = :l WHERE executor_id = :e"
+            ),
+            {"g": generation, "e": executor_id, "h": socket.gethostname(), "p": os.getpid(), "l": self.lease},
+        )
+        conn.commit()
+        self._key, self._generation = key, generation
+        if row.age is not None and not _gone_from_this_host(row.host, row.pid):
+            # the last holder never released it: it may be alive, cut off, and exits within its lease
+            lease = float(row.lease_seconds) if row.lease_seconds is not None else DEFAULT_LEASE
+            self._wait_until = time.monotonic() + max(0.0, lease + TAKEOVER_MARGIN - float(row.age))
+        return True
+
+    def _try(self, executor_id: str, wait: bool = True) -> bool:
+        return self._try_file(executor_id) if is_sqlite(self.database_url) else self._try_pg(executor_id, wait)
+
+    def acquire(self, requested: str | None, *, wait: bool = True) -> str:
+        """Take the id (or the first free default one); once this returns, no other live process acts on it."""
+        if requested:
+            if not self._try(requested, wait):
+                self.release()
+                raise ExecutorIdInUseError(
+                    f"executor id {requested!r} is held by another live process",
+                    detail="two processes on one executor id run each other's steps twice; give each its own",
+                )
+            chosen = requested
+        else:
+            host = socket.gethostname()
+            for slot in range(MAX_DEFAULT_SLOTS):
+                if self._try(f"{host}-{slot}"):
+                    chosen = f"{host}-{slot}"
+                    break
+            else:
+                self.release()
+                raise ExecutorIdInUseError(f"all {MAX_DEFAULT_SLOTS} default executor ids of host {host!r} are in use")
+        self.executor_id = chosen
+        self._held.set()
+        self._last_ok = time.monotonic()
+        delay = self._wait_until - time.monotonic()
+        if delay > 0:
+            log.info("executor %s was not released cleanly; waiting %.1fs so a cut-off holder stops first", chosen, delay)
+            time.sleep(delay)
+        return chosen
+
+    # --- watching --------------------------------------------------------------------------------
+
+    def watch(self, on_lost: Callable[[str], None] | None = None) -> None:
+        """Start the watchdog (a launched runtime's lock; probes are short-lived and need none)."""
+        if on_lost is not None:
+            self.on_lost = on_lost
+        self._stop.clear()
+        self._wake.clear()
+        self._thread = threading.Thread(target=self._watch, name=f"helix-executor-lock-{self.executor_id}", daemon=True)
+        self._thread.start()
+
+    def set_renewer(self, renew: Callable[[], bool | None], every: float) -> None:
+        """Renew the executor's lease (``leases.renew``) every ``every`` seconds while the lock holds:
+        True renewed, False the lease is no longer ours (taken over: exit like a lost lock), None
+        the database did not answer (the lock's own checks decide)."""
+        self.renewer, self._renew_every, self._last_renew = renew, every, time.monotonic()
+
+    def _fresh(self) -> bool:
+        """Whether this process may still act for its id: its lease, by its own clock, has not run
+        out (a frozen or starved process wakes up stale, and waits for its watchdog's verdict)."""
+        last = self._last_renew if self.renewer is not None else self._last_ok
+        return time.monotonic() - last < max(self.lease - TAKEOVER_MARGIN, self.lease / 2)
+
+    def held(self) -> bool:
+        """Whether a body may start now: the lock held, the lease fresh, and confirmed recently
+        (``_confirmed_within``; after an idle spell the watchdog is woken to confirm it at once, and
+        the caller waits for that in ``wait_held``)."""
+        now = time.monotonic()
+        self._last_demand = now
+        if self._idling:  # work has come: the watchdog goes back to its busy interval at once
+            self._wake.set()
+        if self._thread is not None and now - self._last_ok > self._confirmed_within():
+            self._wake.set()
+            return False
+        return self._held.is_set() and self._fresh()
+
+    def _confirmed_within(self) -> float:
+        """How old a confirmation a body may start on: ``2 * CHECK_INTERVAL``, or twice what the
+        last confirmation took when the process is so loaded that one takes longer, never more than
+        a third of the lease (a takeover waits for the whole lease past the last one).
+
+        A fixed bound livelocked a CPU-starved process: with each confirmation taking longer than
+        the bound, none was ever fresh when it landed, no body started, and after a lease the
+        process exited 75 while holding its lock (200 sessions at once under a profiler)."""
+        return max(2 * CHECK_INTERVAL, min(2 * self._confirm_took, self.lease / 3))
+
+    def _interval(self) -> float:
+        self._idling = time.monotonic() - self._last_demand >= BUSY_WINDOW
+        if not self._idling:
+            return CHECK_INTERVAL
+        idle = IDLE_CHECK_INTERVAL if self.renewer is None else min(IDLE_CHECK_INTERVAL, self._renew_every)
+        return max(CHECK_INTERVAL, min(idle, self.lease / 3))
+
+    def wait_held(self) -> None:
+        """Return once the lock is held and the lease fresh; if it is lost for good, do what the
+        watchdog does (exit)."""
+        deadline = time.monotonic() + self.lease + 2 * CHECK_INTERVAL
+        while not self.held():
+            if self._stop.is_set():
+                return
+            if time.monotonic() > deadline:
+                self.on_lost(f"executor {self.executor_id!r} lost its lock and did not get it back")
+                return
+            time.sleep(0.05)
+
+    def _confirm(self) -> bool:
+        """Whether this process still holds its lock (True: confirmed just now)."""
+        if self._fd is not None:
+            try:
+                return self._path is not None and os.fstat(self._fd).st_ino == os.stat(self._path).st_ino
+            except OSError:
+                return False
+        if self._conn is None or self._key is None:
+            return False
+        try:
+            done = self._conn.execute(_CONFIRM, {"e": self.executor_id, "g": self._generation, **_halves(self._key)}).rowcount == 1
+            self._conn.commit()
+            return done
+        except sa.exc.DBAPIError:
+            return False
+
+    def _regain(self) -> bool | None:
+        """Re-acquire a lost lock: True done, False someone else took the id, None try again."""
+        assert self.executor_id is not None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            return self._try_file(self.executor_id)
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # a dead connection may fail to close; it is gone either way
+                log.debug("closing the lost lock connection failed", exc_info=True)
+            self._conn = None
+        try:
+            conn = self._conn = self._connect()
+            row = self._lock_row(conn, self.executor_id)
+            if int(row.generation) != self._generation:
+                conn.rollback()
+                return False  # another process acquired the id since: it may have acted on it
+            key = self._take_key(conn, self.executor_id, int(row.lock_key))
+            if key is None:
+                conn.rollback()
+                return False
+            conn.execute(sa.text(f"UPDATE {TABLE} SET confirmed_at = clock_timestamp() WHERE executor_id = :e"), {"e": self.executor_id})
+            conn.commit()
+            self._key = key
+            return True
+        except sa.exc.DBAPIError:
+            log.warning("executor %s: could not reach the database to re-acquire its lock", self.executor_id, exc_info=True)
+            return None
+
+    def _watch(self) -> None:
+        while True:
+            self._wake.wait(self._interval())
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            started = time.monotonic()
+            if self._confirm():
+                if self._stop.is_set():
+                    return
+                self._last_ok = started
+                self._confirm_took = time.monotonic() - started
+                self.confirmations += 1
+                if self.renewer is not None and started - self._last_renew >= self._renew_every:
+                    try:
+                        renewed = self.renewer()
+                    except Exception:  # the database did not answer: the next check decides
+                        log.warning("executor %s could not renew its lease", self.executor_id, exc_info=True)
+                        renewed = None
+                    if renewed is False:
+                        self._held.clear()
+                        self.on_lost(f"executor {self.executor_id!r} lost its lease (its runs were taken over by another executor)")
+                        return
+                    if renewed:
+                        self._last_renew = started
+                continue
+            self._held.clear()
+            log.error("executor %s lost its lock; bodies wait while it re-acquires it", self.executor_id)
+            outcome: bool | None = None
+            while not self._stop.is_set() and time.monotonic() < self._last_ok + self.lease:
+                outcome = self._regain()
+                if outcome is not None:
+                    break
+                self._stop.wait(0.2)
+            if self._stop.is_set():
+                return
+            if outcome:
+                log.warning("executor %s re-acquired its lock", self.executor_id)
+                self._last_ok = time.monotonic()
+                self.regains += 1
+                self._held.set()
+                continue
+            why = "another process took its executor id" if outcome is False else f"it could not re-acquire it within {self.lease:g}s (HELIX_DBOS_TAKEOVER_AFTER)"
+            self.on_lost(f"executor {self.executor_id!r} lost its lock ({why})")
+            return
+
+    # --- releasing -------------------------------------------------------------------------------
+
+    def stop_watching(self) -> None:
+        """Stop the watchdog (and its lease renewals) while the lock is still held: a shutting-down
+        runtime releases its lease itself, and must not race a renewal against its own teardown."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    def release(self) -> None:
+        """Give the id back cleanly: the next holder need not wait for a possibly cut-off one."""
+        self.stop_watching()
+        self._held.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._conn is not None:
+            try:
+                if self._generation is not None and self.executor_id is not None:
+                    self._conn.execute(
+                        sa.text(f"UPDATE {TABLE} SET confirmed_at = NULL WHERE executor_id = :e AND generation = :g"),
+                        {"e": self.executor_id, "g": self._generation},
+                    )
+                    self._conn.commit()
+            except sa.exc.DBAPIError:  # the connection is gone, and the lock with it
+                log.debug("could not mark executor %s released", self.executor_id, exc_info=True)
+            finally:
+                self._conn.close()
+                self._conn = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def __enter__(self) -> ExecutorLock:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def wait_held() -> None:
+    """Block until this process holds its executor lock (no launched runtime: no-op).
+
+    Body code DBOS runs has no registry in hand, so it asks the launched one (``state.installed``,
+    the process's one lookup); code that has the registry calls ``registry.wait_lock_held()``.
+    """
+    registry = installed()
+    if registry is not None:
+        registry.wait_lock_held()
+
+
+def held() -> bool:
+    """Whether this process may act for its executor id now (see ``wait_held``)."""
+    registry = installed()
+    return registry is None or registry.lock_held()
