@@ -299,25 +299,59 @@ def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: 
         hx.Runtime([], store_retry_window=-3)
 
 
+def _server_now(pg_url: str) -> Any:
+    engine = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT clock_timestamp()")).scalar()
+    finally:
+        engine.dispose()
+
+
+def _lock_taken_again(pg_url: str, executor: str, application: str, proc: Any, after: Any) -> None:
+    """Wait until a lock connection opened since ``after`` (just before the outage) holds the
+    executor's advisory key: the watchdog noticed the loss and re-took it, however long a busy
+    machine makes that take."""
+    engine = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=sa.pool.NullPool)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            with engine.connect() as conn:
+                held = conn.execute(sa.text(
+                    "SELECT 1 FROM helix_private.executor_locks e JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted "
+                    "AND l.objsubid = 1 AND l.classid::bigint = (e.lock_key >> 32) & 4294967295 AND l.objid::bigint = e.lock_key & 4294967295 "
+                    "JOIN pg_stat_activity a ON a.pid = l.pid WHERE e.executor_id = :e AND a.application_name = :app AND a.backend_start >= :after"
+                ), {"e": executor, "app": application, "after": after}).first()
+            if held:
+                return
+            assert proc.poll() is None and time.monotonic() < deadline, "the watchdog never took the lock again"
+            time.sleep(0.1)
+    finally:
+        engine.dispose()
+
+
 def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
     """The outage ended the session holding the executor id's advisory lock, and the server dropped
     the lock with it; the live process takes it again, so a second process on its id is still refused."""
-    from helix_dbos.runtime.process.executor_lock import CHECK_INTERVAL
+    from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME
 
     k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
-    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "12", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
+    # the body outlasts the outage, the watchdog's regain and the twin's whole start on a busy machine
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "45", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
     deadline = time.monotonic() + 40
     while not k.lines("bodies") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, _stderr(k)
+    before_outage = _server_now(pg_url)
     with proxy.outage(2):
         pass
     assert proxy.dropped > 0
-    time.sleep(2 * CHECK_INTERVAL + 1)  # the watchdog notices, then re-takes the lock on its next tick
+    _lock_taken_again(pg_url, k.executor, APPLICATION_NAME, proc, before_outage)
     twin = Kit(pg_url, tmp_path / "twin", scenario="slow", executor=k.executor)
     out = twin.run("start", timeout=60)
-    assert out.code != 0 and "ExecutorIdInUseError" in out.stderr, (out.code, out.stderr[-2000:])
-    stdout, _ = proc.communicate(timeout=60)
+    assert out.code != 0 and "ExecutorIdInUseError" in out.stderr, (out.code, out.stderr[-2000:], proc.poll())
+    assert proc.poll() is None  # refused while the first process still held its id
+    stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, _stderr(k)
     result = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")][-1]
     assert result["status"] == "completed" and k.bodies() == {"slow_safe": 1}, result

@@ -44,6 +44,10 @@ log = logging.getLogger("helix_dbos")
 
 #: ``RunContext.metadata[HELIX_KEY]`` holds the call's dispatch id, attempt and session for a tool.
 HELIX_KEY = "helix"
+#: A listing may start the toolset's server (an MCP stdio process importing its SDK), which takes
+#: seconds on a busy machine: it is bounded by this or ``tool_timeout``, whichever is longer, so a
+#: short per-call bound never hides a server's tools from the model.
+LIST_TIMEOUT = 30.0
 #: Without ``tool_timeout`` on the agent or the adapter, a tool call waits at most this long.
 DEFAULT_TOOL_TIMEOUT = 120.0
 POLICY_KEYS = frozenset({"replay", "concurrency_group", "sequential", "requires_approval"})
@@ -312,7 +316,7 @@ class PydanticAgent(Agent):
         ctx = await self.run_context(scope)
         for index, toolset in enumerate(self.source.toolsets):
             try:
-                listed = await asyncio.wait_for(toolset.get_tools(ctx), self.tool_timeout)
+                listed = await asyncio.wait_for(toolset.get_tools(ctx), max(self.tool_timeout, LIST_TIMEOUT))
             except Exception as exc:  # keep the last good listing; say why in the log
                 log.warning("agent %r: toolset %s could not list its tools: %s", self.name, toolset.label, exc)
                 continue
