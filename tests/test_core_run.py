@@ -95,7 +95,7 @@ def test_multi_step_parallel_and_grouped_calls(make_runtime: Any) -> None:
 def test_text_only_reply_saves_no_append(make_runtime: Any) -> None:
     model, _ = scripted("hello")
     rt = make_runtime([hx.Agent("greeter", model)])
-    result = rt.start("greeter", "hi").result(timeout=30)
+    result = rt.start("greeter", "hi").result(timeout=120)
     view = rt.session(result.session_id)
     assert result.output == "hello"
     assert [c["kind"] for c in view.checkpoints] == ["step"]
@@ -114,7 +114,7 @@ def test_structured_output_runs_siblings_first(make_runtime: Any) -> None:
         [ToolCallPart("fetch", {"key": "x"}, "c1"), ToolCallPart("final_result", {"venue": "Luigi's", "seats": 2}, "c2")],
     )
     rt = make_runtime([hx.Agent("booker", model, tools=[tr.tool("fetch", replay="safe")], output_type=Booking)])
-    result = rt.start("booker", "book").result(timeout=30)
+    result = rt.start("booker", "book").result(timeout=120)
     assert result.status == "completed"
     assert result.output == {"venue": "Luigi's", "seats": 2}
     assert "x" in tr.spans  # the sibling ran before the run finished
@@ -148,7 +148,7 @@ def test_bad_input_goes_back_to_the_model(make_runtime: Any) -> None:
         return ModelResponse(parts=[TextPart("recovered")])
 
     rt = make_runtime([hx.Agent("clumsy", FunctionModel(reply), tools=[explode, weird])])
-    result = rt.start("clumsy", "go").result(timeout=30)
+    result = rt.start("clumsy", "go").result(timeout=120)
     assert result.status == "completed"
     view = rt.session(result.session_id)
     statuses = [(c.tool_name, c.status, len(c.attempts)) for c in view.calls]
@@ -166,9 +166,9 @@ def test_max_steps_fails_typed_and_retry_gets_a_fresh_budget(make_runtime: Any) 
     loop = [ToolCallPart("fetch", {"key": "again"}, "c")]
     model, asked = scripted(loop, loop, loop, "finally")
     rt = make_runtime([hx.Agent("looper", model, tools=[tr.tool("fetch", replay="safe", delay=0)], max_steps=2)])
-    first = rt.start("looper", "go").result(timeout=30)
+    first = rt.start("looper", "go").result(timeout=120)
     assert first.status == "failed" and first.error_code == "max_steps"
-    second = rt.retry(first.session_id).result(timeout=30)
+    second = rt.retry(first.session_id).result(timeout=120)
     assert second.status == "completed" and second.output == "finally"
     assert asked == [0, 1, 2, 3]
 
@@ -183,5 +183,5 @@ def test_second_entry_into_a_running_session_is_refused(make_runtime: Any) -> No
     assert err.value.code == "session_running"
     with pytest.raises(AgentAlreadyRunningError):
         rt.resume(handle.session_id)
-    assert handle.result(timeout=30).status == "completed"
+    assert handle.result(timeout=120).status == "completed"
     assert len(rt.session(handle.session_id).runs) == 1

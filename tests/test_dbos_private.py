@@ -88,7 +88,7 @@ def test_the_internal_queue_polls_slow_unless_a_launch_finds_work_and_fast_only_
     assert rt._polling is not None
     rt._polling.fast()
     assert queue._polling_interval_sec == polling.FAST_RECOVERY_POLL
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while queue._polling_interval_sec != slow:
         assert time.monotonic() < deadline, "the fast moment never ended"
         time.sleep(0.05)
@@ -121,9 +121,9 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     assert _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME] is queue
     assert queue._polling_interval_sec == 0.5
 
-    result = rt.start("echo", "go").result(timeout=30)
+    result = rt.start("echo", "go").result(timeout=120)
     assert result.status == "completed"
-    deadline = time.monotonic() + 10  # the ledger is at rest a moment before DBOS records the workflow's end
+    deadline = time.monotonic() + 60  # the ledger is at rest a moment before DBOS records the workflow's end
     while True:
         with rt.engine.connect() as conn:
             status = dbos_private.workflow_status(conn, result.run_id)

@@ -40,7 +40,7 @@ async def nap(ctx: hx.ToolContext, seconds: float) -> str:
 
 def test_concurrent_entries_exactly_one_wins(make_runtime: Any) -> None:
     rt = make_runtime([hx.Agent("napper", _model([ToolCallPart("nap", {"seconds": 0.5}, "c")]), tools=[nap])])
-    sid = rt.start("napper", "first").result(timeout=30).session_id
+    sid = rt.start("napper", "first").result(timeout=120).session_id
     barrier = threading.Barrier(8)
     won: list[hx.RunHandle] = []
     refused: list[Exception] = []
@@ -63,13 +63,13 @@ def test_concurrent_entries_exactly_one_wins(make_runtime: Any) -> None:
         t.join()
     assert len(won) == 1 and len(refused) == 7
     assert all(e.code == "session_running" for e in refused)
-    assert won[0].result(timeout=30).status == "completed"
+    assert won[0].result(timeout=120).status == "completed"
     assert [r["status"] for r in rt.session(sid).runs] == ["completed", "completed"]
 
 
 def test_entries_refuse_bad_input_and_change_nothing(make_runtime: Any) -> None:
     rt = make_runtime([hx.Agent("napper", _model([]), tools=[nap])])
-    sid = rt.start("napper", "hi").result(timeout=30).session_id
+    sid = rt.start("napper", "hi").result(timeout=120).session_id
     before = rt.session(sid)
     with pytest.raises(ValidationError):
         rt.retry(sid, checkpoint_id="cp-whatever")  # a checkpoint retry needs a message
@@ -100,7 +100,7 @@ def test_dbos_compat_sets_no_dispatch_id(make_runtime: Any) -> None:
         return ctx.require_dispatch_id()
 
     rt = make_runtime([hx.Agent("compat", _model([ToolCallPart("keyed", {"x": 1}, "c")]), tools=[keyed])], recovery="dbos_compat")
-    result = rt.start("compat", "go").result(timeout=30)
+    result = rt.start("compat", "go").result(timeout=120)
     call = rt.session(result.session_id).calls[0]
     assert seen == [None]
     assert call.status == "error" and call.error["type"] == "DispatchIdUnavailableError"
@@ -119,25 +119,25 @@ def _suspending_agent() -> hx.Agent:
 def test_answers_reach_a_step_recovered_from_its_checkpoint(make_runtime: Any) -> None:
     """A suspension committed by a later run (resume from the append) still takes the step's answers."""
     rt = make_runtime([_suspending_agent()])
-    first = rt.start("picker", "go").result(timeout=30)
+    first = rt.start("picker", "go").result(timeout=120)
     assert first.status == "suspended_client_tool" and [p.tool_name for p in first.pending] == ["pick"]
     append = next(c["checkpoint_id"] for c in rt.session(first.session_id).checkpoints if c["kind"] == "append")
-    again = rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=append).result(timeout=30)
+    again = rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=append).result(timeout=120)
     assert again.status == "suspended_client_tool" and [p.dispatch_id for p in again.pending] == [p.dispatch_id for p in first.pending]
     with pytest.raises(hx.HelixError) as err:
         rt.resume(first.session_id)  # still waiting for the client
     assert err.value.code == "calls_pending"
     receipt = rt.submit_tool_result(first.session_id, first.pending[0].dispatch_id, result={"picked": "a"})
-    assert receipt.run is not None and receipt.run.result(timeout=30).status == "completed"
+    assert receipt.run is not None and receipt.run.result(timeout=120).status == "completed"
     view = rt.session(first.session_id)
     assert [(c.tool_name, c.status, len(c.attempts)) for c in view.calls] == [("nap", "ok", 1), ("pick", "ok", 0)]
 
 
 def test_a_stop_answers_a_step_saved_by_an_earlier_run(make_runtime: Any) -> None:
     rt = make_runtime([_suspending_agent()])
-    first = rt.start("picker", "go").result(timeout=30)
+    first = rt.start("picker", "go").result(timeout=120)
     append = next(c["checkpoint_id"] for c in rt.session(first.session_id).checkpoints if c["kind"] == "append")
-    rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=append).result(timeout=30)
+    rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=append).result(timeout=120)
     assert rt.stop(first.session_id, kind="interrupt").status == "interrupted"
     view = rt.session(first.session_id)
     assert [(c.tool_name, c.status) for c in view.calls] == [("nap", "ok"), ("pick", "run_stopped")]
@@ -155,7 +155,7 @@ def test_an_approval_rule_that_raises_asks_a_human(make_runtime: Any) -> None:
         return "spent"
 
     rt = make_runtime([hx.Agent("spender", _model([ToolCallPart("spend", {"amount": 5}, "c1")]), tools=[spend])])
-    result = rt.start("spender", "go").result(timeout=30)
+    result = rt.start("spender", "go").result(timeout=120)
     assert result.status == "suspended_client_tool" and result.pending[0].kind == "approval"
 
 
@@ -172,15 +172,15 @@ def test_the_model_reads_the_rewound_transcript_in_the_process_that_cached_it(ma
         return ModelResponse(parts=[TextPart(f"answer {len(seen)}")])
 
     rt = make_runtime([hx.Agent("talker", FunctionModel(reply), tools=[nap])])
-    first = rt.start("talker", "one").result(timeout=30)
-    rt.start("talker", "two", session_id=first.session_id).result(timeout=30)
-    rt.start("talker", "three", session_id=first.session_id).result(timeout=30)
+    first = rt.start("talker", "one").result(timeout=120)
+    rt.start("talker", "two", session_id=first.session_id).result(timeout=120)
+    rt.start("talker", "three", session_id=first.session_id).result(timeout=120)
     assert seen[-1] == ["one", "two", "three"]
     view = rt.session(first.session_id)
     after_one = next(c["checkpoint_id"] for c in view.checkpoints if c["run_id"] == first.run_id and c["kind"] == "append")
-    rt.resume(first.session_id, mode="with_message", message="four").result(timeout=30)
+    rt.resume(first.session_id, mode="with_message", message="four").result(timeout=120)
     assert seen[-1] == ["one", "two", "three", "four"]  # appended: read from the cache plus the new rows
-    rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=after_one).result(timeout=30)
+    rt.resume(first.session_id, mode="from_checkpoint", checkpoint_id=after_one).result(timeout=120)
     assert seen[-1] == ["one"], seen[-1]  # rewound: "two", "three" and "four" are superseded
     active = [str(p.content) for m in rt.session(first.session_id).messages for p in m.parts if type(p).__name__ == "UserPromptPart"]
     assert active == ["one"]

@@ -135,7 +135,7 @@ def test_a_worker_whose_id_was_taken_while_it_was_cut_off_exits_before_the_taker
         while _lock_row(pg_url, k.executor).confirmed_at == stamp:  # cut right after a confirmation:
             time.sleep(0.01)  # the worker's next check is ~0.5 s away, so the taker gets there first
         _cut(pg_url, pids)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 60
         while True:
             try:
                 taker.acquire(k.executor)  # returns only once a cut-off holder's lease has run out
@@ -235,16 +235,20 @@ def test_the_audit_role_cannot_read_the_keys_nor_block_an_executor(pg_url: str, 
     with auditor.connect() as conn, pytest.raises(sa.exc.DBAPIError, match="permission denied"):
         conn.execute(sa.text("SELECT lock_key FROM helix_private.executor_locks"))
     with Squatter(auditor, [_old_key(make_url(pg_url).database or "", k.executor)]) as squatter:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while len(squatter.taken) < 1:  # main's computable key, taken before the executor ever starts
             assert time.monotonic() < deadline
             time.sleep(0.02)
         first = ExecutorLock(pg_url)
         first.acquire(k.executor)  # main: executor_id_in_use, blocked by the audit role
-        time.sleep(0.3)  # the squatter sees the key the executor holds (pg_locks is public)
+        assert first._key is not None
+        deadline = time.monotonic() + 60
+        while first._key not in squatter.seen:  # the squatter sees the key the executor holds (pg_locks is public)
+            assert time.monotonic() < deadline, "the squatter never saw the executor's key"
+            time.sleep(0.02)
         seen_held = len(squatter.taken)
         first.release()  # the squatter now takes the key it saw held, as soon as it is free
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while len(squatter.taken) == seen_held:
             assert time.monotonic() < deadline, "the squatter never got the released key"
             time.sleep(0.02)
@@ -287,7 +291,7 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
     assert lock is not None and executor_lock.held()
     lost: list[str] = []
     lock.on_lost = lost.append  # never os._exit the test process
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while lock.confirmations < 2:
         assert time.monotonic() < deadline, "the watchdog never confirmed the lock"
         time.sleep(0.05)
@@ -308,5 +312,5 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
     with pytest.raises(ExecutorIdInUseError):
         ExecutorLock(db_url).acquire(rt.executor_id)
     assert lock.regains == 1
-    assert rt.start("echoer", "go").result(timeout=30).status == "completed"
+    assert rt.start("echoer", "go").result(timeout=120).status == "completed"
     assert lost == []

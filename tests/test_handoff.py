@@ -72,9 +72,9 @@ def test_the_waiter_gets_the_ledgers_result_without_reading(make_runtime: Callab
             result = handle.result(timeout=60)
         assert result.status == status, result
         assert (api, tx) == ([], []), (api, tx)  # the run's last transaction read it: no read of the wait's own
-        assert result == rt.reader.wait_run(handle.run_id, timeout=5)  # what the ledger holds, field by field
+        assert result == rt.reader.wait_run(handle.run_id, timeout=60)  # what the ledger holds, field by field
         with statements(rt.engine) as again:
-            assert handle.result(timeout=5) == result
+            assert handle.result(timeout=60) == result
         assert again, "a second wait reads the ledger (the handoff is taken once)"
     assert result.error_code == "run_error" and "the model broke" in (result.error or "")
 
@@ -122,4 +122,4 @@ def test_a_session_wait_answers_what_the_ledger_holds(make_runtime: Callable[...
     handle = rt.start("talker", "hello")
     waited = rt.wait(handle.session_id, timeout=60)
     assert waited.status == "completed" and waited.output == "heard 1"
-    assert waited == rt.reader.wait_run(handle.run_id, timeout=5) == handle.result(timeout=5)
+    assert waited == rt.reader.wait_run(handle.run_id, timeout=60) == handle.result(timeout=60)

@@ -54,7 +54,7 @@ def _http_server(effects: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     log = open(effects / "server.stderr", "wb")
     proc = subprocess.Popen([sys.executable, str(SERVER), "--effects", str(effects), "http", "--port", str(port)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):

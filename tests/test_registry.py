@@ -52,7 +52,7 @@ def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_work
     assert state.current() is mine
     assert dbos_private.registered_workflow("helix.run") is run_workflow
     assert executor_lock.held()
-    result = first.start("echo", "go").result(timeout=30)
+    result = first.start("echo", "go").result(timeout=120)
     assert result.status == "completed" and result.output == "first"
 
 
@@ -60,7 +60,7 @@ def test_after_shutdown_the_next_runtime_launches_and_dbos_runs_its_workflows(db
     first = _runtime(db_url, "first").launch()
     try:
         old = state.current()
-        assert first.start("echo", "go").result(timeout=30).output == "first"
+        assert first.start("echo", "go").result(timeout=120).output == "first"
     finally:
         first.shutdown()
     assert state.installed() is None
@@ -73,7 +73,7 @@ def test_after_shutdown_the_next_runtime_launches_and_dbos_runs_its_workflows(db
         # DBOS resolves the name to the new launch's closures, and entries start those
         assert dbos_private.registered_workflow("helix.run") is new.run_workflow is not old.run_workflow
         assert dbos_private.registered_workflow("helix.companion") is new.companion_workflow
-        assert second.start("echo", "go").result(timeout=30).output == "second"
+        assert second.start("echo", "go").result(timeout=120).output == "second"
     finally:
         second.shutdown()
 
@@ -92,6 +92,6 @@ def test_a_launch_that_fails_leaves_nothing_installed(db_url: str) -> None:
         holder.release()
     rt = _runtime(db_url).launch()
     try:
-        assert rt.start("echo", "go").result(timeout=30).status == "completed"
+        assert rt.start("echo", "go").result(timeout=120).status == "completed"
     finally:
         rt.shutdown()

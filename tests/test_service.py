@@ -102,7 +102,7 @@ class Service:
             self.proc.wait(15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while any(alive(p) for p in tree) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid in tree:

@@ -91,7 +91,7 @@ def test_a_script_that_never_calls_shutdown_leaves_no_pending_workflow(db_url: s
         "import helix_dbos as hx\n"
         "from pydantic_ai.models.test import TestModel\n"
         "rt = hx.Runtime([hx.Agent('a', TestModel(custom_output_text='hi'))], database_url=sys.argv[1], executor_id=sys.argv[2]).launch()\n"
-        "print(rt.start('a', 'go').result(timeout=30).status)\n"
+        "print(rt.start('a', 'go').result(timeout=120).status)\n"
     )
     out = subprocess.run([sys.executable, str(script), db_url, f"noshut-{uuid.uuid4().hex[:6]}"], capture_output=True, text=True, timeout=90)
     assert out.returncode == 0 and out.stdout.strip().endswith("completed"), out.stderr[-2000:]
