@@ -28,7 +28,17 @@ from .errors import HelixError, RunTimeoutError
 
 if TYPE_CHECKING:
     from .definitions.pydantic_agent import PydanticAgent, dispatch_id, from_pydantic_ai
-    from .runtime import AnswerReceipt, CallView, PendingCall, RunHandle, RunResult, Runtime, SessionView, StopReceipt, Usage
+    from .runtime import (
+        AnswerReceipt,
+        CallView,
+        PendingCall,
+        RunHandle,
+        RunResult,
+        Runtime,
+        SessionView,
+        StopReceipt,
+        Usage,
+    )
 
 # Names whose modules load DBOS, SQLAlchemy or pydantic-ai: imported on first use (PEP 562), so a
 # module that only defines tools, or a CLI command that never runs an agent, does not pay for them.

@@ -141,7 +141,7 @@ def _verdict(call: dict[str, Any], bodies: int, split: int, events: list[dict[st
     if call["decided_by"] == "check":
         return f"the provider says it did not happen: ran again (attempt {call['attempts']})"
     if call["status"] in ("outcome_unknown", "replay_limit_reached"):
-        return f"paired {call['status']}: its body ran {bodies}× and will not run again"
+        return f"paired {call['status']}: its body ran {bodies}× and will not run again"  # noqa: RUF001 (a times sign, on purpose)
     if call["attempts"] > 1:
         return f"ran again after the crash (attempt {call['attempts']}, same dispatch id)"
     if ended and ended[0] <= split:

@@ -32,10 +32,10 @@ from .common import (
     console,
     database_url,
     err_console,
-    launched,
-    ledger,
     esc,
     executor_ever_ran,
+    launched,
+    ledger,
     model_json,
     print_json,
     resolve_ids,
@@ -322,7 +322,7 @@ def resume(
     session_id, _ = resolve_ids(db, session_id)
     _live_env(live)
     with launched(db) as rt:
-        handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)  # type: ignore[arg-type]
+        handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)
         _print_run(_wait_live(rt, handle, timeout, live and not as_json), as_json)
 
 
@@ -361,7 +361,7 @@ def stop(
     check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
-        receipt = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())  # type: ignore[arg-type]
+        receipt = rt.stop(session_id, kind=kind.value, requested_by=by or getpass.getuser())
         try:
             result = rt.wait(session_id, timeout=timeout)
         except RunTimeoutError:

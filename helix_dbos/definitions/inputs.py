@@ -22,7 +22,7 @@ from ..ledger.escape import has_unstorable
 SESSION_ID_MAX_LENGTH = 64
 #: The HTTP schema and path parameters use this same pattern (``service/schemas.py``, ``routes.py``).
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"
-_SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,%d}" % SESSION_ID_MAX_LENGTH)
+_SESSION_ID = re.compile(rf"[A-Za-z0-9_.:-]{{1,{SESSION_ID_MAX_LENGTH}}}")
 SESSION_ID_RULE = f"1 to {SESSION_ID_MAX_LENGTH} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-'"
 
 

@@ -104,7 +104,8 @@ class ToolsetTool(Tool):
 
     def definition(self) -> ToolDefinition:
         # approval and client execution are the runtime's business: the model sees a plain function
-        return replace(self.listed.tool_def, kind="function", metadata=None)
+        listed: ToolDefinition = self.listed.tool_def
+        return replace(listed, kind="function", metadata=None)
 
     def validate(self, args: Any) -> Any:
         if isinstance(args, str):
@@ -197,7 +198,11 @@ async def approval_rules(toolset: AbstractToolset[Any], ctx: RunContext[Any]) ->
     renaming wrappers above it map those names to the ones the model sees.
     """
     from pydantic_ai.toolsets import (
-        ApprovalRequiredToolset, CombinedToolset, PrefixedToolset, RenamedToolset, WrapperToolset,
+        ApprovalRequiredToolset,
+        CombinedToolset,
+        PrefixedToolset,
+        RenamedToolset,
+        WrapperToolset,
     )
 
     if isinstance(toolset, ApprovalRequiredToolset):
@@ -317,7 +322,7 @@ class PydanticAgent(Agent):
         for index, toolset in enumerate(self.source.toolsets):
             try:
                 listed = await asyncio.wait_for(toolset.get_tools(ctx), max(self.tool_timeout, LIST_TIMEOUT))
-            except Exception as exc:  # keep the last good listing; say why in the log
+            except Exception as exc:  # noqa: BLE001 keep the last good listing; say why in the log
                 log.warning("agent %r: toolset %s could not list its tools: %s", self.name, toolset.label, exc)
                 continue
             origin = "mcp" if _is_mcp(toolset) else "function"
@@ -408,7 +413,7 @@ class PydanticAgent(Agent):
                 f"tool {tool.name!r} raised {type(exc).__name__} inside its body; declare the policy instead "
                 "(requires_approval=True, or an external toolset for a client tool)"
             ) from exc
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             raise ToolTimeoutError(f"tool {tool.name!r} gave no answer within {self.tool_timeout:g} s") from None
         except ModelRetry as exc:
             # pydantic-ai's MCP client reports a dropped connection as a retry; it is the server, not the call

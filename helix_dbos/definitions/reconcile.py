@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .context import CheckContext
 
@@ -25,6 +25,6 @@ class NotApplied:
     """The effect provably did not happen: the call runs again as a new attempt (within 3 bodies)."""
 
 
-Verdict = Union[Applied, NotApplied, None]
+Verdict = Applied | NotApplied | None
 #: ``check(ctx)``: sync or async; ``None`` means "cannot tell" (the call stays ``outcome_unknown``).
-ReconcileCheck = Callable[[CheckContext], Union[Verdict, Awaitable[Verdict]]]
+ReconcileCheck = Callable[[CheckContext], Verdict | Awaitable[Verdict]]

@@ -157,7 +157,7 @@ def _model_from_signature(fn: Callable[..., Any], name: str) -> tuple[type[pydan
         annotation = hints.get(p.name, Any)
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (annotation, default)
-    model = pydantic.create_model(f"{name}_args", **fields)  # type: ignore[call-overload]
+    model = pydantic.create_model(f"{name}_args", **fields)
     return model, takes_ctx
 
 
@@ -255,7 +255,7 @@ def define_tool(
         return execute(args, ctx)
 
     async def acall(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
-        return await execute(args, ctx)  # type: ignore[misc]
+        return await execute(args, ctx)
 
     return Tool(
         name=name,

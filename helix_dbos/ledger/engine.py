@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -26,6 +26,9 @@ from sqlalchemy.exc import ArgumentError
 
 from ..errors import ConfigurationError
 from .tables import SCHEMA
+
+if TYPE_CHECKING:
+    import psycopg
 
 
 def is_sqlite(url: str) -> bool:
@@ -131,13 +134,13 @@ def bounded_waits(until: float | None) -> Iterator[None]:
 
 
 @functools.cache
-def _bounded_connection_class() -> type:
+def _bounded_connection_class() -> type[psycopg.Connection[Any]]:
     """A psycopg ``Connection`` whose waits honour ``bounded_waits`` (built on first use: importing
     psycopg is not free, and SQLite users never need it)."""
     import psycopg
     from psycopg import errors as pe
 
-    class BoundedConnection(psycopg.Connection):  # type: ignore[type-arg]
+    class BoundedConnection(psycopg.Connection[Any]):
         def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
             until = _wait_until.get()
             if until is None:

@@ -118,7 +118,7 @@ def _statement_pg(n_messages: int, usage: bool, checkpoint: bool, events: bool) 
             .cte("checkpointed")
         )
     if events:
-        top: Any = store.emit_many_pg(session_id, run_id, ts)
+        top: sa.Insert | sa.Select[Any] = store.emit_many_pg(session_id, run_id, ts)
     elif last is not None:
         top = sa.select(last.c.seq)
     else:

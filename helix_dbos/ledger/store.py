@@ -16,7 +16,17 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from . import tables as t
-from .records import AttemptRow, CallRow, CheckOutcome, CheckpointRow, EndedRun, EventRow, MessageRow, RunRow, SessionRow
+from .records import (
+    AttemptRow,
+    CallRow,
+    CheckOutcome,
+    CheckpointRow,
+    EndedRun,
+    EventRow,
+    MessageRow,
+    RunRow,
+    SessionRow,
+)
 from .statuses import CALL_UNRESOLVED
 
 

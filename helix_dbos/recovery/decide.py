@@ -52,7 +52,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..ledger.statuses import CALL_IN_DOUBT, CALL_SETTLED, CallKind, CallStatus, DecidedBy, PairedBy, Verdict, awaits_answer
+from ..ledger.statuses import (
+    CALL_IN_DOUBT,
+    CALL_SETTLED,
+    CallKind,
+    CallStatus,
+    DecidedBy,
+    PairedBy,
+    Verdict,
+    awaits_answer,
+)
 from .lanes import lane_keys
 from .texts import (
     CHECKED_NOT_APPLIED,

@@ -97,7 +97,7 @@ async def authenticate(request: Request, settings: ServiceSettings) -> Principal
                 value = await value
         except HelixError:
             raise
-        except Exception as exc:  # fail closed: a broken gateway check lets nobody in
+        except Exception as exc:  # noqa: BLE001 fail closed: a broken gateway check lets nobody in
             log.warning("the authenticate hook refused or failed: %s: %s", type(exc).__name__, exc)
             raise AuthenticationError("Authentication failed.", detail=type(exc).__name__) from None
         principal = _coerce(value)

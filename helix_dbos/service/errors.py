@@ -89,7 +89,7 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error", exc_info=exc)
+    log.error("unhandled error", exc_info=exc)
     return JSONResponse(body("Something went wrong on our side; please try again.", "internal_error", type(exc).__name__), status_code=500)
 
 

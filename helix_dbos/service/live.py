@@ -29,7 +29,8 @@ def _run_of(request: Request, session_id: str, run_id: str | None) -> str | None
     reader = request.app.state.runtime.reader
     session = reader.summary(session_id)  # SessionNotFoundError for an unknown session
     if run_id is None:
-        return session["current_run_id"]
+        current: str | None = session["current_run_id"]
+        return current
     try:
         owner = reader.session_of_run(run_id)
     except RunNotFoundError:
@@ -44,7 +45,7 @@ async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
     try:
         async for value in live.read_async(run_id, timeout=timeout):
             yield f"event: live\ndata: {json.dumps(value)}\n\n".encode()
-    except (TimeoutError, asyncio.TimeoutError):
+    except TimeoutError:
         pass  # the caller's ?timeout= ran out: the stream ends with its end frame, as a finished run's does
     yield b"event: end\ndata: {}\n\n"
 

@@ -19,12 +19,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
+from .. import wire
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
 from ..errors import ForbiddenError, RunNotFoundError, RunTimeoutError, SessionNotFoundError, ValidationError
 from ..ledger.engine import is_sqlite
 from ..runtime import AnswerReceipt, RunHandle, Runtime
 from ..views import SessionSummary
-from .. import wire
 from . import auth, events, views
 from . import schemas as s
 from .responses import LedgerJSONResponse, respond

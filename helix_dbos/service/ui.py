@@ -124,7 +124,10 @@ async def sessions_page(request: Request, status: str | None = Query(default=Non
     rows = await asyncio.to_thread(_list, request, principal, status, agent)
     agents = sorted(request.app.state.runtime.agents)
     statuses = ["running", "suspended_client_tool", "completed", "failed", "interrupted", "new"]
-    options = lambda values, chosen: "".join(f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v) or "any"}</option>' for v in ["", *values])  # noqa: E731
+
+    def options(values: list[str], chosen: str) -> str:
+        return "".join(f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v) or "any"}</option>' for v in ["", *values])
+
     body = [
         '<h1>Sessions</h1><form class="filters" method="get" action="/ui">',
         f'<label>status <select name="status" id="f-status">{options(statuses, status or "")}</select></label>',
