@@ -11,12 +11,25 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from ...errors import AgentAlreadyRunningError, AnswerKindError, CallNotFoundError, CallsPendingError, CheckpointNotFoundError, DuplicateAnswerError, NothingToResumeError, SessionNotFoundError, StaleAnswerError, UnknownAgentError, ValidationError
+from ...errors import (
+    AgentAlreadyRunningError,
+    AnswerKindError,
+    CallNotFoundError,
+    CallsPendingError,
+    CheckpointNotFoundError,
+    DuplicateAnswerError,
+    NothingToResumeError,
+    SessionNotFoundError,
+    StaleAnswerError,
+    UnknownAgentError,
+    ValidationError,
+)
 from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
 from ...ledger.statuses import CALL_SETTLED, EntryKind, RunStatus, awaits_answer
-from ..floor import pairing, commits as step_commits, transcript
+from ..floor import commits as step_commits
+from ..floor import pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
 from ..floor.runs import open_run_row
 

@@ -20,9 +20,25 @@ import sqlalchemy as sa
 from ...errors import CallNotFoundError, RunNotFoundError, RunTimeoutError, SessionNotFoundError
 from ...ledger import store
 from ...ledger import tables as t
-from ...ledger.statuses import awaits_answer, RUN_AT_REST
+from ...ledger.statuses import RUN_AT_REST, awaits_answer
+from ...views import (
+    AttemptRecord,
+    CallRecord,
+    CallView,
+    CheckpointRecord,
+    EventPage,
+    EventRecord,
+    ExecutorRecord,
+    MessageRecord,
+    PendingCall,
+    RunRecord,
+    RunResult,
+    SessionSummary,
+    SessionView,
+    Usage,
+    pick,
+)
 from ..floor.handoff import Handoff
-from ...views import AttemptRecord, CallRecord, CallView, CheckpointRecord, EventPage, EventRecord, ExecutorRecord, MessageRecord, PendingCall, RunRecord, RunResult, SessionSummary, SessionView, Usage, pick
 from ..floor.store_retry import retrying_sync
 
 T = TypeVar("T")
@@ -103,9 +119,11 @@ class Reader:
         sleeps on it instead of polling the ledger (see ``poll``), and once it resolves takes the
         result the run's last transaction read for this process, if it did (``handoff.py``).
         """
-        settled = (lambda: self.settled.take(run_id)) if ended is not None and self.settled is not None else None
-        return poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended, settled=settled,
+        handoff = self.settled
+        settled = (lambda: handoff.take(run_id)) if ended is not None and handoff is not None else None
+        result: RunResult = poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended, settled=settled,
                     sleep=self._sleeper(run_id))
+        return result
 
     def wait(self, session_id: str, timeout: float | None = None) -> RunResult:
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""

@@ -10,8 +10,8 @@ import asyncio
 import functools
 import logging
 import os
-from datetime import timedelta
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
@@ -27,15 +27,23 @@ from ...ledger.migrate import upgrade
 from ...ledger.statuses import EntryKind
 from ...recovery import Profile
 from ...views import RunResult, SessionView, StopReceipt
-from ..process import dbos_private, leases, polling
-from . import entries
-from ..floor import state, commits as step_commits
-from ..flow import workflow
-from ..process.config import DEFAULT_APP_NAME, Settings, requested_executor_id, resolve_app_version, resolve_database_url, resolve_recovery_poll
-from ..process.config import resolve_store_retry_window
-from ..process.executor_lock import ExecutorLock
-from .reader import Reader
+from ..floor import commits as step_commits
+from ..floor import state
 from ..floor.registry import Registry
+from ..flow import workflow
+from ..process import dbos_private, leases, polling
+from ..process.config import (
+    DEFAULT_APP_NAME,
+    Settings,
+    requested_executor_id,
+    resolve_app_version,
+    resolve_database_url,
+    resolve_recovery_poll,
+    resolve_store_retry_window,
+)
+from ..process.executor_lock import ExecutorLock
+from . import entries
+from .reader import Reader
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -170,7 +178,8 @@ class Runtime:
         # Postgres connection pools as (pool_size, max_overflow): the API engine (callers' entries,
         # answers, reads) and the workflows' ledger transactions; a process may open up to the sum
         # of both plus DBOS's own system-database pool and one lock connection (SQLite pools nothing)
-        for name, pool in (("api_pool", api_pool), ("tx_pool", tx_pool)):
+        pools: tuple[tuple[str, object], ...] = (("api_pool", api_pool), ("tx_pool", tx_pool))
+        for name, pool in pools:
             if not (isinstance(pool, tuple) and len(pool) == 2 and all(isinstance(n, int) and n >= 0 for n in pool) and pool[0] >= 1):
                 raise ConfigurationError(f"{name} must be (pool_size >= 1, max_overflow >= 0), not {pool!r}")
         self.api_pool, self.tx_pool = api_pool, tx_pool

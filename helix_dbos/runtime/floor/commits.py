@@ -16,12 +16,13 @@ import sqlalchemy as sa
 from ...ledger import step_rows, store
 from ...ledger.records import RunRow
 from ...ledger.statuses import BODY_KINDS, CALL_SETTLED, RunStatus
-from . import fence, transcript
 from ..flow import reconcile
-from .records import Appended, CallBrief, CheckTarget, StepOutcome
-from .pairing import StepRef, apply_pairings, calls_of_step, decisions, fenced_calls_of_step, open_steps
 from ..flow.planning import Planned, reply_text
+from . import fence, transcript
+from .pairing import StepRef, apply_pairings, calls_of_step, decisions, fenced_calls_of_step, open_steps
+from .records import Appended, CallBrief, CheckTarget, StepOutcome
 from .state import env
+
 TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
 
 
@@ -132,6 +133,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
 
     The fence and the step's calls are one read (``fenced_calls_of_step``), or the full fence and
     then the calls when it would refuse."""
+    head: Mapping[str, Any] | None
     head, calls = fenced_calls_of_step(conn, run_id, ref["run_id"], ref["step"])
     if head is None:
         head = fence.check(conn, run_id, "step commit")

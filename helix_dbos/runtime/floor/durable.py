@@ -16,12 +16,12 @@ import functools
 import logging
 import math
 from collections import Counter
-from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
-from dbos import DBOS
+from dbos import DBOS, StepOptions
 
 from ...ledger import store
 from ...ledger import tables as t
@@ -66,7 +66,7 @@ def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], regist
             # Nothing here may raise an Exception: DBOS would record it as the workflow's ERROR.
             try:
                 what = f"workflow {DBOS.workflow_id} (executor {registry.env.settings.executor_id})"
-            except Exception:
+            except Exception:  # noqa: BLE001 (outside a workflow context: only the log line's words change)
                 what = "a workflow"
             log.warning("%s interrupted by the process stopping; the next launch with that executor id recovers it", what)
             raise ProcessStopping(f"{what} was interrupted by the process stopping") from exc
@@ -231,13 +231,14 @@ def recorded(value: Any) -> Any:
     return escape_json(value)
 
 
-async def step(name: str, fn: Callable[..., Awaitable[Any]], *args: Any, **options: Any) -> Any:
-    """A DBOS step (at-least-once; its recorded output is what a replay sees), recorded escaped."""
+async def step(options: StepOptions, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """A DBOS step (at-least-once; its recorded output is what a replay sees), recorded escaped.
+    ``options`` are DBOS's own, ``name`` among them."""
 
     async def body(*a: Any) -> Any:
         return recorded(await fn(*a))
 
-    return unescape_json(await DBOS.run_step_async({"name": name, **options}, body, *args))
+    return unescape_json(await DBOS.run_step_async(options, body, *args))
 
 
 #: Kept for ``workflow.py``'s cancel settling; new callers use ``dbos_private.workflow_status``.

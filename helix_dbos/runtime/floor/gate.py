@@ -18,8 +18,8 @@ from ...ledger import tables as t
 from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ...ledger.statuses import CALL_SETTLED, CallStatus
 from . import fence
-from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
 from .pairing import calls_of_step, decisions, fenced_calls_of_step, mark_proved
+from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
 from .state import env
 
 
@@ -125,9 +125,12 @@ def record(
     workflow that is not the run's own (a fork), takes the full one, which says why.
     """
     workflow_id = fence.current_workflow_id()
-    if tool_name is not None and workflow_id in (None, run_id):
-        if attempts.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error):
-            return {"status": status, "written": True}
+    if (
+        tool_name is not None
+        and workflow_id in (None, run_id)
+        and attempts.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error)
+    ):
+        return {"status": status, "written": True}
     reason, _ = fence.why_refused(conn, run_id, workflow_id)
     if reason is not None:
         attempts.refuse_attempt(conn, dispatch_id, attempt)

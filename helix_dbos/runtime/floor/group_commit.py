@@ -112,7 +112,7 @@ def _unwrap(outcome: tuple[bool, Any]) -> Any:
 def _deliver_outcomes(group: list[_Write], mine: _Write, outcomes: list[tuple[bool, Any]]) -> tuple[bool, Any]:
     """Hand every other write its outcome; return the runner's own."""
     own: tuple[bool, Any] = (False, RuntimeError("group commit lost its own write"))
-    for w, outcome in zip(group, outcomes):
+    for w, outcome in zip(group, outcomes, strict=True):
         if w is mine:
             own = outcome
         elif not w.future.done():
@@ -155,7 +155,7 @@ async def _commit(group: list[_Write]) -> list[tuple[bool, Any]]:
             return [(True, v) for v in await plain_tx(_all, group)]
         except StoreUnavailableError as exc:  # the store is gone for all of them alike
             return [(False, exc)] * len(group)
-        except Exception:  # noqa: BLE001 - one of them raised: each answers for itself below
+        except Exception:
             log.debug("a group of %d writes rolled back; writing each alone", len(group), exc_info=True)
     outcomes: list[tuple[bool, Any]] = []
     for w in group:

@@ -19,8 +19,8 @@ from ...definitions import Agent
 from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.statuses import CALL_SETTLED, REDIRECTING_ENTRIES
-from . import durable, fence, transcript
 from ..flow import reconcile
+from . import durable, fence, transcript
 from .pairing import apply_pairings, calls_of_step, decisions, saved_call, step_ref
 from .records import CheckTarget
 from .state import env

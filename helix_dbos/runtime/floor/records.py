@@ -195,11 +195,8 @@ class StopRequested(TypedDict):
 __all__ = [
     "Answered",
     "Appended",
-    "CallBrief",
-    "OpenedRun",
-    "StepOutcome",
-    "StopRequested",
     "BodyOutcome",
+    "CallBrief",
     "CheckRecorded",
     "CheckRequest",
     "CheckTarget",
@@ -209,7 +206,10 @@ __all__ = [
     "DoneOutcome",
     "GateAction",
     "GateOutcome",
+    "OpenedRun",
     "ReconcileGate",
     "RecordOutcome",
     "RunGate",
+    "StepOutcome",
+    "StopRequested",
 ]

@@ -13,8 +13,12 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ...ledger.escape import escape_json, unescape_json
+from ...recovery.texts import PAIRING_TEXTS
+
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse
+    from pydantic_ai.messages import ToolReturnPart as ToolReturnPartType
 
 
 def _pai() -> ModuleType:
@@ -29,10 +33,6 @@ def _adapter() -> Any:
     from pydantic_ai import ModelMessagesTypeAdapter
 
     return ModelMessagesTypeAdapter
-
-
-from ...ledger.escape import escape_json, unescape_json
-from ...recovery.texts import PAIRING_TEXTS
 
 
 def _replaced_key(value: Any) -> bool:
@@ -99,12 +99,14 @@ class TranscriptCache:
 def load_response(body: Mapping[str, Any]) -> ModelResponse:
     message = load([body])[0]
     assert isinstance(message, _pai().ModelResponse)
-    return message
+    out: ModelResponse = message
+    return out
 
 
 def user_message(text: str) -> ModelRequest:
     m = _pai()
-    return m.ModelRequest(parts=[m.UserPromptPart(content=text)])
+    out: ModelRequest = m.ModelRequest(parts=[m.UserPromptPart(content=text)])
+    return out
 
 
 def _is_jsonable(value: Any) -> bool:
@@ -117,7 +119,7 @@ def _is_jsonable(value: Any) -> bool:
 
 def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
     """The part that answers one call, from its ledger row."""
-    ToolReturnPart = _pai().ToolReturnPart
+    ToolReturnPart: type[ToolReturnPartType] = _pai().ToolReturnPart
     name, call_id, status = call["tool_name"], call["tool_call_id"], call["status"]
     if status == "ok":
         return ToolReturnPart(tool_name=name, content=call["result"], tool_call_id=call_id)
@@ -148,13 +150,15 @@ def results_message(calls: Sequence[Mapping[str, Any]], message: str | None = No
     parts: list[ModelRequestPart] = [call_part(c) for c in sorted(calls, key=lambda c: c["position"])]
     if message is not None:
         parts.append(m.UserPromptPart(content=message))
-    return m.ModelRequest(parts=parts)
+    out: ModelRequest = m.ModelRequest(parts=parts)
+    return out
 
 
 def text_not_allowed(text: str) -> ModelRequest:
     """The retry a model gets for plain text when the agent needs structured output."""
     m = _pai()
-    return m.ModelRequest(parts=[m.RetryFeedbackPart(content=text, retry=m.RetryInfo(cause="no_output"))])
+    out: ModelRequest = m.ModelRequest(parts=[m.RetryFeedbackPart(content=text, retry=m.RetryInfo(cause="no_output"))])
+    return out
 
 
 def jsonable(value: Any) -> tuple[bool, Any]:

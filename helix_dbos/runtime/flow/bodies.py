@@ -27,14 +27,15 @@ import sqlalchemy as sa
 from ...definitions import Agent, ToolContext
 from ...ledger import store
 from ...ledger.statuses import CallStatus
-from ..floor import gate as attempt_gate, fence, group_commit, transcript
-from ..process import executor_lock, tracing
-from . import reconcile, scopes, transactional
+from ..floor import fence, group_commit, transcript
+from ..floor import gate as attempt_gate
 from ..floor.durable import plain_tx
-from ..process.faults import crash_point, fail_point
-from .local_child import run_local_child
 from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
 from ..floor.state import env
+from ..process import executor_lock, tracing
+from ..process.faults import crash_point, fail_point
+from . import reconcile, scopes, transactional
+from .local_child import run_local_child
 
 
 async def _hold_executor_lock() -> None:
@@ -114,13 +115,15 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
             status, result, error = "ok", value, None
         else:
             status, result, error = "error", None, {"type": "result_not_serializable", "message": value}
-    except Exception as exc:  # a tool that raises gets an error result; the run goes on
+    except Exception as exc:  # noqa: BLE001 a tool that raises gets an error result; the run goes on
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
-    out = await group_commit.write(run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name"))
-    fence.raise_if_refused(out)
+    written: BodyOutcome = await group_commit.write(
+        run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name")
+    )
+    fence.raise_if_refused(written)
     crash_point("after_result", name)
-    return out
+    return written
 
 
 def gate_once(

@@ -23,10 +23,12 @@ import sqlalchemy as sa
 from ...ledger import store
 from ...ledger.records import RunRow
 from ...ledger.statuses import RUN_AT_REST, RunStatus
-from ..floor import fence, gate as attempt_gate, commits as step_commits
+from ..floor import commits as step_commits
+from ..floor import fence
+from ..floor import gate as attempt_gate
+from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
 from ..floor.records import ChildGate, RecordOutcome
 from ..process.dbos_private import workflow_status as dbos_status
-from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
 
 if TYPE_CHECKING:
     from ..floor.registry import Registry
@@ -117,7 +119,7 @@ async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: st
     """Workflow code: recorded wait steps until the child is done or lost (never an endless single wait)."""
     wait_slice = functools.partial(_wait_slice, registry)
     while True:
-        state: Outcome = await step("helix.child_wait", wait_slice, parent_run_id, dispatch_id, host_workflow_id)
+        state: Outcome = await step({"name": "helix.child_wait"}, wait_slice, parent_run_id, dispatch_id, host_workflow_id)
         if state["state"] != "waiting":
             return state
 

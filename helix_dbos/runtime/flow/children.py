@@ -27,13 +27,14 @@ from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.statuses import RUN_AT_REST
 from ...recovery import Profile
-from ..floor import gate as attempt_gate, fence
-from .child_outcome import lost, record_outcome, unavailable, wait_for_child
-from ..process.dbos_private import workflow_status as dbos_status
+from ..floor import fence
+from ..floor import gate as attempt_gate
 from ..floor.durable import tx
-from ..process.faults import crash_point, fail_point
 from ..floor.records import ChildGate
 from ..floor.runs import open_run_row
+from ..process.dbos_private import workflow_status as dbos_status
+from ..process.faults import crash_point, fail_point
+from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 
 if TYPE_CHECKING:
     from ..floor.registry import Registry

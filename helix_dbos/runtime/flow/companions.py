@@ -42,13 +42,14 @@ from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.records import CompanionRow
 from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST
-from ..floor import durable, fence, gate as attempt_gate
-from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
-from ..floor.records import ChildGate, RecordOutcome
-from ..process.dbos_private import workflow_status as dbos_status
+from ..floor import durable, fence
+from ..floor import gate as attempt_gate
 from ..floor.durable import DBOS_TERMINAL, tx
-from ..process.faults import crash_point, fail_point
+from ..floor.records import ChildGate, RecordOutcome
 from ..floor.runs import open_run_row
+from ..process.dbos_private import workflow_status as dbos_status
+from ..process.faults import crash_point, fail_point
+from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
 
 if TYPE_CHECKING:
     from ..floor.registry import Registry

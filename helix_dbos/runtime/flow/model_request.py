@@ -21,15 +21,16 @@ import logging
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
+
 from ...definitions import Agent
 from ...errors import StoreUnavailableError
 from ...ledger import tables as t
 from ..floor import fence, transcript
-from . import scopes
-from ..process import tracing
 from ..floor.durable import plain_tx
-from .planning import plan_calls
 from ..floor.state import Env, env
+from ..process import tracing
+from . import scopes
+from .planning import plan_calls
 
 log = logging.getLogger("helix_dbos")
 
@@ -243,7 +244,7 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
         return {"stopped": stop}
     try:
         return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows)
-    except Exception as exc:  # noqa: BLE001 - marked and re-raised: the failure is recorded as this step's reply
+    except Exception as exc:
         if not (fence.is_fenced(exc) or isinstance(exc, StoreUnavailableError)):  # the run's or the store's, not the model's
             exc.helix_model_failure = True  # type: ignore[attr-defined]
         raise

@@ -16,22 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any
-
 from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 
 from ...definitions import Applied, CheckContext, NotApplied, Tool
 from ...ledger.records import CheckVerdict, RunRow
 from ...ledger.statuses import CALL_SETTLED
-from ..floor import gate as attempt_gate, transcript
-from ..process import executor_lock
+from ..floor import gate as attempt_gate
+from ..floor import transcript
 from ..floor.durable import plain_tx
-from ..process.faults import crash_point
-from ..floor.records import CheckRequest, CheckTarget
 from ..floor.pairing import StepRef, calls_of_step, decisions
+from ..floor.records import CheckRequest, CheckTarget
 from ..floor.state import env
+from ..process import executor_lock
+from ..process.faults import crash_point
 
 
 async def _call(tool: Tool, ctx: CheckContext) -> Any:
@@ -51,7 +51,7 @@ async def ask(tool: Tool, ctx: CheckContext) -> CheckVerdict:
         value = await asyncio.wait_for(_call(tool, ctx), timeout=tool.reconcile_timeout)
     except TimeoutError:
         return {"verdict": "unknown", "reason": f"the check timed out after {tool.reconcile_timeout:g} s"}
-    except Exception as exc:  # a check that fails cannot tell: the call stays in doubt
+    except Exception as exc:  # noqa: BLE001 a check that fails cannot tell: the call stays in doubt
         return {"verdict": "unknown", "reason": f"the check raised {type(exc).__name__}: {exc}"}
     if isinstance(value, Applied):
         ok, result = transcript.jsonable(value.result)

@@ -20,11 +20,12 @@ import sqlalchemy as sa
 
 from ...definitions import Tool, ToolContext
 from ...ledger import attempts, store
-from ..floor import fence, gate as attempt_gate, transcript
-from ..process.faults import crash_point
+from ..floor import fence, transcript
+from ..floor import gate as attempt_gate
 from ..floor.records import RecordOutcome
 from ..floor.state import env
 from ..floor.store_retry import is_transient
+from ..process.faults import crash_point
 
 
 class _Refused(Exception):

@@ -20,7 +20,7 @@ import traceback
 from types import SimpleNamespace
 from typing import Any, Final
 
-from dbos import DBOS
+from dbos import DBOS, StepOptions
 
 from ...definitions import Agent
 from ...errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
@@ -28,19 +28,30 @@ from ...ledger import store
 from ...ledger.records import RunRow
 from ...ledger.statuses import BODY_KINDS
 from ...recovery import lanes
-from . import children, companions, reconcile, scopes
-from ..floor import durable, fence, prepare, commits as step_commits
 from ..face import reader
-from ..process import tracing
-from .bodies import body_step
-from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
+from ..floor import commits as step_commits
+from ..floor import durable, fence, prepare, state
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
-from ..process.faults import crash_point, fail_point
-from .model_request import MODEL_ATTEMPTS, MODEL_RETRY_BACKOFF, MODEL_RETRY_INTERVAL, Preread, RecordedFailure, ask, failed_request, is_retryable, model_request_step, preread
-from .planning import starts_a_body
 from ..floor.registry import Registry
-from ..floor import state
 from ..floor.state import env
+from ..process import tracing
+from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
+from ..process.faults import crash_point, fail_point
+from . import children, companions, reconcile, scopes
+from .bodies import body_step
+from .model_request import (
+    MODEL_ATTEMPTS,
+    MODEL_RETRY_BACKOFF,
+    MODEL_RETRY_INTERVAL,
+    Preread,
+    RecordedFailure,
+    ask,
+    failed_request,
+    is_retryable,
+    model_request_step,
+    preread,
+)
+from .planning import starts_a_body
 
 log = logging.getLogger("helix_dbos")
 RUN_WORKFLOW = "helix.run"
@@ -113,7 +124,7 @@ async def _run_once(run_id: str) -> dict[str, Any]:
         # DBOS's cancel clears the workflow's owner, so the run meets either error at its next step.
         await _settle_cancel(run_id)
         raise
-    except Exception as exc:  # DBOS's own control flow (cancel, lost ownership) is BaseException
+    except Exception as exc:  # noqa: BLE001 DBOS's own control flow (cancel, lost ownership) is BaseException
         if fence.is_fenced(exc):
             raise await _refused(run_id, workflow_id, exc) from None
         code, error = failure(exc)
@@ -238,10 +249,11 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
     writes, which need a step's context) and DBOS records the reply instead.
     """
     if env().live_output:
-        reply = await step(
-            "helix.model", model_request_step, run_id, sid, agent_name, step_no, retries_allowed=True,
-            max_attempts=MODEL_ATTEMPTS, interval_seconds=MODEL_RETRY_INTERVAL, backoff_rate=MODEL_RETRY_BACKOFF, should_retry=is_retryable,
-        )
+        options: StepOptions = {
+            "name": "helix.model", "retries_allowed": True, "max_attempts": MODEL_ATTEMPTS,
+            "interval_seconds": MODEL_RETRY_INTERVAL, "backoff_rate": MODEL_RETRY_BACKOFF, "should_retry": is_retryable,
+        }
+        reply = await step(options, model_request_step, run_id, sid, agent_name, step_no)
         return dict(reply)
     replayed = await durable.replayed_reply()
     if replayed is not None:

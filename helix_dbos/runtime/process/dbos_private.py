@@ -231,10 +231,10 @@ def internal_queue_backlog(conn: sa.Connection, executor_id: str) -> int:
 
 __all__ = [
     "CHECKED_AGAINST",
-    "DBOSWorkflowCancelledError",
-    "DBOSWorkflowConflictIDError",
     "SYSTEM_COLUMNS",
     "SYSTEM_SCHEMA",
+    "DBOSWorkflowCancelledError",
+    "DBOSWorkflowConflictIDError",
     "configured_dbos",
     "dbos_config",
     "dbos_launched",

@@ -22,7 +22,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
@@ -77,7 +77,7 @@ def _root_tracer(run_id: str) -> Any | None:
 def _ns(when: datetime | None) -> int:
     if when is None:
         return time.time_ns()
-    return int((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() * 1e9)
+    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1e9)
 
 
 def enabled() -> bool:
