@@ -23,7 +23,7 @@ from pydantic_ai.models.test import TestModel
 import helix_dbos as hx
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime.process import dbos_private
-from helix_dbos.runtime.floor import state
+from helix_dbos.runtime.floor import registry as state
 from helix_dbos.runtime.process import polling
 from helix_dbos.runtime.process.config import resolve_recovery_poll
 
@@ -202,9 +202,9 @@ def test_dbos_internals_appear_in_the_door_only() -> None:
 
 
 def test_no_module_of_helix_dbos_keeps_state_in_a_global_but_the_one_lookup() -> None:
-    """The launched runtime's registry (runtime/floor/state.py) is the only process state: no ``global``."""
-    one = ROOT / "helix_dbos" / "runtime" / "floor" / "state.py"
+    """The launched runtime's registry (runtime/floor/registry.py) is the only process state: no ``global``."""
+    one = ROOT / "helix_dbos" / "runtime" / "floor" / "registry.py"
     pattern = [re.compile(r"^\s*global\s")]
     others = [h for p in _sources("helix_dbos") if p != one for h in _hits(p, pattern)]
-    assert others == [], "module globals outside runtime/floor/state.py:\n" + "\n".join(others)
-    assert _hits(one, pattern), "state.py holds the one registry slot"
+    assert others == [], "module globals outside runtime/floor/registry.py:\n" + "\n".join(others)
+    assert _hits(one, pattern), "registry.py holds the one registry slot"

@@ -288,7 +288,7 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
     runtime is still refused."""
     rt = make_runtime([_echo_agent()])
     lock = rt._lock
-    assert lock is not None and executor_lock.held()
+    assert lock is not None and registry.lock_held()
     lost: list[str] = []
     lock.on_lost = lost.append  # never os._exit the test process
     deadline = time.monotonic() + 60

@@ -22,7 +22,7 @@ from pydantic_ai.usage import RequestUsage
 from sqlalchemy import event
 
 import helix_dbos as hx
-from helix_dbos.runtime.floor.state import env
+from helix_dbos.runtime.floor.registry import env
 
 
 @contextmanager

@@ -1,8 +1,10 @@
-"""The tree's import graph: no circles anywhere (bench included), the CLI never reaches the service.
+"""The tree's import graph: no circles anywhere (bench included), the CLI never reaches the service,
+and the runtime's four layers import only downwards: process -> floor -> flow -> face.
 
 Read from the source, not from a run: every import counts, also one inside a function (a circle
-hidden in a function is still a circle that decides import order), except those under
-``TYPE_CHECKING``. ``from pkg import module`` is an edge to that module, not to the package.
+hidden in a function is still a circle that decides import order) and one under ``TYPE_CHECKING``
+(a circle the type checker needs is still one the reader has to hold in their head).
+``from pkg import module`` is an edge to that module, not to the package.
 """
 
 from __future__ import annotations
@@ -29,10 +31,7 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in mods.items():
         tree = ast.parse(path.read_text())
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        hidden = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
         for node in ast.walk(tree):
-            if id(node) in hidden:
-                continue
             if isinstance(node, ast.Import):
                 graph[name].update(a.name for a in node.names if a.name in mods)
             elif isinstance(node, ast.ImportFrom):
@@ -102,3 +101,42 @@ def test_the_cli_reaches_nothing_of_the_service() -> None:
             seen.add(m)
             todo.extend(graph[m])
     assert not {m for m in seen if m.startswith("helix_dbos.service")}
+
+
+#: The runtime's layers, lowest first: each imports only those before it (docs/architecture.md).
+LAYERS = ("process", "floor", "flow", "face")
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    def layer(module: str) -> int | None:
+        parts = module.split(".")
+        if parts[:2] != ["helix_dbos", "runtime"]:
+            return None
+        if len(parts) == 2:
+            return len(LAYERS)  # the runtime package's public face (helix_dbos/runtime/__init__.py)
+        return LAYERS.index(parts[2]) if parts[2] in LAYERS else None
+
+    out = []
+    for m, deps in graph.items():
+        mine = layer(m)
+        if mine is None:
+            continue
+        out += [f"{m} -> {d}" for d in sorted(deps) if (theirs := layer(d)) is not None and theirs > mine]
+    return sorted(out)
+
+
+def test_the_runtime_layers_import_only_downwards() -> None:
+    graph = import_graph()
+    assert {m.split(".")[2] for m in graph if m.startswith("helix_dbos.runtime.") and m.count(".") >= 3} == set(LAYERS)
+    assert layer_violations(graph) == []
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    graph = {"helix_dbos.runtime.floor.commits": {"helix_dbos.runtime.flow.reconcile"}, "helix_dbos.runtime.flow.reconcile": set()}
+    assert layer_violations(graph) == ["helix_dbos.runtime.floor.commits -> helix_dbos.runtime.flow.reconcile"]
+
+
+def test_type_checking_imports_count() -> None:
+    """A circle closed only under ``TYPE_CHECKING`` (executor_lock -> state -> registry once) is found."""
+    graph = import_graph()
+    assert "helix_dbos.runtime.process.executor_lock" in graph["helix_dbos.runtime.floor.registry"]  # a TYPE_CHECKING-only edge

@@ -1,4 +1,4 @@
-"""One registry per launch, one launched runtime per process (runtime/floor/registry.py, runtime/floor/state.py).
+"""One registry per launch, one launched runtime per process (runtime/floor/registry.py).
 
 Real runtimes on both stores: a second runtime launched while one is live is refused, typed, and the
 first keeps its workflows; after ``shutdown`` the next one launches and DBOS runs *its* workflows.
@@ -16,7 +16,7 @@ import helix_dbos as hx
 from helix_dbos import errors
 from helix_dbos.errors import ConfigurationError, ExecutorIdInUseError, RuntimeAlreadyLaunchedError
 from helix_dbos.runtime.process import dbos_private, executor_lock
-from helix_dbos.runtime.floor import state
+from helix_dbos.runtime.floor import registry as state
 from helix_dbos.runtime.process.executor_lock import ExecutorLock
 
 
@@ -51,7 +51,7 @@ def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_work
         second.shutdown()  # a refused runtime's shutdown leaves the live one alone
     assert state.current() is mine
     assert dbos_private.registered_workflow("helix.run") is run_workflow
-    assert executor_lock.held()
+    assert state.lock_held()
     result = first.start("echo", "go").result(timeout=120)
     assert result.status == "completed" and result.output == "first"
 

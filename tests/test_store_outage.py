@@ -30,7 +30,6 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.floor import gate as attempt_gate
-from helix_dbos.runtime.flow import bodies
 from tests.crashkit import Kit, transcript_problems
 from tests.tcpproxy import TcpProxy
 
@@ -160,13 +159,13 @@ def test_a_stall_past_the_window_fails_typed_with_no_attempt_left_open(pg_url: s
 # --- the attempt gate across a lost commit acknowledgement (both databases) ----------------------
 
 
-def _seed(conn: sa.Connection, tool: str) -> None:
+def _seed(conn: sa.Connection, tool: str, **call: Any) -> None:
     store.insert_session(conn, "s1", "gatekeeper")
     session = store.get_session(conn, "s1")
     assert session is not None and store.claim_session(conn, session, "r1")  # r1 is the current run (the fence)
     store.insert_run(conn, run_id="r1", session_id="s1", seq=1, agent_name="gatekeeper", entry="start", max_steps=5)
     store.insert_calls(conn, [dict(dispatch_id="d1", session_id="s1", run_id="r1", checkpoint_id="cp1", step=0, position=0,
-                                   tool_call_id="c1", tool_name=tool, kind="tool", args={}, replay="unsafe", status="saved")])
+                                   tool_call_id="c1", tool_name=tool, kind="tool", args={}, replay="unsafe", status="saved", **call)])
 
 
 def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any) -> None:
@@ -184,19 +183,40 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
     with rt.engine.begin() as conn:
         _seed(conn, "send")
     with rt.engine.begin() as conn:
-        first = bodies.gate_once(conn, "r1", "d1", "token-1")
+        first = attempt_gate.gate(conn, "r1", "d1", "token-1")
     with rt.engine.begin() as conn:
-        again = bodies.gate_once(conn, "r1", "d1", "token-1")
+        again = attempt_gate.gate(conn, "r1", "d1", "token-1")
     assert first["action"] == "run" and again["action"] == "run" and again["attempt"] == first["attempt"] == 1
     with rt.engine.begin() as conn:
         call = store.get_call(conn, "d1")
         assert call is not None and (call["status"], call["attempts"]) == ("running", 1)
         assert len(store.attempts_of(conn, ["d1"])["d1"]) == 1
-        written = bodies.record_once(conn, "r1", "d1", 1, "ok", "sent", None)
+        written = attempt_gate.record_once(conn, "r1", "d1", 1, "ok", "sent", None)
     with rt.engine.begin() as conn:  # the result write's own retry after its commit: still written, once
-        assert bodies.record_once(conn, "r1", "d1", 1, "ok", "sent", None) == written == {"status": "ok", "written": True}
+        assert attempt_gate.record_once(conn, "r1", "d1", 1, "ok", "sent", None) == written == {"status": "ok", "written": True}
         (attempt,) = store.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "ok" and attempt["ended_at"] is not None
+
+
+def test_a_retried_gate_hands_the_body_the_calls_approval(make_runtime: Any) -> None:
+    """A gate retried after its commit answers what the first try answered, the approval included.
+
+    The retried gate's answer was once built apart from the first one's and lacked ``approved``, so
+    a body run after a lost commit acknowledgement saw ``ToolContext.approved`` None for a call a
+    human had approved (issue 24). The answer is now built in one place (``gate._goes_ahead``)."""
+    async def send(ctx: hx.ToolContext) -> str:
+        """Send it (unsafe, approved by a human)."""
+        return "sent"
+
+    rt = make_runtime([hx.Agent("gatekeeper", TestModel(), tools=[hx.tool(name="send", requires_approval=True)(send)])])
+    with rt.engine.begin() as conn:
+        _seed(conn, "send", requires_approval=True, approved=True)
+    with rt.engine.begin() as conn:
+        first = attempt_gate.gate(conn, "r1", "d1", "token-1")
+    with rt.engine.begin() as conn:
+        again = attempt_gate.gate(conn, "r1", "d1", "token-1")
+    assert first["action"] == "run" and first["approved"] is True
+    assert again == first
 
 
 def test_a_gate_retried_without_its_token_would_take_itself_for_a_crash(make_runtime: Any) -> None:

@@ -80,7 +80,7 @@ class Tool:
             raise ConfigurationError(f"tool {self.name!r}: reconcile_timeout must be positive, not {self.reconcile_timeout!r}")
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Literal["client", "tool"]:
         return "client" if self.client else "tool"
 
     def definition(self) -> ToolDefinition:

@@ -28,7 +28,7 @@ from ...ledger.statuses import EntryKind
 from ...recovery import Profile
 from ...views import RunResult, SessionView, StopReceipt
 from ..floor import commits as step_commits
-from ..floor import state
+from ..floor import registry as process_registry
 from ..floor.registry import Registry
 from ..flow import workflow
 from ..process import dbos_private, leases, polling
@@ -233,9 +233,9 @@ class Runtime:
         ``RuntimeAlreadyLaunchedError`` before touching anything. A launch that fails part-way
         releases what it took (``shutdown``), so the process can launch again.
         """
-        live = state.installed()
+        live = process_registry.installed()
         if live is not None:
-            raise state.already_launched_error(live)
+            raise process_registry.already_launched_error(live)
         try:
             return self._launch()
         except BaseException:
@@ -266,7 +266,7 @@ class Runtime:
                 DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
         self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
         self._tx_engine = self._create_tx_engine(url)
-        env = state.Env(
+        env = process_registry.Env(
             agents=self.agents,
             profile=self.recovery,
             settings=self.settings,
@@ -277,7 +277,7 @@ class Runtime:
         )
         registry = Registry(env, self._lock)
         workflow.register(registry)  # the run and companion workflows, bound to this registry
-        state.install(registry)  # before DBOS.launch: recovery starts workflows at once
+        process_registry.install(registry)  # before DBOS.launch: recovery starts workflows at once
         self._registry = registry
         if self._polling is not None:  # before DBOS.launch, whose recovery fills the internal queue
             with self._engine.connect() as conn:
@@ -375,7 +375,7 @@ class Runtime:
             dbos_private.destroy(wait_seconds)
             self._owns_dbos = False
         if self._registry is not None:
-            state.uninstall(self._registry)  # only this runtime's own: another's stays live
+            process_registry.uninstall(self._registry)  # only this runtime's own: another's stays live
             self._registry = None
         if self._lock is not None:
             self._lock.stop_watching()  # its renewals need the engine disposed below; the release decides

@@ -1,5 +1,14 @@
 """A step's durable boundaries and a run's ends, each one ledger transaction (``durable.tx``).
 
+The entry first (``prepare_entry``): the run's first transaction applies its entry to the ledger.
+A rewind supersedes what followed its checkpoint (and pairs the calls left behind there), a
+redirect pairs the saved step's unanswered calls and states the new message, a resume or retry
+hands the saved step to the workflow to recover; the plan says where the run starts.
+
+Before a redirect's transaction, the workflow asks the reconcile checks of the saved step's started
+calls (``redirect_checks`` lists them; ``reconcile.ask_before`` asks and records), so the pairing
+answers what a check can tell instead of ``outcome_unknown``.
+
 Save first (``append_checkpoint``: the reply and every call with a fresh dispatch id, before any
 body), then the step commit (one request answering every call, or a suspension); a step that starts
 no body saves and commits in one. A run's ends (fail, stop, a DBOS cancel) never leave a call
@@ -13,23 +22,129 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
+from ...definitions import Agent
 from ...ledger import step_rows, store
+from ...ledger import tables as t
 from ...ledger.records import RunRow
-from ...ledger.statuses import BODY_KINDS, CALL_SETTLED, RunStatus
-from ..flow import reconcile
-from ..flow.planning import Planned, reply_text
-from . import fence, transcript
-from .pairing import StepRef, apply_pairings, calls_of_step, decisions, fenced_calls_of_step, open_steps
-from .records import Appended, CallBrief, CheckTarget, StepOutcome
-from .state import env
+from ...ledger.statuses import BODY_KINDS, CALL_SETTLED, REDIRECTING_ENTRIES, RunStatus
+from . import durable, fence, transcript
+from .pairing import (
+    apply_pairings,
+    calls_of_step,
+    checks_to_ask,
+    decisions,
+    fenced_calls_of_step,
+    open_steps,
+    saved_call,
+    step_ref,
+)
+from .records import Appended, CallBrief, CheckTarget, EntryPlan, PlannedCall, StepOutcome, StepRef
+from .registry import env
 
 TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
+
+
+# --- the entry --------------------------------------------------------------------------------
+
+
+def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
+    """Answer every unanswered call of the branch a rewind just superseded, in the rewind's transaction.
+
+    No run will ever reach those calls again (entries and answers follow the active branch), so a
+    pending approval or client call there would stay ``pending`` for ever, listed as waiting and
+    refused when answered. They are paired as a redirect pairs them (``not_started`` if no body ever
+    started, else ``outcome_unknown``; a client call ``outcome_unknown``), by the pure recovery function.
+    """
+    superseded = sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.superseded_by == run_id)
+    steps = conn.execute(
+        sa.select(t.calls.c.run_id, t.calls.c.step)
+        .where(t.calls.c.checkpoint_id.in_(superseded), t.calls.c.status.not_in(CALL_SETTLED))
+        .distinct()
+    ).all()
+    for saver, step in sorted(steps, key=lambda ref: (ref[1], ref[0])):
+        calls = calls_of_step(conn, saver, step)
+        # a superseded branch asks no check: no run or model reaches it again
+        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "rewind")
+
+
+PREPARE_TX = "helix.prepare"
+
+
+def redirect_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
+    """The reconcile checks a redirecting entry asks before its pairing (a fenced read).
+
+    Its target is the step ``prepare_entry`` will pair: the rewind's checkpoint or the latest one.
+    Once the prepare transaction has committed (a replay of the workflow), there is nothing to ask:
+    the calls are answered, and the latest checkpoint is already this run's own.
+    """
+    run = fence.check(conn, run_id, "read saved calls")
+    if run["entry"] not in REDIRECTING_ENTRIES or durable.tx_committed(conn, run_id, PREPARE_TX):
+        return []
+    target = store.get_checkpoint(conn, run["checkpoint_id"]) if run["checkpoint_id"] else store.latest_checkpoint(conn, run["session_id"])
+    ref = step_ref(conn, target)
+    return [] if ref is None else checks_to_ask(conn, run, [ref], "redirect")
+
+
+def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
+    """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
+    run = fence.check(conn, run_id, "prepare")
+    sid, entry, agent = run["session_id"], run["entry"], env().agent(run["agent_name"])
+    plan: EntryPlan = {
+        "session_id": sid,
+        "agent_name": run["agent_name"],
+        "entry": entry,
+        "max_steps": run["max_steps"],
+        "mode": "model",
+        "recover": None,
+    }
+    target = store.latest_checkpoint(conn, sid)
+    if run["checkpoint_id"]:
+        target = store.get_checkpoint(conn, run["checkpoint_id"])
+        assert target is not None
+        store.rewind_to(conn, target, run_id)
+        _pair_left_behind(conn, run_id, agent)
+    store.emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
+    ref = step_ref(conn, target)
+
+    if entry in REDIRECTING_ENTRIES:
+        if ref is not None:
+            calls = calls_of_step(conn, ref["run_id"], ref["step"])
+            # the checks were asked just before this transaction (``redirect_checks``): pair by their verdicts
+            apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "redirect")
+            calls = calls_of_step(conn, ref["run_id"], ref["step"])
+            body = transcript.dump(transcript.results_message(calls, run["entry_message"]))
+            store.insert_message(conn, sid, run_id, ref["step"], "request", body)
+            store.insert_checkpoint(conn, sid, run_id, ref["step"], "step")
+        elif run["entry_message"] is not None:
+            store.insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
+    elif entry == "start":
+        if run["entry_message"] is not None:
+            store.insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
+    elif ref is not None:  # resume_continue, resume_from_checkpoint, retry: recover the saved step
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        if entry == "retry":
+            decided = decisions(agent, calls, "retry")
+            for call in calls:
+                if call["status"] in CALL_SETTLED and decided[call["dispatch_id"]].action != "keep":
+                    store.reopen_call(conn, call)
+                    if saved_call(call).check == "unknown":
+                        # the failure asked and the check could not tell: retry() asks it again (the
+                        # verdict stays in the session's events, as ``reconciled``)
+                        store.record_check(conn, call, None)
+                    store.emit(conn, sid, run_id, "call_reopened", {"dispatch_id": call["dispatch_id"]})
+        plan["mode"] = "recover"
+        plan["recover"] = ref
+    plan["step"] = ref["step"] + 1 if plan["mode"] == "recover" and ref else store.next_step(conn, sid)
+    return plan
+
+
+# --- a step -------------------------------------------------------------------------------------
 
 
 Events = list[tuple[str, Mapping[str, Any]]]
 
 
-def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[Planned]) -> list[dict[str, Any]]:
+def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[PlannedCall]) -> list[dict[str, Any]]:
     """A fresh dispatch id per call, for the save-first record (the inserted values: a ``CallRow``
     less the columns the database fills)."""
     rows = []
@@ -70,7 +185,7 @@ def _call_events(rows: Sequence[Mapping[str, Any]]) -> Events:
 
 
 def _reply_events(step: int, reply: Mapping[str, Any]) -> Events:
-    text = reply_text(transcript.load_response(reply["response"]))
+    text = transcript.reply_text(transcript.load_response(reply["response"]))
     return [("model_text", {"step": step, "text": text})] if text else []
 
 
@@ -81,7 +196,7 @@ def _reply_rows(run_id: str, sid: str, step: int, reply: Mapping[str, Any], *aft
     )
 
 
-def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned]) -> Appended:
+def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[PlannedCall]) -> Appended:
     """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
     fence.check(conn, run_id, "append")
     checkpoint_id = store.new_checkpoint_id()
@@ -150,7 +265,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
     return outcome or {"status": "committed"}
 
 
-def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[Planned], output_required: bool) -> StepOutcome:
+def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[PlannedCall], output_required: bool) -> StepOutcome:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
     run = fence.check(conn, run_id, "step commit")
     checkpoint_id = store.new_checkpoint_id()
@@ -158,7 +273,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
     if not planned:
         if not output_required:
             events.append(store.checkpoint_event(checkpoint_id, "step", step))
-            text = reply_text(transcript.load_response(reply["response"]))
+            text = transcript.reply_text(transcript.load_response(reply["response"]))
             store.end_run(conn, run_id, "completed", output=text, events=events)
             step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")), events)
             return {"status": "completed", "output": text}
@@ -186,7 +301,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
 def failure_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
     """The reconcile checks a failing run asks before ``fail_run`` pairs its calls (a fenced read)."""
     run = fence.check(conn, run_id, "read saved calls")
-    return reconcile.checks_to_ask(conn, run, open_steps(conn, run), "redirect")
+    return checks_to_ask(conn, run, open_steps(conn, run), "redirect")
 
 
 def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> StepOutcome:

@@ -27,7 +27,7 @@ from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.escape import escape_json, unescape_json
 from ..process import dbos_private
-from .state import env
+from .registry import env
 from .store_retry import retrying
 
 if TYPE_CHECKING:

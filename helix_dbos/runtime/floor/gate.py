@@ -17,14 +17,49 @@ from ...ledger import attempts, store
 from ...ledger import tables as t
 from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ...ledger.statuses import CALL_SETTLED, CallStatus
+from ...recovery.decide import BodyAction
 from . import fence
 from .pairing import calls_of_step, decisions, fenced_calls_of_step, mark_proved
-from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome
-from .state import env
+from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome, RunGate
+from .registry import env
 
 
-def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None = None, where: tuple[str, int] | None = None) -> GateOutcome:
+def gate(
+    conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None = None, *, retried: bool = True, where: tuple[str, int] | None = None
+) -> GateOutcome:
     """A body's first act: decide, and if it runs, commit the attempt before the body starts.
+
+    Idempotent per ``token``: if this gate execution's attempt is already committed (its
+    acknowledgement was lost and the transaction runs again), the body goes ahead under that attempt.
+
+    Without the token the retry would find a running call with an attempt and no result, which is
+    exactly what a crashed body looks like: an unsafe call would be paired ``outcome_unknown`` and a
+    safe one would run a second body, though neither had started. Only a retried transaction can
+    find its own attempt, so the first try does not look.
+    """
+    mine = store.attempt_by_token(conn, dispatch_id, token) if retried and token is not None else None
+    if mine is not None:
+        fence.check(conn, run_id, "attempt gate")
+        call = store.get_call(conn, dispatch_id)
+        run = store.get_run(conn, run_id)
+        assert call is not None and run is not None
+        if call["status"] != "running" or call["attempts"] != mine["attempt"]:
+            return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
+        tool = env().agent(run["agent_name"]).tool(call["tool_name"])
+        return _goes_ahead("run", mine["attempt"], call, run["agent_name"], tool is not None and tool.transactional)
+    return _decide(conn, run_id, dispatch_id, token, where)
+
+
+def _goes_ahead(action: BodyAction, attempt: int, call: CallRow, agent_name: str, transactional: bool) -> RunGate:
+    """The gate's answer when the body goes ahead, built here only: a first gate and a retried one
+    (``gate`` finding its own attempt) hand the body the same facts, the call's approval among them."""
+    return {"action": action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
+            "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
+            "agent_name": agent_name, "transactional": transactional, "replay": call["replay"], "approved": call["approved"]}
+
+
+def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None, where: tuple[str, int] | None) -> GateOutcome:
+    """Decide by the recovery rules, and if the body runs, commit the attempt before it starts.
 
     Two reads: the fence's (the run, its session's lock, its stop record, DBOS's cancel) and the
     call's step (the call and its siblings, which the recovery rules judge it among)."""
@@ -46,10 +81,7 @@ def gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None =
         if d.action != "run":
             store.emit(conn, call["session_id"], run_id, "recovery",
                        {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
-        return {"action": d.action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
-                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-                "agent_name": run["agent_name"], "transactional": transactional, "replay": call["replay"],
-                "approved": call["approved"]}
+        return _goes_ahead(d.action, attempt, call, run["agent_name"], transactional)
     if d.action == "reconcile":
         # Ask the outside system (the body does, outside this transaction), record the verdict, gate again.
         return {"action": "reconcile", "attempts": call["attempts"], "args": call["args"], "tool_name": call["tool_name"],
@@ -141,3 +173,17 @@ def record(
     call = store.get_call(conn, dispatch_id)
     assert call is not None
     return {"status": call["status"], "written": False}
+
+
+def record_once(
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, *, retried: bool = True,
+    tool_name: str | None = None,
+) -> RecordOutcome:
+    """The result write, idempotent: a retry whose first try committed finds its own answer written
+    (only a retried transaction can, so the first try does not look)."""
+    call = store.get_call(conn, dispatch_id) if retried else None
+    if call is not None and call["attempts"] == attempt and call["paired_by"] == "body" and call["status"] == status:
+        outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
+        if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
+            return {"status": status, "written": True}
+    return record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name)

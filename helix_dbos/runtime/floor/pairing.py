@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -17,16 +17,11 @@ from ...definitions import Agent
 from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.records import CallRow, CheckpointRow, RunRow
+from ...ledger.statuses import CALL_SETTLED
 from ...recovery import Decision, SavedCall, ToolNow, decide
 from . import fence
-from .state import env
-
-
-class StepRef(TypedDict):
-    """A saved step: the run that saved its calls, and the step (a run is linear: one reply)."""
-
-    run_id: str
-    step: int
+from .records import CheckTarget, StepRef
+from .registry import env
 
 
 def tools_now(agent: Agent) -> dict[str, ToolNow]:
@@ -180,3 +175,20 @@ def open_steps(conn: sa.Connection, run: RunRow) -> list[StepRef]:
     if latest is not None:
         refs.add((latest["run_id"], latest["step"]))
     return [{"run_id": r, "step": s} for r, s in sorted(refs, key=lambda ref: ref[1])]
+
+
+def checks_to_ask(conn: sa.Connection, run: RunRow, steps: list[StepRef], entry: str) -> list[CheckTarget]:
+    """The started calls of ``steps`` whose pairing under ``entry`` waits for a reconcile check
+    (no verdict yet about their latest attempt), as ``ask_and_record`` requests."""
+    agent = env().agent(run["agent_name"])
+    wanted: list[CheckTarget] = []
+    for ref in steps:
+        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        if all(c["status"] in CALL_SETTLED for c in calls):
+            continue
+        decided = decisions(agent, calls, entry)
+        for c in calls:
+            if decided[c["dispatch_id"]].action == "reconcile":
+                wanted.append({"dispatch_id": c["dispatch_id"], "attempts": c["attempts"], "args": c["args"], "tool_name": c["tool_name"],
+                               "session_id": c["session_id"], "agent_name": run["agent_name"]})
+    return wanted

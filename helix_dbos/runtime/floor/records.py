@@ -1,6 +1,6 @@
 """What the attempt gate and the result write answer, typed: the records a body passes between them.
 
-The gate (``attempt_gate.gate``, ``bodies.gate_once``) answers one of three shapes, told apart by
+The gate (``gate.gate``) answers one of three shapes, told apart by
 ``action``: a body (or a child) goes ahead under a committed attempt (``RunGate``), a reconcile check
 must be asked first (``ReconcileGate``), or the call is answered without a body (``DoneGate``). The
 result write answers a ``RecordOutcome``. Like the ledger's rows (``ledger/records.py``) these stay
@@ -27,6 +27,49 @@ class _Traced(TypedDict, total=False):
     _tool: str | None
 
 
+class PlannedCallBase(TypedDict):
+    position: int
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    replay: str
+    concurrency_group: str | None
+    sequential: bool
+    requires_approval: bool
+    transactional: bool
+    result: Any
+    error: dict[str, Any] | None
+    paired_by: str | None
+
+
+class PlannedCall(PlannedCallBase):
+    """One call of a model reply as planned (``planning.plan_calls``): recorded with the reply, so a
+    replay acts on the plan made before the crash, and saved first as the call's row."""
+
+    kind: CallKind
+    status: CallStatus
+
+
+class StepRef(TypedDict):
+    """A saved step: the run that saved its calls, and the step (a run is linear: one reply)."""
+
+    run_id: str
+    step: int
+
+
+class EntryPlan(TypedDict):
+    """Where a run starts, as its entry transaction left the ledger (``commits.prepare_entry``):
+    at the model, or recovering the saved step ``recover``; ``step`` is the first step it writes."""
+
+    session_id: str
+    agent_name: str
+    entry: EntryKind
+    max_steps: int
+    mode: Literal["model", "recover"]
+    recover: StepRef | None
+    step: NotRequired[int]
+
+
 class CheckRequest(TypedDict):
     """The call a reconcile check is asked about (``reconcile.ask_and_record``); ``attempts`` is the
     attempt the verdict will be about."""
@@ -39,7 +82,7 @@ class CheckRequest(TypedDict):
 
 
 class CheckTarget(CheckRequest):
-    """A started call whose pairing waits for its check (``reconcile.checks_to_ask``)."""
+    """A started call whose pairing waits for its check (``pairing.checks_to_ask``)."""
 
     dispatch_id: str
 
@@ -57,8 +100,8 @@ class RunGate(_Traced):
     agent_name: str
     transactional: bool
     replay: str
-    #: The call's approval (absent when a retried gate found its own attempt: ``bodies.gate_once``).
-    approved: NotRequired[bool | None]
+    #: The call's approval (``ToolContext.approved``), also when a retried gate found its own attempt.
+    approved: bool | None
 
 
 class ReconcileGate(CheckRequest, _Traced):

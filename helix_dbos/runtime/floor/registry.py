@@ -1,22 +1,61 @@
-"""The one object a launched runtime hands down: its Env, its registered workflows, its executor lock.
+"""The one object a launched runtime hands down, and the process's one lookup of it.
 
-``Runtime.launch`` makes one ``Registry``, registers the run and companion workflows *bound to it*
-(closures made at registration, ``DBOS.workflow(name=...)``), installs it as the process's one
-registry (``state.install``) and hands it to everything it starts. Children and companions start
-the run workflow they find here, never one from a module global, so a workflow is always the
-function of the registry that registered it.
+``Runtime.launch`` makes one ``Registry`` (its ``Env``: agents, engines, settings; its registered
+workflows; its executor lock), registers the run and companion workflows *bound to it* (closures
+made at registration, ``DBOS.workflow(name=...)``) and hands it to everything it starts. Children
+and companions start the run workflow they find here, never one from a module global, so a
+workflow is always the function of the registry that registered it.
+
+DBOS is one per process and resolves a workflow by its registered name on recovery, so a workflow
+DBOS starts, and the step code under it, can only find the launched runtime through one
+process-wide lookup. That lookup is here and nowhere else: ``current()`` (and ``env()``, its Env,
+for the workflow code written against it; ``lock_held()``/``wait_lock_held()`` for body code).
+``install`` refuses a second registry while one is live, so a second ``Runtime`` in one process
+fails typed instead of taking over the first's workflows; ``uninstall`` at shutdown lets the next
+one launch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ConfigurationError
-from .state import Env
+import sqlalchemy as sa
+
+from ...definitions import Agent
+from ...errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
+from ...recovery import Profile
+from ..process.config import Settings
+from .handoff import Handoff
+from .transcript import TranscriptCache
 
 if TYPE_CHECKING:
     from ..process.executor_lock import ExecutorLock
+
+@dataclass
+class Env:
+    agents: dict[str, Agent]
+    profile: Profile
+    settings: Settings
+    #: The workflows' ledger transactions' own pool (``durable.tx``, ``durable.plain_tx``).
+    tx_engine: sa.Engine
+    engine: sa.Engine
+    queue_name: str
+    #: Model output deltas go to the run's DBOS stream as they come (``runtime/flow/live.py``).
+    live_output: bool = False
+    #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).
+    transcripts: TranscriptCache = field(default_factory=TranscriptCache)
+    #: The first model request's read, made by the entry's prepare (by run id: ``handoff.py``).
+    prereads: Handoff[str, Any] = field(default_factory=Handoff)
+    #: A run's result as the transaction that brought it to rest read it (by run id: ``handoff.py``).
+    settled: Handoff[str, Any] = field(default_factory=lambda: Handoff(size=256))
+
+    def agent(self, name: str) -> Agent:
+        try:
+            return self.agents[name]
+        except KeyError:
+            raise UnknownAgentError(f"no agent named {name!r} is defined in this process") from None
 
 
 class Registry:
@@ -61,3 +100,60 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry(executor_id={self.env.settings.executor_id!r}, queue={self.env.queue_name!r})"
+
+
+_installed: Registry | None = None
+
+
+def already_launched_error(live: Registry) -> RuntimeAlreadyLaunchedError:
+    return RuntimeAlreadyLaunchedError(
+        f"a runtime is already launched in this process ({live!r}); shut it down before launching another",
+        detail="DBOS is one per process and finds workflows by name: a second runtime would take over the first's",
+    )
+
+
+def install(registry: Registry) -> None:
+    """Make ``registry`` the process's one registry; refused while another is installed."""
+    global _installed
+    if _installed is not None and _installed is not registry:
+        raise already_launched_error(_installed)
+    _installed = registry
+
+
+def uninstall(registry: Registry) -> None:
+    """Clear the process's registry if it is ``registry`` (a failed or second launch clears nothing)."""
+    global _installed
+    if _installed is registry:
+        _installed = None
+
+
+def installed() -> Registry | None:
+    return _installed
+
+
+def current() -> Registry:
+    """The launched runtime's registry, for code DBOS calls into (workflows and their steps)."""
+    if _installed is None:
+        raise ConfigurationError("helix_dbos runtime is not launched in this process (call runtime.launch())")
+    return _installed
+
+
+def env() -> Env:
+    """The launched runtime's Env (``current().env``)."""
+    return current().env
+
+
+def lock_held() -> bool:
+    """Whether this process may act for its executor id now (no launched runtime: yes).
+
+    Body code DBOS runs has no registry in hand, so it asks the launched one; code that has the
+    registry calls ``registry.lock_held()``."""
+    registry = installed()
+    return registry is None or registry.lock_held()
+
+
+def wait_lock_held() -> None:
+    """Block until this process holds its executor lock (no launched runtime: no-op)."""
+    registry = installed()
+    if registry is not None:
+        registry.wait_lock_held()

@@ -68,7 +68,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _window() -> float:
-    from .state import env
+    from .registry import env
 
     return env().settings.store_retry_window
 

@@ -168,3 +168,10 @@ def jsonable(value: Any) -> tuple[bool, Any]:
     if _is_jsonable(value):
         return True, value
     return False, f"tool result of type {type(value).__name__} is not JSON-serialisable"
+
+
+def reply_text(response: ModelResponse) -> str:
+    """The reply's text parts, joined (what a final answer or a step's note says)."""
+    from pydantic_ai.messages import TextPart
+
+    return "".join(p.content for p in response.parts if isinstance(p, TextPart))

@@ -31,8 +31,8 @@ from ..floor import fence, group_commit, transcript
 from ..floor import gate as attempt_gate
 from ..floor.durable import plain_tx
 from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
-from ..floor.state import env
-from ..process import executor_lock, tracing
+from ..floor.registry import env, lock_held, wait_lock_held
+from ..process import tracing
 from ..process.faults import crash_point, fail_point
 from . import reconcile, scopes, transactional
 from .local_child import run_local_child
@@ -40,14 +40,14 @@ from .local_child import run_local_child
 
 async def _hold_executor_lock() -> None:
     """Wait while the watchdog re-acquires a lost executor lock (it exits the process if it cannot)."""
-    if not executor_lock.held():
-        await asyncio.to_thread(executor_lock.wait_held)
+    if not lock_held():
+        await asyncio.to_thread(wait_lock_held)
 
 
 def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> GateOutcome:
     """The attempt gate, plus the call's saved policy (for the span)."""
     tries[0] += 1
-    out = gate_once(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
+    out = attempt_gate.gate(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
     if "replay" not in out:  # answered without a body: the span still names the call's tool and policy
         call = store.get_call(conn, dispatch_id)
         out = cast(GateOutcome, {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None})
@@ -87,7 +87,7 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
         attempt=gate["attempt"],
         agent_name=agent.name,
         tool_name=name,
-        approved=gate.get("approved"),
+        approved=gate["approved"],
     )
     if agent.uses_scope():  # a fresh process lists the pydantic-ai agent's toolsets before its body
         await agent.refresh(await scopes.scope_of(agent, run_id, gate["session_id"]))
@@ -126,48 +126,8 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
     return written
 
 
-def gate_once(
-    conn: sa.Connection, run_id: str, dispatch_id: str, token: str, *, retried: bool = True, where: tuple[str, int] | None = None
-) -> GateOutcome:
-    """The attempt gate, idempotent per ``token``: if this gate execution's attempt is already
-    committed (its acknowledgement was lost), the body goes ahead under that attempt.
-
-    Without the token the retry would find a running call with an attempt and no result, which is
-    exactly what a crashed body looks like: an unsafe call would be paired ``outcome_unknown`` and a
-    safe one would run a second body, though neither had started. Only a retried transaction can
-    find its own attempt, so the first try does not look.
-    """
-    mine = store.attempt_by_token(conn, dispatch_id, token) if retried else None
-    if mine is not None:
-        fence.check(conn, run_id, "attempt gate")
-        call = store.get_call(conn, dispatch_id)
-        run = store.get_run(conn, run_id)
-        assert call is not None and run is not None
-        if call["status"] != "running" or call["attempts"] != mine["attempt"]:
-            return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
-        tool = env().agent(run["agent_name"]).tool(call["tool_name"])
-        return {"action": "run", "attempt": mine["attempt"], "args": call["args"], "tool_call_id": call["tool_call_id"],
-                "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-                "agent_name": run["agent_name"], "transactional": tool is not None and tool.transactional, "replay": call["replay"]}
-    return attempt_gate.gate(conn, run_id, dispatch_id, token, where)
-
-
 def _record(
     conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, tries: list[int], tool_name: str | None = None
 ) -> RecordOutcome:
     tries[0] += 1
-    return record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)
-
-
-def record_once(
-    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, *, retried: bool = True,
-    tool_name: str | None = None,
-) -> RecordOutcome:
-    """The result write, idempotent: a retry whose first try committed finds its own answer written
-    (only a retried transaction can, so the first try does not look)."""
-    call = store.get_call(conn, dispatch_id) if retried else None
-    if call is not None and call["attempts"] == attempt and call["paired_by"] == "body" and call["status"] == status:
-        outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
-        if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
-            return {"status": status, "written": True}
-    return cast(RecordOutcome, dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name)))
+    return attempt_gate.record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import sqlalchemy as sa
 
@@ -27,7 +27,7 @@ from ...errors import StoreUnavailableError
 from ...ledger import tables as t
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
-from ..floor.state import Env, env
+from ..floor.registry import Env, env
 from ..process import tracing
 from . import scopes
 from .planning import plan_calls
@@ -276,7 +276,8 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
         "usage": _usage(response),
         "model_name": response.model_name,
         "step": step,
-        "planned": await agent.review_plan(plan_calls(agent, response), scope),
+        # the agent's hook is public API and sees plain dicts; what it hands back is the plan
+        "planned": await agent.review_plan(cast("list[dict[str, Any]]", plan_calls(agent, response)), scope),
     }
     limits = getattr(agent, "usage_limits", None)
     if limits is not None:

@@ -17,9 +17,7 @@ import pydantic
 from ...definitions import FINISH_TOOL, Agent
 from ...definitions.agents import SubAgentInput
 from ...ledger.statuses import BODY_KINDS
-
-Planned = dict[str, Any]
-
+from ..floor.records import PlannedCall, PlannedCallBase
 
 log = logging.getLogger("helix_dbos")
 
@@ -43,7 +41,7 @@ def _args_of(part: ToolCallPart) -> tuple[Any, str | None]:
         return {"_raw": part.args if isinstance(part.args, str) else repr(part.args)}, f"arguments are not valid JSON: {exc}"
 
 
-def _invalid(base: Planned, message: str, code: str = "invalid_arguments") -> Planned:
+def _invalid(base: PlannedCallBase, message: str, code: str = "invalid_arguments") -> PlannedCall:
     return {**base, "kind": "invalid", "status": "error", "paired_by": "validation", "error": {"code": code, "message": message}}
 
 
@@ -62,15 +60,15 @@ def _needs_approval(tool: Any, args: dict[str, Any]) -> bool:
         return True
 
 
-def plan_calls(agent: Agent, response: ModelResponse) -> list[Planned]:
-    planned: list[Planned] = []
+def plan_calls(agent: Agent, response: ModelResponse) -> list[PlannedCall]:
+    planned: list[PlannedCall] = []
     names = [t.name for t in agent.tools] + [s.tool_name for s in agent.sub_agents]
     from pydantic_ai.messages import ToolCallPart
 
     calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
     for position, part in enumerate(calls):
         args, bad_json = _args_of(part)
-        base: Planned = {
+        base: PlannedCallBase = {
             "position": position,
             "tool_call_id": part.tool_call_id,
             "tool_name": part.tool_name,
@@ -130,12 +128,6 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[Planned]:
     return planned
 
 
-def starts_a_body(planned: list[Planned]) -> bool:
+def starts_a_body(planned: list[PlannedCall]) -> bool:
     """Whether the step must save first: some call will start a body (or a child)."""
     return any(p["kind"] in BODY_KINDS and p["status"] == "saved" for p in planned)
-
-
-def reply_text(response: ModelResponse) -> str:
-    from pydantic_ai.messages import TextPart
-
-    return "".join(p.content for p in response.parts if isinstance(p, TextPart))

@@ -22,15 +22,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...definitions import Applied, CheckContext, NotApplied, Tool
-from ...ledger.records import CheckVerdict, RunRow
-from ...ledger.statuses import CALL_SETTLED
+from ...ledger.records import CheckVerdict
 from ..floor import gate as attempt_gate
 from ..floor import transcript
 from ..floor.durable import plain_tx
-from ..floor.pairing import StepRef, calls_of_step, decisions
 from ..floor.records import CheckRequest, CheckTarget
-from ..floor.state import env
-from ..process import executor_lock
+from ..floor.registry import env, lock_held, wait_lock_held
 from ..process.faults import crash_point
 
 
@@ -79,26 +76,9 @@ async def ask_and_record(run_id: str, dispatch_id: str, request: CheckRequest) -
                            args=request["args"], attempts=request["attempts"], run_id=run_id)
         verdict = await ask(tool, ctx)
     crash_point("after_check", request["tool_name"])
-    if not executor_lock.held():  # a process that lost its executor id records no verdict
-        await asyncio.to_thread(executor_lock.wait_held)
+    if not lock_held():  # a process that lost its executor id records no verdict
+        await asyncio.to_thread(wait_lock_held)
     await plain_tx(attempt_gate.record_check, run_id, dispatch_id, request["attempts"], verdict)
-
-
-def checks_to_ask(conn: sa.Connection, run: RunRow, steps: list[StepRef], entry: str) -> list[CheckTarget]:
-    """The started calls of ``steps`` whose pairing under ``entry`` waits for a reconcile check
-    (no verdict yet about their latest attempt), as ``ask_and_record`` requests."""
-    agent = env().agent(run["agent_name"])
-    wanted: list[CheckTarget] = []
-    for ref in steps:
-        calls = calls_of_step(conn, ref["run_id"], ref["step"])
-        if all(c["status"] in CALL_SETTLED for c in calls):
-            continue
-        decided = decisions(agent, calls, entry)
-        for c in calls:
-            if decided[c["dispatch_id"]].action == "reconcile":
-                wanted.append({"dispatch_id": c["dispatch_id"], "attempts": c["attempts"], "args": c["args"], "tool_name": c["tool_name"],
-                               "session_id": c["session_id"], "agent_name": run["agent_name"]})
-    return wanted
 
 
 async def ask_before(run_id: str, read: Callable[[sa.Connection, str], list[CheckTarget]]) -> int:

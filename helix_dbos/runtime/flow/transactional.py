@@ -23,7 +23,7 @@ from ...ledger import attempts, store
 from ..floor import fence, transcript
 from ..floor import gate as attempt_gate
 from ..floor.records import RecordOutcome
-from ..floor.state import env
+from ..floor.registry import env
 from ..floor.store_retry import is_transient
 from ..process.faults import crash_point
 

@@ -28,12 +28,10 @@ from ...ledger import store
 from ...ledger.records import RunRow
 from ...ledger.statuses import BODY_KINDS
 from ...recovery import lanes
-from ..face import reader
 from ..floor import commits as step_commits
-from ..floor import durable, fence, prepare, state
+from ..floor import durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
-from ..floor.registry import Registry
-from ..floor.state import env
+from ..floor.registry import Registry, current, env
 from ..process import tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from ..process.faults import crash_point, fail_point
@@ -201,9 +199,9 @@ async def _drive(run_id: str) -> dict[str, Any]:
     # With no reconciled tool defined here there is nothing to ask (recovery judges a saved call by
     # the tool as it is now), and the read is skipped: one transaction fewer per run.
     if _defines_checks():
-        await reconcile.ask_before(run_id, prepare.redirect_checks)
-    prepare_entry = tracing.traced(prepare.PREPARE_TX, prepare.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
-    plan, first_read = await tx_and_read(prepare.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, run_id, plan), run_id)
+        await reconcile.ask_before(run_id, step_commits.redirect_checks)
+    prepare_entry = tracing.traced(step_commits.PREPARE_TX, step_commits.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
+    plan, first_read = await tx_and_read(step_commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, run_id, plan), run_id)
     if first_read is not None:
         env().prereads.put(run_id, first_read)
     sid: str = plan["session_id"]
@@ -282,7 +280,7 @@ async def _ending(name: str, fn: Any, run_id: str, *args: Any) -> Any:
 
 def _settled_read(run_id: str) -> Any:
     def read(conn: Any, outcome: Any) -> Any:
-        return None if outcome.get("status") == "committed" else reader.at_rest(conn, run_id)
+        return None if outcome.get("status") == "committed" else reads.at_rest(conn, run_id)
 
     return read
 
@@ -357,7 +355,7 @@ async def _saved_step(
 async def _dispatch_children(run_id: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Gate and start (or re-attach, or re-send to) every delegating call, in reply order: DBOS
     operations in workflow code, so their order must not depend on which lane finishes first."""
-    registry = state.current()
+    registry = current()
     gates = []
     for call in sorted(calls, key=lambda c: c["position"]):
         kind = children if call["kind"] == "remote" else companions
@@ -368,7 +366,7 @@ async def _dispatch_children(run_id: str, calls: list[dict[str, Any]]) -> list[d
 
 async def _settle_children(run_id: str, gates: list[dict[str, Any]]) -> None:
     """Wait for each dispatched child in reply order and answer its call."""
-    registry = state.current()
+    registry = current()
     for gate in gates:
         if gate["action"] != "done":
             await (children if gate["kind"] == "remote" else companions).settle(registry, run_id, gate)

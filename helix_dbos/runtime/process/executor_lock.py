@@ -46,7 +46,6 @@ import sqlalchemy as sa
 
 from ...errors import ConfigurationError, ExecutorIdInUseError
 from ...ledger.engine import create_sync_engine, is_sqlite, sqlite_path
-from ..floor.state import installed
 
 MAX_DEFAULT_SLOTS = 64
 #: How often the watchdog confirms the lock while this process is working (it asked ``held()``
@@ -469,20 +468,3 @@ class ExecutorLock:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
-
-
-def wait_held() -> None:
-    """Block until this process holds its executor lock (no launched runtime: no-op).
-
-    Body code DBOS runs has no registry in hand, so it asks the launched one (``state.installed``,
-    the process's one lookup); code that has the registry calls ``registry.wait_lock_held()``.
-    """
-    registry = installed()
-    if registry is not None:
-        registry.wait_lock_held()
-
-
-def held() -> bool:
-    """Whether this process may act for its executor id now (see ``wait_held``)."""
-    registry = installed()
-    return registry is None or registry.lock_held()
