@@ -261,8 +261,8 @@ def test_resolve_policy_sources() -> None:
 
 def test_refused_features_are_typed() -> None:
     model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")]))
-    with pytest.raises(ConfigurationError, match="needs a name"):
-        hx.from_pydantic_ai(Agent(model))
+    with pytest.raises(ConfigurationError, match="no name is stable across processes"):
+        hx.from_pydantic_ai(Agent(model))  # bound to no variable: nothing to infer a name from
     with pytest.raises(ConfigurationError, match="no model"):
         hx.from_pydantic_ai(Agent(name="nomodel"))
     prompted = Agent(model, name="p")

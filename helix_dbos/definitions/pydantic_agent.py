@@ -38,6 +38,9 @@ from ..errors import (
 )
 from .agents import Agent, SubAgent
 from .context import RunScope, ToolContext
+from .pydantic_capabilities import check_capabilities
+from .pydantic_names import infer_agent_name
+from .pydantic_outputs import read_output_type
 from .tools import ApprovalRule, Tool
 
 log = logging.getLogger("helix_dbos")
@@ -453,18 +456,6 @@ def _never(*_: Any, **__: Any) -> Any:  # pragma: no cover - ToolsetTool.invoke 
     raise AssertionError("a toolset tool runs through its toolset")
 
 
-def _output_type(agent: PydanticAIAgent[Any, Any]) -> type[Any] | None:
-    output = getattr(agent, "_output_type", str)
-    if output is str or output is None:
-        return None
-    if inspect.isclass(output) or hasattr(output, "__origin__"):
-        return output  # a model, dataclass, TypedDict or generic alias: offered as the final_result tool
-    raise UnsupportedFeatureError(
-        f"agent {agent.name!r}: output_type {output!r} (ToolOutput, NativeOutput, PromptedOutput, TextOutput, "
-        "output functions, a list of types) is not supported; give one type, offered as the final_result tool"
-    )
-
-
 def _max_steps(usage_limits: UsageLimits | None, max_steps: int | None, name: str) -> int:
     """``request_limit`` is the run's ``max_steps``; token and tool-call limits are checked in each
     model step (``runtime/model_step.check_usage_limits``)."""
@@ -473,22 +464,15 @@ def _max_steps(usage_limits: UsageLimits | None, max_steps: int | None, name: st
     return usage_limits.request_limit or max_steps or 50
 
 
-#: Capabilities every pydantic-ai agent carries by default; they add nothing the runtime must honour.
-DEFAULT_CAPABILITIES = frozenset({"ToolSearch", "PendingMessageDrainCapability"})
+def _model_of(agent: PydanticAIAgent[Any, Any]) -> Any:
+    """The agent's model, or the one ``agent.override(model=...)`` puts in place while it is read.
 
-
-def _refuse_capabilities(agent: PydanticAIAgent[Any, Any], name: str) -> None:
-    """Capabilities hook into pydantic-ai's own run loop, which does not run here: refuse, never drop silently."""
-    root = getattr(agent, "_root_capability", None)
-    extra = sorted({type(c).__name__ for c in getattr(root, "capabilities", []) or []} - DEFAULT_CAPABILITIES)
-    if extra:
-        hint = " (the runtime is the durability: hand the agent over without it)" if "DBOSDurability" in extra else ""
-        raise UnsupportedFeatureError(f"agent {name!r}: capabilities {extra} are not supported{hint}")
-    native = [t for t in getattr(agent, "_cap_native_tools", []) or [] if not getattr(t, "optional", False)]
-    if native:
-        raise UnsupportedFeatureError(
-            f"agent {name!r}: native (provider-executed) tools {[type(t).__name__ for t in native]} are not supported"
-        )
+    Read once, when the runtime is built: an override active then is the model of every run the
+    runtime makes (the test idiom ``with agent.override(model=TestModel()): hx.Runtime(...)``).
+    """
+    override = getattr(agent, "_override_model", None)
+    active = override.get() if override is not None else None
+    return active.value if active is not None else agent.model
 
 
 def from_pydantic_ai(
@@ -513,21 +497,24 @@ def from_pydantic_ai(
     """
     if not isinstance(agent, PydanticAIAgent):
         raise ConfigurationError(f"from_pydantic_ai needs a pydantic_ai.Agent, not {type(agent).__name__}")
-    agent_name = name or agent.name
-    if not agent_name:
-        raise ConfigurationError("a pydantic-ai agent needs a name (Agent(..., name='...')): runs resolve agents by name")
-    if agent.model is None:
+    agent_name = name or infer_agent_name(agent)
+    model = _model_of(agent)
+    if model is None:
         raise ConfigurationError(f"agent {agent_name!r} has no model; give Agent(model=...) (a run cannot choose one)")
     if getattr(agent, "_system_prompt_functions", None) or getattr(agent, "_system_prompt_dynamic_functions", None):
         raise UnsupportedFeatureError(
             f"agent {agent_name!r}: @agent.system_prompt functions are not supported; use @agent.instructions "
             "(rendered for every model request)"
         )
-    _refuse_capabilities(agent, agent_name)
+    from_capabilities = check_capabilities(agent, agent_name)
     settings = agent.model_settings
     if settings is not None and not isinstance(settings, dict):
         raise UnsupportedFeatureError(f"agent {agent_name!r}: model_settings must be a dict, not a {type(settings).__name__}")
-    output_type = _output_type(agent)
+    if from_capabilities:  # capabilities' settings go on top of the agent's, as pydantic-ai merges them
+        from pydantic_ai.settings import merge_model_settings
+
+        settings = dict(merge_model_settings(settings, from_capabilities) or {})  # type: ignore[arg-type]
+    output_type = read_output_type(getattr(agent, "_output_type", str), agent_name)
     if getattr(agent, "_output_validators", None) and output_type is None:
         raise UnsupportedFeatureError(
             f"agent {agent_name!r}: output validators on text output are not supported; give a structured output_type"
@@ -535,7 +522,7 @@ def from_pydantic_ai(
     timeout = tool_timeout or getattr(agent, "_tool_timeout", None) or DEFAULT_TOOL_TIMEOUT
     return PydanticAgent(
         name=agent_name,
-        model=agent.model,
+        model=model,
         instructions=None,
         output_type=output_type,
         max_steps=_max_steps(usage_limits, max_steps, agent_name),

@@ -70,13 +70,14 @@ def _adapt(agents: Iterable[Any], tool_policies: Mapping[str, Any] | None, deps_
     from pydantic_ai import Agent as PydanticAIAgent
 
     from ...definitions.pydantic_agent import from_pydantic_ai
+    from ...definitions.pydantic_names import infer_agent_name
 
     out: list[Agent] = []
     for agent in agents:
         if isinstance(agent, PydanticAIAgent):
-            name = agent.name or ""
+            name = infer_agent_name(agent)  # as pydantic-ai names an unnamed agent (definitions/pydantic_names.py)
             agent = from_pydantic_ai(
-                agent, tool_policies=(tool_policies or {}).get(name), deps_factory=(deps_factories or {}).get(name)
+                agent, name=name, tool_policies=(tool_policies or {}).get(name), deps_factory=(deps_factories or {}).get(name)
             )
         elif not isinstance(agent, Agent):
             raise ConfigurationError(f"agents must be hx.Agent or pydantic_ai.Agent, not {type(agent).__name__}")

@@ -167,6 +167,14 @@ def jsonable(value: Any) -> tuple[bool, Any]:
         value = value.model_dump(mode="json")
     if _is_jsonable(value):
         return True, value
+    try:  # models, dataclasses, dates inside lists and dicts: as pydantic-ai serialises a tool's return
+        import pydantic_core
+
+        dumped = pydantic_core.to_jsonable_python(value)
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError):
+        dumped = None
+    if dumped is not None and _is_jsonable(dumped):
+        return True, dumped
     return False, f"tool result of type {type(value).__name__} is not JSON-serialisable"
 
 

@@ -1,0 +1,61 @@
+"""pydantic-ai's own examples, unchanged but for their models, run under ``hx.Runtime`` (both databases).
+
+The examples run in a child process (``tests/scenarios/examples_app.py`` says how each model is
+swapped and why a child): no ``name=`` is added (names are inferred from the module variables),
+their ``Caching()`` capabilities stay, ``flight_booking``'s union outputs and output validator run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from tests.procs import child_env, run_module
+from tests.scenarios import pydantic_ai_examples
+
+EXAMPLES = Path(pydantic_ai_examples.__file__).parent
+
+
+def test_the_examples_are_the_released_files() -> None:
+    for name, (digest, size) in pydantic_ai_examples.RECORD.items():
+        data = (EXAMPLES / name).read_bytes()
+        ours = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert (ours, len(data)) == (digest, size), f"{name} differs from pydantic-ai-examples {pydantic_ai_examples.VERSION}"
+
+
+def _calls(report: dict[str, Any], label: str) -> list[tuple[str, str, str]]:
+    return [(c["tool"], c["kind"], c["status"]) for c in report[label]["calls"]]
+
+
+def test_examples_run_with_only_the_model_swapped(db_url: str) -> None:
+    outcome = run_module("tests.scenarios.examples_app", ["--db", db_url], child_env(), timeout=240)
+    assert outcome.code == 0 and outcome.result is not None, outcome.stderr[-3000:]
+    report = outcome.result
+    assert report["names"] == ["roulette_agent", "search_agent", "seat_preference_agent", "support_agent", "weather_agent"]
+
+    bank = report["bank_support"]  # TestModel: calls the tool, then the output tool with generated values
+    assert bank["status"] == "completed", bank
+    assert set(bank["output"]) == {"support_advice", "block_card", "risk"}
+    assert bank["calls"][0]["tool"] == "customer_balance" and bank["calls"][0]["result"] == "$123.45"
+
+    roulette = report["roulette_wheel"]
+    assert roulette["status"] == "completed" and roulette["output"] is True, roulette
+    assert roulette["calls"][0]["result"] == "winner"
+
+    weather = report["weather_agent"]  # both tools answered through the mock transport
+    assert weather["status"] == "completed", weather
+    results = {c["tool"]: c["result"] for c in weather["calls"]}
+    assert results == {"get_lat_lng": {"lat": 51.5, "lng": -0.1}, "get_weather": {"temperature": "21 °C", "description": "Sunny"}}
+
+    flight = report["flight_booking"]  # union output, its validator rejecting the first offer, a nested agent.run
+    assert flight["status"] == "completed", flight
+    assert flight["output"] == {"flight_number": "LA101", "price": 250, "origin": "SFO", "destination": "ANC", "date": "2025-01-10"}
+    extracted = flight["calls"][0]
+    assert extracted["tool"] == "extract_flights" and len(extracted["result"]) == 3
+    rejected = flight["calls"][1]
+    assert rejected["error"] == {"code": "output_rejected", "message": "Flight should have destination ANC, not FAI"}
+
+    seat = report["seat_preference"]
+    assert seat["status"] == "completed" and seat["output"] == {"row": 1, "seat": "A"}, seat
