@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pydantic
 import pytest

@@ -18,7 +18,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
 from pydantic_ai import Agent as PydanticAIAgent
@@ -42,6 +42,9 @@ from .pydantic_capabilities import check_capabilities
 from .pydantic_names import infer_agent_name
 from .pydantic_outputs import read_output_type
 from .tools import ApprovalRule, Tool
+
+if TYPE_CHECKING:
+    from pydantic_ai.settings import ModelSettings
 
 log = logging.getLogger("helix_dbos")
 
@@ -513,7 +516,7 @@ def from_pydantic_ai(
     if from_capabilities:  # capabilities' settings go on top of the agent's, as pydantic-ai merges them
         from pydantic_ai.settings import merge_model_settings
 
-        settings = dict(merge_model_settings(settings, from_capabilities) or {})  # type: ignore[arg-type]
+        settings = merge_model_settings(settings, cast("ModelSettings", from_capabilities))
     output_type = read_output_type(getattr(agent, "_output_type", str), agent_name)
     if getattr(agent, "_output_validators", None) and output_type is None:
         raise UnsupportedFeatureError(

@@ -13,7 +13,10 @@ pydantic-ai release that adds a capability fails the test until someone judges i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from pydantic_ai.settings import ModelSettings
 
 from ..errors import UnsupportedFeatureError
 
@@ -94,7 +97,7 @@ def check_capabilities(agent: Any, name: str) -> dict[str, Any] | None:
                     f"agent {name!r}: capability {cap_name} gives its model settings as a function of the run; "
                     "only static settings are merged into each request"
                 )
-            settings = dict(merge_model_settings(settings, contributed) or {})  # type: ignore[arg-type]
+            settings = dict(merge_model_settings(cast("ModelSettings | None", settings), contributed) or {})
             continue
         reason = VERDICTS.get(cap_name)
         if reason is None:

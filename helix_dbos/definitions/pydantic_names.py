@@ -42,7 +42,7 @@ def _module_names(agent: Any) -> list[str]:
         {
             name
             for module in list(sys.modules.values())
-            if module is not None and (name := _bound_in(getattr(module, "__dict__", {}), agent)) is not None
+            if (name := _bound_in(getattr(module, "__dict__", None) or {}, agent)) is not None
         }
     )
 
