@@ -19,9 +19,12 @@ from tests.crashkit import ROOT, transcript_problems
 from tests.procs import child_env
 
 
-def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember") -> subprocess.CompletedProcess[str]:
+def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember",
+         output: bool = False) -> subprocess.CompletedProcess[str]:
     env = child_env()
     env["DEPS_APP_TOOL"] = tool
+    if output:
+        env["DEPS_APP_OUTPUT"] = "1"
     env["SPANS_FILE"] = str(effects.parent / "spans.jsonl")
     if crash_at:
         env["HELIX_DBOS_CRASH_AT"] = crash_at
@@ -101,3 +104,27 @@ def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url
     (root,) = [s for s in spans if s["name"] == "helix.run"]
     assert root["pid"] != spans[0]["pid"] and root["parent_id"] is None and root["attributes"]["helix.status"] == "completed"
     assert all(s["parent_id"] == root["span_id"] for s in spans if s is not root)
+
+
+def test_reply_with_an_output_tool_killed_mid_body_completes_with_its_output(db_url: str, tmp_path: Path) -> None:
+    """One reply carries an unsafe call and the output tool. Killed after the body ran, the run is
+    recovered in a fresh process: the call is answered outcome_unknown (never run again), the model
+    is not asked again, and the run completes with the output the saved reply gave. The output is
+    the run's output, not a call: its row is kind ``finish`` with nothing to replay, no attempts."""
+    effects = tmp_path / "effects"
+    executor, session = f"deps-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    crashed = _run(db_url, effects, executor, "start", session, crash_at="after_body:charge", tool="charge", output=True)
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
+    woke = _run(db_url, effects, executor, "wake", session, tool="charge", output=True)
+    assert woke.returncode == 0, woke.stderr[-3000:]
+    out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
+    assert out["status"] == "completed" and out["output"] == {"text": "noted"}
+    assert [b["tool"] for b in _lines(effects, "bodies")] == ["charge"]  # one body, ever
+    assert [m["step"] for m in _lines(effects, "model")] == [0]  # the saved reply was not asked again
+    by_tool = {c["tool"]: c for c in out["calls"]}
+    assert (by_tool["charge"]["status"], by_tool["charge"]["attempts"]) == ("outcome_unknown", 1)
+    finish = by_tool["final_result"]
+    assert (finish["status"], finish["attempts"], finish["result"]) == ("ok", 0, {"text": "noted"})
+    row = _call_row(db_url, finish["dispatch_id"])
+    assert (row["kind"], row["replay"], row["paired_by"]) == ("finish", "safe", "body")
+    assert transcript_problems(db_url, session) == []

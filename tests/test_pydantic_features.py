@@ -165,6 +165,19 @@ def test_union_output_runs_and_stores_the_member(make_runtime: Any) -> None:
     rt = make_runtime([agent])
     result = rt.start("either", "find one").result(timeout=60)
     assert result.status == "completed" and result.output == {"reason": "sold out"}
+    # the output tool is the run's output, not a call: its row says so, and so does helix-dbos calls
+    (row,) = rt.reader.calls(session_id=result.session_id)
+    assert (row["kind"], row["replay"], row["attempts"], row["result"]) == ("finish", "safe", 0, {"reason": "sold out"})
+    from rich.console import Console
+
+    from helix_dbos.cli.render import calls_table, describe
+
+    console = Console(record=True, width=200)
+    console.print(calls_table([row]))
+    shown = console.export_text()
+    assert "final_result (the run's output)" in shown and "unsafe" not in shown and "safe" not in shown, shown
+    saved = next(e for e in rt.reader.events(result.session_id).events if e["type"] == "call_saved")
+    assert describe(saved, {}).startswith("output given through final_result"), describe(saved, {})
 
 
 def test_output_types_supported_or_refused_by_construct() -> None:

@@ -65,6 +65,8 @@ def describe(event: Mapping[str, Any], tools: Mapping[str, str]) -> str:
         return f"run {short(event.get('run_id'))} {d.get('status')}{extra}{err}"
     if kind == "model_text":
         return f"model (step {d.get('step')}): {compact(d.get('text', ''), 200)}"
+    if kind == "call_saved" and d.get("kind") == "finish":
+        return f"output given through {tool}: {compact(d.get('args'), 80)}"
     if kind == "call_saved":
         return f"saved {tool}({compact(d.get('args'), 50)}) dispatch {short(dispatch)}"
     if kind == "approval_requested":
@@ -146,11 +148,12 @@ def calls_table(calls: Sequence[Mapping[str, Any]], title: str | None = None, wi
         note = c.get("outcome_note") or c.get("note") or ""
         if not note and c.get("status") == "denied":
             note = f"denied by {c.get('approval_actor') or '?'}"
+        output = c.get("kind") == "finish"  # the run's output tool: not a call, nothing to replay
         row = [
             short(c["dispatch_id"]),
             f"{c['step']}.{c['position']}",
-            c["tool_name"],
-            c["replay"],
+            f"{c['tool_name']} (the run's output)" if output else c["tool_name"],
+            "-" if output else c["replay"],
             c.get("concurrency_group") or "",
             styled(c["status"]),
             str(attempts),

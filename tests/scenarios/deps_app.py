@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -47,12 +48,20 @@ def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     effect("model", step=n, seen=seen, instructions=info.instructions)
     if n == 0:
         tool = os.environ.get("DEPS_APP_TOOL", "remember")
-        return ModelResponse(parts=[ToolCallPart(tool, {"note": "x"}, "c0")])
+        parts: list[Any] = [ToolCallPart(tool, {"note": "x"}, "c0")]
+        if info.output_tools:  # DEPS_APP_OUTPUT: the same reply also gives the run's output
+            parts.append(ToolCallPart(info.output_tools[0].name, {"text": "noted"}, "c1"))
+        return ModelResponse(parts=parts)
     return ModelResponse(parts=[TextPart("done")])
 
 
-def build_agent() -> Agent[Deps, str]:
-    agent = Agent(FunctionModel(reply), name="keeper", deps_type=Deps)
+class Note(BaseModel):
+    text: str
+
+
+def build_agent() -> Agent[Deps, Any]:
+    output: Any = Note if os.environ.get("DEPS_APP_OUTPUT") else str
+    agent = Agent(FunctionModel(reply), name="keeper", deps_type=Deps, output_type=output)
 
     @agent.instructions
     def quota(ctx: RunContext[Deps]) -> str:

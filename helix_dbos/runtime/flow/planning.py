@@ -93,7 +93,10 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[PlannedCall]:
             except pydantic.ValidationError as exc:
                 planned.append(_invalid(base, _errors_text(exc)))
                 continue
-            planned.append({**base, "kind": "finish", "status": "ok", "result": output, "paired_by": "body"})
+            # the run's output, not a call: no body, no effect, and a replayed reply plans it again
+            # identically, so nothing about it can happen twice (its row says so: replay "safe",
+            # kind "finish", which the CLI and the audit views show as the output)
+            planned.append({**base, "kind": "finish", "replay": "safe", "status": "ok", "result": output, "paired_by": "body"})
         elif tool is not None:
             try:
                 validated = tool.validate(args)
