@@ -219,32 +219,6 @@ def _all_codes() -> dict[str, set[str]]:
     return out
 
 
-__all__ = [
-    "AgentAlreadyRunningError",
-    "AnswerKindError",
-    "CallNotFoundError",
-    "CallsPendingError",
-    "CheckpointNotFoundError",
-    "ConfigurationError",
-    "ConflictError",
-    "DispatchIdUnavailableError",
-    "DuplicateAnswerError",
-    "ExecutorIdInUseError",
-    "HelixError",
-    "NotFoundError",
-    "NothingToResumeError",
-    "RunFailedError",
-    "RunFencedError",
-    "RunNotFoundError",
-    "RunTimeoutError",
-    "RuntimeAlreadyLaunchedError",
-    "SessionNotFoundError",
-    "StaleAnswerError",
-    "StoreUnavailableError",
-    "UnknownAgentError",
-    "ValidationError",
-]
-
 
 class UnsupportedFeatureError(ConfigurationError):
     """A pydantic-ai agent uses a feature the runtime cannot honour under the recovery contract."""
@@ -272,4 +246,35 @@ class ToolServerError(HelixError):
     code = "tool_server_unavailable"
 
 
-__all__ += ["ToolServerError", "ToolTimeoutError", "UnsupportedFeatureError"]
+__all__ = [
+    "AgentAlreadyRunningError",
+    "AnswerKindError",
+    "AuthenticationError",
+    "CallNotFoundError",
+    "CallsPendingError",
+    "CheckpointNotFoundError",
+    "ConfigurationError",
+    "ConflictError",
+    "DispatchIdUnavailableError",
+    "DuplicateAnswerError",
+    "ExecutorIdInUseError",
+    "ForbiddenError",
+    "HelixError",
+    "HostNotAllowedError",
+    "NotFoundError",
+    "NothingToResumeError",
+    "RunFailedError",
+    "RunFencedError",
+    "RunNotFoundError",
+    "RunTimeoutError",
+    "RuntimeAlreadyLaunchedError",
+    "SessionNotFoundError",
+    "StaleAnswerError",
+    "StoreUnavailableError",
+    "ToolServerError",
+    "ToolTimeoutError",
+    "UnknownAgentError",
+    "UnsupportedFeatureError",
+    "UsageLimitExceededError",
+    "ValidationError",
+]

@@ -37,6 +37,7 @@ def refused(kit: Family, error: type[HelixError], answer: Callable[[], Any]) -> 
     return caught.value
 
 
+@pytest.mark.kills
 def test_approval_round_trip_across_restarts_with_recovery_leaving_it_pending(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     # The reply: wire 500 (the rule asks for approval), wire 50 (it does not), purge (always asks).

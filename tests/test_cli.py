@@ -205,6 +205,7 @@ def test_operating_a_session_from_the_shell(helix: Any) -> None:
     assert code == 1 and err["code"] == "call_not_found"
 
 
+@pytest.mark.kills
 def test_migrate_and_recover_a_dead_executor(helix: Any, db_url: str, tmp_path: Path) -> None:
     code, out, done = helix("migrate", "--json")
     assert code == 0 and done["revision"] == HEAD, out

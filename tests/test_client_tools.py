@@ -21,6 +21,7 @@ def _seen(kit: Family, agent: str) -> list[Any]:
     return [m["seen"] for m in kit.lines("model") if m["agent"] == agent][-1]
 
 
+@pytest.mark.kills
 def test_client_tool_round_trip_across_a_crash_and_restarts(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     # The reply: ask_user (the client executes it) and note (a safe body). Die as note's body starts.

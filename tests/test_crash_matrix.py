@@ -62,6 +62,7 @@ def _checks_that_found_nothing(k: Kit) -> Counter[str]:
     return Counter(line["tool"] for line in k.lines("not_applied"))
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("point", STEP_CRASH_POINTS)
 def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
     k = Kit(db_url, tmp_path, scenario="full")
@@ -75,6 +76,7 @@ def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
         assert all(c["status"] == "ok" for c in result["calls"])
 
 
+@pytest.mark.kills
 @pytest.mark.soak
 def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
     rounds = int(os.environ.get("HELIX_DBOS_SOAK_ROUNDS", "12"))

@@ -34,6 +34,7 @@ def assert_saved_step_not_asked_again(k: Kit) -> None:
     assert k.model_steps() == {0: 1, 1: 1}, k.model_steps()
 
 
+@pytest.mark.kills
 def test_wake_runs_a_safe_call_again_with_the_same_dispatch_id(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "safe")
     k.crash("after_body:safe_set")
@@ -48,6 +49,7 @@ def test_wake_runs_a_safe_call_again_with_the_same_dispatch_id(db_url: str, tmp_
     assert_saved_step_not_asked_again(k)
 
 
+@pytest.mark.kills
 def test_wake_pairs_an_unsafe_call_outcome_unknown(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "unsafe")
     k.crash("after_body:unsafe_send")
@@ -60,6 +62,7 @@ def test_wake_pairs_an_unsafe_call_outcome_unknown(db_url: str, tmp_path: Path) 
     assert_saved_step_not_asked_again(k)
 
 
+@pytest.mark.kills
 def test_a_safe_call_stops_at_three_bodies(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "safe")
     k.crash("after_body:safe_set")
@@ -75,6 +78,7 @@ def test_a_safe_call_stops_at_three_bodies(db_url: str, tmp_path: Path) -> None:
     assert_saved_step_not_asked_again(k)
 
 
+@pytest.mark.kills
 def test_a_call_behind_a_doubted_call_of_its_group_is_outcome_unknown(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "group")  # group_unsafe, then group_b (safe) in concurrency group "g"
     k.crash("after_body:group_unsafe")
@@ -89,6 +93,7 @@ def test_a_call_behind_a_doubted_call_of_its_group_is_outcome_unknown(db_url: st
     assert seen[1]["status"] == "outcome_unknown" and seen[1]["message"].startswith(OUTCOME_UNKNOWN)
 
 
+@pytest.mark.kills
 def test_a_call_behind_a_doubted_call_of_the_sequential_chain_is_outcome_unknown(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "sequential")  # seq_unsafe, then seq_b (safe), both sequential
     k.crash("after_body:seq_unsafe")
@@ -99,6 +104,7 @@ def test_a_call_behind_a_doubted_call_of_the_sequential_chain_is_outcome_unknown
     assert k.bodies() == {"seq_unsafe": 1}
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("variant", ["unsafe_now", "removed", "schema_changed"])
 def test_a_deploy_between_crash_and_recovery_only_makes_recovery_more_careful(db_url: str, tmp_path: Path, variant: str) -> None:
     k = kit(db_url, tmp_path, "safe")
@@ -110,6 +116,7 @@ def test_a_deploy_between_crash_and_recovery_only_makes_recovery_more_careful(db
     assert k.bodies()["safe_set"] == 1
 
 
+@pytest.mark.kills
 def test_a_body_that_crashed_before_starting_is_still_in_doubt_when_unsafe(db_url: str, tmp_path: Path) -> None:
     """The attempt was committed, so the runtime cannot prove the body never ran: outcome_unknown."""
     k = kit(db_url, tmp_path, "unsafe")
@@ -120,6 +127,7 @@ def test_a_body_that_crashed_before_starting_is_still_in_doubt_when_unsafe(db_ur
     assert k.bodies()["unsafe_send"] == 0
 
 
+@pytest.mark.kills
 def test_a_recorded_result_is_never_run_again_nor_doubted(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "unsafe")
     k.crash("after_result:unsafe_send")
@@ -132,6 +140,7 @@ def test_a_recorded_result_is_never_run_again_nor_doubted(db_url: str, tmp_path:
     assert_saved_step_not_asked_again(k)
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("point", ["after_model", "after_append"])
 def test_a_crash_before_any_body_runs_every_call_once(db_url: str, tmp_path: Path, point: str) -> None:
     k = kit(db_url, tmp_path, "mixed")
@@ -146,6 +155,7 @@ def test_a_crash_before_any_body_runs_every_call_once(db_url: str, tmp_path: Pat
 # --- entries over a saved step ------------------------------------------------------------------
 
 
+@pytest.mark.kills
 def test_a_failed_model_request_is_recorded_and_never_asked_again(db_url: str, tmp_path: Path) -> None:
     """The model's outcome is recorded before anything acts on it, a failure as much as a reply: a
     crash after a request failed for good (before the run's failure is written) fails the run from
@@ -166,6 +176,7 @@ def test_a_failed_model_request_is_recorded_and_never_asked_again(db_url: str, t
     assert record["raised"][0] == "run_error" and "400" in record["raised"][1] and error == record["raised"][1], (record, error)
 
 
+@pytest.mark.kills
 def test_resume_continue_recovers_from_the_ledger_in_another_process(db_url: str, tmp_path: Path) -> None:
     """The crashed executor never comes back: another one resumes the session from the ledger."""
     k = kit(db_url, tmp_path, "mixed")
@@ -219,6 +230,7 @@ def test_a_failed_step_commit_answers_from_the_recorded_results_on_retry(db_url:
     assert transcript_problems(db_url, k.session) == []
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("kind", ["with_message", "retry_message", "turn"])
 def test_a_message_redirects_the_turn_and_nothing_runs_again(db_url: str, tmp_path: Path, kind: str) -> None:
     k = kit(db_url, tmp_path, "sequential")
@@ -241,6 +253,7 @@ def _append_checkpoint(result: dict[str, Any]) -> str:
     return next(c["id"] for c in result["checkpoints"] if c["kind"] == "append")
 
 
+@pytest.mark.kills
 def test_resume_from_checkpoint_recovers_that_step(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "safe")
     k.crash("after_body:safe_set")
@@ -268,6 +281,7 @@ def test_retry_at_a_checkpoint_pairs_its_calls_before_the_message(db_url: str, t
     assert transcript_problems(db_url, k.session) == []
 
 
+@pytest.mark.kills
 def test_dbos_compat_profile_reruns_nothing_but_remote_children(db_url: str, tmp_path: Path) -> None:
     """The seed's DBOS row: a safe tool is not run again; it is paired outcome_unknown."""
     k = kit(db_url, tmp_path, "safe")

@@ -140,6 +140,7 @@ def test_fork_of_a_helix_run_is_refused_at_every_step(db_url: str, tmp_path: Pat
     assert transcript_problems(db_url, kit.session) == []
 
 
+@pytest.mark.kills
 def test_resume_of_a_superseded_run_is_refused(db_url: str, tmp_path: Path) -> None:
     kit = Kit(db_url, tmp_path, scenario="mixed")
     kit.crash("after_body:unsafe_send")
@@ -169,6 +170,7 @@ def test_resume_of_a_superseded_run_is_refused(db_url: str, tmp_path: Path) -> N
     assert transcript_problems(db_url, kit.session) == []
 
 
+@pytest.mark.kills
 def test_cancel_of_a_running_run_settles_like_an_abort(db_url: str, tmp_path: Path) -> None:
     kit = Kit(db_url, tmp_path, scenario="cancel")
     proc = kit.spawn("start", extra_env={"SCENARIO_DELAY": "4"})
@@ -214,6 +216,7 @@ def test_cancel_of_a_running_run_settles_like_an_abort(db_url: str, tmp_path: Pa
     assert transcript_problems(db_url, kit.session) == []
 
 
+@pytest.mark.kills
 def test_cancel_while_no_process_runs_it_settles_at_the_next_entry(db_url: str, tmp_path: Path) -> None:
     """A run cancelled after its process died (no workflow can notice): the next entry settles it
     as an abort, not as an executor loss, and goes on."""
@@ -232,6 +235,7 @@ def test_cancel_while_no_process_runs_it_settles_at_the_next_entry(db_url: str, 
     assert transcript_problems(db_url, kit.session) == []
 
 
+@pytest.mark.kills
 def test_cancel_while_no_process_runs_it_settles_at_the_wake(db_url: str, tmp_path: Path) -> None:
     """The executor's own relaunch settles a run DBOS cancelled while the process was gone (DBOS
     will never run a cancelled workflow again, so nobody else would)."""

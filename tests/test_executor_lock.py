@@ -94,6 +94,7 @@ def _json(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return json.loads(out.stdout[out.stdout.index("{"):])
 
 
+@pytest.mark.kills
 def test_a_worker_cut_off_from_its_lock_re_acquires_it_and_the_takeover_is_refused(pg_url: str, tmp_path: Path) -> None:
     k = Kit(pg_url, tmp_path, scenario="slow_pair")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "8", "HELIX_DBOS_TAKEOVER_AFTER": "2"})
@@ -124,6 +125,7 @@ def test_a_worker_cut_off_from_its_lock_re_acquires_it_and_the_takeover_is_refus
     assert transcript_problems(pg_url, k.session) == []
 
 
+@pytest.mark.kills
 def test_a_worker_whose_id_was_taken_while_it_was_cut_off_exits_before_the_taker_acts(pg_url: str, tmp_path: Path) -> None:
     k = Kit(pg_url, tmp_path, scenario="slow_pair")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "10", "HELIX_DBOS_TAKEOVER_AFTER": "2"})
@@ -282,6 +284,7 @@ def _echo_agent() -> hx.Agent:
     return hx.Agent("echoer", FunctionModel(reply), tools=[echo])
 
 
+@pytest.mark.kills
 def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any, db_url: str) -> None:
     """Both stores, in-process: the watchdog confirms the lock; a lost one (cut connection on
     Postgres, a removed lock file on SQLite) is re-acquired, so the next body runs and a second

@@ -146,6 +146,7 @@ def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_run
     assert {c["tool_name"]: c["result"] for c in json.loads(as_json.stdout)["session"]["calls"]}["echo"] == expected_result
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("point", ["after_model", "after_append"])
 def test_odd_strings_survive_a_crash_and_dbos_replay_exactly(db_url: str, tmp_path: Path, point: str) -> None:
     """DBOS recorded the reply (and the append's output) escaped; the relaunch replays it to the exact strings."""

@@ -3,6 +3,8 @@ best-effort and marked so, readable from another process; a recovered step never
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -93,6 +95,7 @@ def _sse_values(response: Any) -> list[tuple[str, Any]]:
     return events
 
 
+@pytest.mark.kills
 def test_live_output_across_processes_and_no_restream_on_recovery(db_url: str, tmp_path: Path) -> None:
     """The service runs in the test process, which is not the worker: its ``/sessions/{id}/live``
     streams the deltas the worker subprocess writes. The worker dies right after step 0's reply was
@@ -184,6 +187,7 @@ def test_cli_start_live_prints_deltas(monkeypatch: Any, db_url: str) -> None:
     assert out.index("Looking") < out.index("found it") < out.index("completed")
 
 
+@pytest.mark.kills
 def test_cli_resume_live_prints_only_the_new_steps_output(monkeypatch: Any, db_url: str, tmp_path: Path) -> None:
     """The app dies right after step 0's reply was saved (``after_append``); ``resume --live`` in a
     fresh process recovers that saved step (its body runs, its reply is not asked for again) and

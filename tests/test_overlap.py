@@ -80,6 +80,7 @@ def test_a_late_body_after_recovery_paired_it_is_refused(ledger: sa.Engine) -> N
         assert row is not None and row["status"] == "outcome_unknown" and row["result"] is None
 
 
+@pytest.mark.kills
 def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: str, tmp_path: Path) -> None:
     """Postgres only (a SQLite file lock cannot be cut off from a live process; the ledger-level
     tests above prove the fence on both): the server drops a frozen process's connections (its

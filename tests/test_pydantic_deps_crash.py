@@ -3,6 +3,8 @@ run's deps with the registered factory from the JSON its start stored (both data
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -46,6 +48,7 @@ def _call_row(db_url: str, dispatch_id: str) -> dict[str, Any]:
         engine.dispose()
 
 
+@pytest.mark.kills
 def test_recovered_run_rebuilds_its_deps_in_a_fresh_process(db_url: str, tmp_path: Path) -> None:
     """``remember`` says ``replay="unsafe"`` in its metadata; the app's ``tool_policies`` mapping
     overrides it to safe (with a concurrency group), so after the kill it runs again."""
@@ -74,6 +77,7 @@ def test_recovered_run_rebuilds_its_deps_in_a_fresh_process(db_url: str, tmp_pat
     assert transcript_problems(db_url, session) == []
 
 
+@pytest.mark.kills
 def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url: str, tmp_path: Path) -> None:
     """A plain ``@agent.tool`` (no policy anywhere: unsafe) killed after its body ran: never run
     again, the model is told outcome_unknown, and the recovered process still has its deps."""

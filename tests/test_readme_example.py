@@ -11,6 +11,8 @@ must hold exactly one email.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 import subprocess
@@ -36,6 +38,7 @@ def run(workdir: Path, db_url: str, script: str = "example.py", **extra: str) ->
     return subprocess.run([sys.executable, script], cwd=workdir, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.kills
 def test_the_readme_example_runs_as_printed_and_a_relaunch_waits_for_its_session(db_url: str, tmp_path: Path) -> None:
     (tmp_path / "example.py").write_text(readme_example())
     crashed = run(tmp_path, db_url, HELIX_DBOS_CRASH_AT="after_body:send_email")

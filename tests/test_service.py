@@ -308,6 +308,7 @@ def test_approval_and_client_round_trip_with_sse_under_dbos_start(services: Call
         assert sid in {s["session_id"] for s in http.get("/sessions").json()}
 
 
+@pytest.mark.kills
 def test_crash_mid_tool_then_restart_streams_each_event_once(db_url: str, tmp_path: Path, services: Callable[..., Service]) -> None:
     """SIGKILL while an unsafe and a safe body run; restart on the same executor id; resume SSE by Last-Event-ID."""
     executor = f"svc-crash-{uuid.uuid4().hex[:6]}"

@@ -86,6 +86,7 @@ def test_an_entry_a_remote_child_and_a_companion_turn_open_their_runs_alike(make
         assert (row["agent_name"], row["entry_message"], row["max_steps"]) == (agent, expected[opener][1], rt.agents[agent].max_steps), (opener, row)
 
 
+@pytest.mark.kills
 def test_remote_child_on_a_second_worker_survives_a_parent_kill(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     fam.hold("tides")  # the child's tool holds until the parent is dead
@@ -153,6 +154,7 @@ def test_a_child_that_cannot_be_found_is_answered_subagent_lost(make_runtime: An
     assert fam.bodies("dig") == []
 
 
+@pytest.mark.kills
 def test_a_child_gated_but_never_enqueued_is_started_once_by_recovery(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     crashed = fam.run("start", "--agent", "remote_boss", "--message", "tides", "--session", sid,
@@ -173,6 +175,7 @@ def test_a_child_gated_but_never_enqueued_is_started_once_by_recovery(make_runti
 # --- local sub-agents ----------------------------------------------------------------------------------
 
 
+@pytest.mark.kills
 def test_local_child_killed_with_its_parent_is_outcome_unknown(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     crashed = fam.run("start", "--agent", "local_boss", "--message", "hills", "--session", sid,
@@ -248,6 +251,7 @@ def test_two_calls_to_one_companion_in_one_reply_are_two_turns(make_runtime: Any
     assert len(fam.rows(t.runs, t.runs.c.session_id == red.child_session_id)) == 2
 
 
+@pytest.mark.kills
 def test_companion_survives_a_parent_kill_without_duplicating_a_turn(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     fam.hold("two")  # the second turn holds inside the companion's tool
@@ -271,6 +275,7 @@ def test_companion_survives_a_parent_kill_without_duplicating_a_turn(make_runtim
     assert comp["incarnation"] == 1 and _notifications_to(fam, comp["workflow_id"]) == 3  # no turn sent twice
 
 
+@pytest.mark.kills
 def test_companion_and_parent_killed_together_recover_every_turn_once(make_runtime: Any, fam: Family) -> None:
     sid = uuid.uuid4().hex
     crashed = fam.run("start", "--agent", "pal_boss", "--message", "one two", "--session", sid,

@@ -165,6 +165,7 @@ def assert_recovered_by_the_rules(kit: Kit, db_url: str) -> None:
     assert transcript_problems(db_url, kit.session) == []
 
 
+@pytest.mark.kills
 def test_a_killed_workers_run_is_finished_by_a_live_one(db_url: str, tmp_path: Path) -> None:
     kit = Kit(db_url, tmp_path, scenario="slow_pair", executor="worker-a")
     b = serve(kit, "worker-b")
@@ -205,6 +206,7 @@ def test_a_killed_workers_run_is_finished_by_a_live_one(db_url: str, tmp_path: P
     assert kit.bodies() == {"slow_safe": 2, "slow_unsafe": 1} and not back.bodies()
 
 
+@pytest.mark.kills
 def test_two_live_workers_race_and_exactly_one_takes_over(db_url: str, tmp_path: Path) -> None:
     kit = Kit(db_url, tmp_path, scenario="slow_pair", executor="worker-a")
     b, c = serve(kit, "worker-b"), serve(kit, "worker-c")
@@ -365,6 +367,7 @@ def test_executors_are_listed_for_the_operator(db_url: str, tmp_path: Path) -> N
     assert released == [{"status": "released"}]
 
 
+@pytest.mark.kills
 def test_a_killed_workers_remote_child_and_companion_turn_are_taken_over(db_url: str, tmp_path: Path) -> None:
     """The children of runs are workflows of the executor that dequeued them: worker-a serves a
     remote child (its unsafe ``dig`` in flight) and a companion turn (its safe ``ponder`` in flight)

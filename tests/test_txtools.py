@@ -111,6 +111,7 @@ def test_transactional_call_is_exactly_once_at_every_point(db_url: str, tmp_path
         assert call["attempts"] == 1 and call["decided_by"] is None and k.bodies()["tx_book"] == 1
 
 
+@pytest.mark.kills
 def test_transactional_body_dying_every_time_stops_after_three_attempts(db_url: str, tmp_path: Path) -> None:
     k = Kit(db_url, tmp_path, scenario="tx")
     k.crash("after_body:tx_book")
@@ -169,6 +170,7 @@ def test_reconciled_call_killed_before_its_effect_runs_once_more(db_url: str, tm
     assert told(k, "rec_charge")["attempt"] == 2
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("how", ["raise", "timeout", "none"])
 def test_check_that_cannot_tell_gives_outcome_unknown(db_url: str, tmp_path: Path, how: str) -> None:
     k = Kit(db_url, tmp_path, scenario="reconcile")
@@ -208,6 +210,7 @@ def test_a_reconciled_call_behind_an_unsafe_call_of_its_lane_is_checked(db_url: 
 # --- entries other than the wake ---------------------------------------------------------------------
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("kind", ["continue", "retry", "turn"])
 def test_transactional_call_under_each_entry_after_a_kill(db_url: str, tmp_path: Path, kind: str) -> None:
     """Killed after the transactional body (its transaction never committed), another executor enters:
@@ -228,6 +231,7 @@ def test_transactional_call_under_each_entry_after_a_kill(db_url: str, tmp_path:
     assert transcript_problems(db_url, k.session) == []
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize(("point", "kind"), [("after_body", "turn"), ("before_body", "with_message")])
 def test_a_redirect_asks_the_check_before_it_pairs(db_url: str, tmp_path: Path, point: str, kind: str) -> None:
     """A new message pairs every unanswered call; a started reconciled call is asked about first:
@@ -400,6 +404,7 @@ def test_define_tool_transactional_writes_commit_with_the_result(db_url: str, ma
     assert rows == [{"key": "k"}]
 
 
+@pytest.mark.kills
 def test_killed_between_the_checks_answer_and_its_record_asks_again(db_url: str, tmp_path: Path) -> None:
     k = Kit(db_url, tmp_path, scenario="reconcile")
     k.crash("after_body:rec_charge")

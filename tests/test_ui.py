@@ -104,6 +104,7 @@ def call_row(driver: Any, tool: str, seat: str | None = None) -> Any:
     return rows[0]
 
 
+@pytest.mark.kills
 def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_url: str, tmp_path: Path, services: Callable[..., Service], browser: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select

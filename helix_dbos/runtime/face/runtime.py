@@ -148,8 +148,21 @@ class AnswerReceipt:
         return f"AnswerReceipt(dispatch_id={self.dispatch_id!r}, remaining={self.remaining!r}, run={self.run!r})"
 
 
+#: What a ``Runtime`` is configured with: read once by ``launch()``, so fixed from then on (a change
+#: after launch would silently do nothing; before launch, an operator tool may still repoint it).
+CONFIGURATION: frozenset[str] = frozenset({
+    "agents", "api_pool", "auto_continue", "database_url", "live_output", "queue_name", "recovery",
+    "serve_queue", "store_retry_window", "takeover", "takeover_after", "tx_pool",
+})
+
+
 class Runtime:
     """Agents as DBOS workflows over the Helix ledger. One per process (DBOS is one per process)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in CONFIGURATION and getattr(self, "_registry", None) is not None:
+            raise ConfigurationError(f"Runtime.{name} is fixed once the runtime is launched; set it before launch()")
+        object.__setattr__(self, name, value)
 
     def __init__(
         self,

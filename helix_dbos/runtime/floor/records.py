@@ -9,6 +9,8 @@ plain dicts at runtime: a workflow records them as JSON and replays them as it r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
 from ...ledger.records import CheckVerdict
@@ -125,7 +127,7 @@ GateOutcome = RunGate | ReconcileGate | DoneGate
 
 
 class ChildGate(TypedDict, total=False):
-    """A delegating call's gate (``attempt_gate.child_gate``): the gate's answer with the call's id
+    """A delegating call's gate (``gate.child_gate``): the gate's answer with the call's id
     and kind, and what the child phase adds (``children``: ``attach``; ``companions``: the
     incarnation it binds the turn to). Which keys are present follows ``action`` as in ``GateOutcome``."""
 
@@ -173,14 +175,30 @@ BodyOutcome = RecordOutcome | DoneOutcome
 
 
 class CheckRecorded(TypedDict):
-    """``attempt_gate.record_check``: the call's status after the verdict, and whether it was kept."""
+    """``gate.record_check``: the call's status after the verdict, and whether it was kept."""
 
     status: CallStatus
     recorded: bool
 
 
+@dataclass(frozen=True, slots=True)
+class LaneCall:
+    """A saved call as ``recovery.lanes`` orders it (the pure rules read attributes, not keys)."""
+
+    dispatch_id: str
+    run_id: str
+    step: int
+    position: int
+    concurrency_group: str | None
+    sequential: bool
+
+    @classmethod
+    def of(cls, brief: Mapping[str, Any]) -> LaneCall:
+        return cls(brief["dispatch_id"], brief["run_id"], brief["step"], brief["position"], brief["concurrency_group"], brief["sequential"])
+
+
 class CallBrief(TypedDict):
-    """A saved call as the workflow is handed it (``step_commits.brief``): enough to gate and order it."""
+    """A saved call as the workflow is handed it (``commits.brief``): enough to gate and order it."""
 
     dispatch_id: str
     run_id: str
@@ -194,7 +212,7 @@ class CallBrief(TypedDict):
 
 
 class Appended(TypedDict):
-    """``step_commits.append_checkpoint``: the saved step and its calls, committed before any body."""
+    """``commits.append_checkpoint``: the saved step and its calls, committed before any body."""
 
     run_id: str
     step: int

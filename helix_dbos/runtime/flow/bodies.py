@@ -19,6 +19,7 @@ transactional tool's body runs in ``transactional.run``: its writes and its resu
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any, cast
 
@@ -36,6 +37,8 @@ from ..process import tracing
 from ..process.faults import crash_point, fail_point
 from . import reconcile, scopes, transactional
 from .local_child import run_local_child
+
+log = logging.getLogger("helix_dbos")
 
 
 async def _hold_executor_lock() -> None:
@@ -115,7 +118,8 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
             status, result, error = "ok", value, None
         else:
             status, result, error = "error", None, {"type": "result_not_serializable", "message": value}
-    except Exception as exc:  # noqa: BLE001 a tool that raises gets an error result; the run goes on
+    except Exception as exc:
+        log.warning("run %s: tool %r raised; the model is answered with the error", run_id, name, exc_info=True)
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
     written: BodyOutcome = await group_commit.write(

@@ -8,7 +8,7 @@ The verdict is plain JSON because it is committed to the call's row before anyth
 Every entry that would answer a started call ``outcome_unknown`` asks first: the attempt gate of a
 recovering run (a wake, ``resume``, ``retry``), a redirect before its pairing transaction, a failing
 run before its failure transaction. Each verdict is one short ledger transaction of its own
-(``attempt_gate.record_check``, fenced by the run and by the attempt number), so a replay reads it
+(``gate.record_check``, fenced by the run and by the attempt number), so a replay reads it
 from the row instead of asking again; a verdict is a ledger fact, not a DBOS step.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,8 @@ from ..floor.durable import plain_tx
 from ..floor.records import CheckRequest, CheckTarget
 from ..floor.registry import env, lock_held, wait_lock_held
 from ..process.faults import crash_point
+
+log = logging.getLogger("helix_dbos")
 
 
 async def _call(tool: Tool, ctx: CheckContext) -> Any:
@@ -48,7 +51,8 @@ async def ask(tool: Tool, ctx: CheckContext) -> CheckVerdict:
         value = await asyncio.wait_for(_call(tool, ctx), timeout=tool.reconcile_timeout)
     except TimeoutError:
         return {"verdict": "unknown", "reason": f"the check timed out after {tool.reconcile_timeout:g} s"}
-    except Exception as exc:  # noqa: BLE001 a check that fails cannot tell: the call stays in doubt
+    except Exception as exc:
+        log.warning("the reconcile check of tool %r raised; the call stays in doubt", tool.name, exc_info=True)
         return {"verdict": "unknown", "reason": f"the check raised {type(exc).__name__}: {exc}"}
     if isinstance(value, Applied):
         ok, result = transcript.jsonable(value.result)

@@ -13,6 +13,7 @@ error (an outage) is not the body's error and is raised as it is.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any, cast
 
 import pydantic
@@ -26,6 +27,8 @@ from ..floor.records import RecordOutcome
 from ..floor.registry import env
 from ..floor.store_retry import is_transient
 from ..process.faults import crash_point
+
+log = logging.getLogger("helix_dbos")
 
 
 class _Refused(Exception):
@@ -71,6 +74,7 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
             # The store failed, not the body: nothing is written as its answer. The attempt has no
             # result (or, if a lost acknowledgement hid a commit, its result): the ledger says which.
             raise
+        log.warning("run %s: transactional tool %r raised; its writes are rolled back, the error is its answer", run_id, tool.name, exc_info=True)
         error = {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from types import SimpleNamespace
 from typing import Any, Final
 
 from dbos import DBOS, StepOptions
@@ -31,6 +30,7 @@ from ...recovery import lanes
 from ..floor import commits as step_commits
 from ..floor import durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
+from ..floor.records import LaneCall
 from ..floor.registry import Registry, current, env
 from ..process import tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
@@ -51,7 +51,6 @@ from .model_request import (
 )
 from .planning import starts_a_body
 
-log = logging.getLogger("helix_dbos")
 RUN_WORKFLOW = "helix.run"
 #: Call kinds answered by a child workflow rather than a body of the parent.
 CHILD_KINDS: Final = frozenset({"remote", "companion"})
@@ -122,10 +121,11 @@ async def _run_once(run_id: str) -> dict[str, Any]:
         # DBOS's cancel clears the workflow's owner, so the run meets either error at its next step.
         await _settle_cancel(run_id)
         raise
-    except Exception as exc:  # noqa: BLE001 DBOS's own control flow (cancel, lost ownership) is BaseException
+    except Exception as exc:
         if fence.is_fenced(exc):
             raise await _refused(run_id, workflow_id, exc) from None
         code, error = failure(exc)
+        log.warning("run %s fails (%s): %s", run_id, code, error, exc_info=exc)  # the ledger keeps the words, the log the traceback
         await _ask_before_failing(run_id, code)
         # DBOS retries this transaction until the store answers: after an outage past the window the
         # failure is written once the database is back, pairing every call the run left unanswered.
@@ -287,7 +287,7 @@ def _settled_read(run_id: str) -> Any:
 
 def _first_read(conn: Any, run_id: str, plan: dict[str, Any]) -> Preread | None:
     """The prepare's plan starts at the model: read what its first request reads, in the same
-    transaction (``model_step.preread``)."""
+    transaction (``model_request.preread``)."""
     if plan["mode"] != "model":
         return None
     return preread(conn, run_id, plan["session_id"], plan["step"])
@@ -331,13 +331,13 @@ async def _saved_step(
 
     # A body is not a DBOS step: its attempt gate and its result write are the ledger's two facts
     # about it, and a replay re-enters the gate, which answers from the ledger what happened.
-    async def lane(members: list[Any]) -> None:
+    async def lane(members: list[LaneCall]) -> None:
         for m in members:
             await body_step(run_id, m.dispatch_id, (m.run_id, m.step))
 
     # Every lane runs to its end before a failure or a cancellation propagates: a body in flight
     # finishes and records its result, so a cancel settles it as finished, not as stopped.
-    outcomes = await asyncio.gather(*(lane(ln) for ln in lanes([SimpleNamespace(**c) for c in local])), return_exceptions=True)
+    outcomes = await asyncio.gather(*(lane(ln) for ln in lanes([LaneCall.of(c) for c in local])), return_exceptions=True)
     failures = [o for o in outcomes if isinstance(o, BaseException)]
     if failures:
         raise next((f for f in failures if isinstance(f, (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError))), failures[0])

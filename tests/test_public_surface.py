@@ -1,0 +1,41 @@
+"""The public surface: every error a user can catch is exported from ``helix_dbos`` (and listed in
+``__all__``), and a launched ``Runtime``'s configuration cannot be changed behind its back."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic_ai.models.test import TestModel
+
+import helix_dbos as hx
+from helix_dbos import errors
+from helix_dbos.runtime.face.runtime import CONFIGURATION
+
+
+def _helix_errors() -> set[str]:
+    return {name for name, obj in vars(errors).items() if inspect.isclass(obj) and issubclass(obj, hx.HelixError)}
+
+
+def test_every_error_is_exported_from_the_package() -> None:
+    names = _helix_errors()
+    assert {"RunFailedError", "StoreUnavailableError", "UsageLimitExceededError"} <= names  # the scan saw them
+    assert sorted(n for n in names if getattr(hx, n, None) is not getattr(errors, n)) == []
+    assert sorted(names - set(hx.__all__)) == []
+    assert sorted(names - set(errors.__all__)) == []
+
+
+def test_a_launched_runtimes_configuration_is_read_only(make_runtime: Callable[..., hx.Runtime], db_url: str) -> None:
+    before = hx.Runtime([hx.Agent("a", TestModel())], database_url="sqlite:///unused.sqlite")
+    before.database_url = db_url  # before launch an operator tool may repoint it (loader.py's --db)
+    assert before.database_url == db_url
+
+    rt = make_runtime([hx.Agent("a", TestModel())])
+    assert {"database_url", "live_output", "agents", "queue_name"} <= CONFIGURATION
+    for name in sorted(CONFIGURATION):
+        value: Any = getattr(rt, name)
+        with pytest.raises(hx.ConfigurationError, match=f"Runtime.{name} is fixed"):
+            setattr(rt, name, value)
+        assert getattr(rt, name) is value
