@@ -110,6 +110,7 @@ def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url
     assert all(s["parent_id"] == root["span_id"] for s in spans if s is not root)
 
 
+@pytest.mark.kills
 def test_reply_with_an_output_tool_killed_mid_body_completes_with_its_output(db_url: str, tmp_path: Path) -> None:
     """One reply carries an unsafe call and the output tool. Killed after the body ran, the run is
     recovered in a fresh process: the call is answered outcome_unknown (never run again), the model
