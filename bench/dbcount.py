@@ -174,7 +174,7 @@ def attach_standard(counter: DbCounter, runtime: Any = None) -> None:
     """DBOS's system DB, plus (when a helix runtime is launched) its sync engine and datasource engine."""
     counter.attach("dbos_sys", dbos_system_engine())
     if runtime is not None:
-        from helix_dbos.runtime.floor.state import env
+        from helix_dbos.runtime.floor.registry import env
 
         counter.attach("helix_sync", runtime.engine)
         counter.attach("helix_ds", env().tx_engine)

@@ -21,7 +21,7 @@ from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.floor import group_commit
-from helix_dbos.runtime.floor.state import env
+from helix_dbos.runtime.floor.registry import env
 
 
 class Refused(Exception):
