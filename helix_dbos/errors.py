@@ -55,6 +55,27 @@ class ForbiddenError(HelixError):
     status = 403
 
 
+class CsrfError(ForbiddenError):
+    """A state-changing request authenticated by the ``/ui`` cookie without the page's CSRF token.
+
+    A browser sends the cookie with requests another page on the same site starts (another port on
+    the host, a sibling subdomain); only the page the service rendered knows the token.
+    """
+
+    code = "csrf_failed"
+
+
+class UnsupportedMediaTypeError(ValidationError):
+    """A request body that is not declared ``Content-Type: application/json``.
+
+    The API takes JSON only, so a form or ``text/plain`` post from another page (what a browser
+    sends cross-origin without asking first) is refused before it is read, empty bodies included.
+    """
+
+    code = "unsupported_media_type"
+    status = 415
+
+
 class HostNotAllowedError(ValidationError):
     """The Host header names no trusted host (a DNS-rebinding page, a misrouted proxy)."""
 
@@ -255,6 +276,7 @@ __all__ = [
     "CheckpointNotFoundError",
     "ConfigurationError",
     "ConflictError",
+    "CsrfError",
     "DispatchIdUnavailableError",
     "DuplicateAnswerError",
     "ExecutorIdInUseError",
@@ -275,6 +297,7 @@ __all__ = [
     "ToolTimeoutError",
     "UnknownAgentError",
     "UnsupportedFeatureError",
+    "UnsupportedMediaTypeError",
     "UsageLimitExceededError",
     "ValidationError",
 ]

@@ -444,10 +444,13 @@ def test_every_api_error_is_typed_and_changes_nothing(db_url: str, services: Cal
 
     # 400 host_not_allowed: a DNS-rebinding page's Host header
     err(http.get("/sessions", headers={"Host": "evil.example"}), 400, "host_not_allowed")
+    # 415 unsupported_media_type: a body not declared JSON (a form another page posts), even an empty one
+    err(http.post(f"/sessions/{sid}/retry", content=b""), 415, "unsupported_media_type")
+    assert snapshot(db_url) == state
 
     # 500 internal_error is the safety net for the unexpected (exercised below, in-process);
-    # unauthenticated and forbidden need keys, and are exercised in test_service_auth.py
-    assert seen | {"internal_error", "unauthenticated", "forbidden"} == set(service_errors.API_ERROR_CODES)
+    # unauthenticated, forbidden and csrf_failed need keys, and are exercised in test_service_auth.py
+    assert seen | {"internal_error", "unauthenticated", "forbidden", "csrf_failed"} == set(service_errors.API_ERROR_CODES)
     http.close()
 
 

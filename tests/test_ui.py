@@ -271,3 +271,97 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     stored_calls = [next(c for c in httpx.get(f"{restarted.base}/sessions/{s_}", headers=alice).json()["calls"] if c["tool_name"] == "add_to_calendar") for s_, _ in waiting_client]
     assert stored_calls[0]["result"] == {"calendar_id": "evt-2"} and stored_calls[0]["error"] is None
     assert stored_calls[1]["error"] == {"type": "client_error", "message": "calendar is down"} and stored_calls[1]["result"] is None
+
+
+ATTACK = """<!doctype html><html><head><title>prize</title></head><body>
+<form id="form" method="POST" action="{base}/sessions/{waiting}/stop" target="sink1"><input name="kind" value="abort"></form>
+<form id="plain" method="POST" enctype="text/plain" action="{base}/sessions/{stopped}/retry" target="sink2"><input name='{{"message": "x", "y": "' value='"}}'></form>
+<iframe name="sink1" id="sink1"></iframe><iframe name="sink2" id="sink2"></iframe>
+<script>
+  var settled = [];
+  function note(name) {{ return function (r) {{ settled.push(name + ":" + (r && r.type ? r.type : "error")); document.title = settled.join(" "); }}; }}
+  var opts = {{ method: "POST", mode: "no-cors", credentials: "include" }};
+  fetch("{base}/sessions/{stopped}/resume", opts).then(note("resume"), note("resume"));
+  fetch("{base}/sessions/{stopped}/retry", opts).then(note("retry"), note("retry"));
+  fetch("{base}/sessions/{waiting}/stop", Object.assign({{ headers: {{ "Content-Type": "text/plain" }}, body: '{{"kind": "abort"}}' }}, opts)).then(note("stop"), note("stop"));
+  fetch("{base}/sessions/{waiting}/stop", {{ method: "POST", credentials: "include", headers: {{ "Content-Type": "application/json" }}, body: "{{}}" }}).then(note("json"), note("json"));
+  document.getElementById("form").submit();
+  document.getElementById("plain").submit();
+</script></body></html>"""
+
+
+@pytest.fixture
+def attacker() -> Iterator[Callable[[str], str]]:
+    """A page on another port of the same host (same site, another origin), serving what it is given."""
+    import http.server
+
+    served: dict[str, bytes] = {}
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = served.get("page", b"")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def host(html: str) -> str:
+        served["page"] = html.encode()
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    try:
+        yield host
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_page_on_another_port_cannot_use_the_signed_in_cookie(db_url: str, services: Callable[..., Service], browser: Any, attacker: Callable[[str], str]) -> None:
+    """Issue 23, item 5: SameSite=Strict does not stop another origin of the same site (127.0.0.1 on
+    another port). Its auto-submitting forms (urlencoded and text/plain) and no-cors fetches (empty
+    and text/plain bodies) reach the service with alice's cookie, and change nothing: the ledger
+    shows no stop, no retry, no resume."""
+    from selenium.webdriver.common.by import By
+
+    from tests.test_service import snapshot
+
+    alice = {"Authorization": f"Bearer {KEYS['alice']}"}
+    service = services(f"csrf-{uuid.uuid4().hex[:6]}", extra_env=KEYS_ENV)
+    waiting = httpx.post(f"{service.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner in Porto"}, timeout=60).json()
+    assert waiting["status"] == "suspended_client_tool", waiting
+    victim = httpx.post(f"{service.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner in Rome"}, timeout=60).json()
+    halted = httpx.post(f"{service.base}/sessions/{victim['session_id']}/stop", headers=alice, params={"wait": 30}, json={}, timeout=60)
+    assert halted.status_code == 202 and halted.json()["status"] == "interrupted", halted.text
+    sign_in(browser, service.base, "alice")  # the browser now holds alice's cookie for 127.0.0.1
+    before = snapshot(db_url)
+
+    page = attacker(ATTACK.format(base=service.base, waiting=waiting["session_id"], stopped=victim["session_id"]))
+    assert f":{service.base.rsplit(':', 1)[1]}/" not in page  # another port: another origin, the same site
+    browser.get(page)
+    wait_for(lambda: len(browser.title.split()) == 4, what="the four fetches to settle")
+    settled = dict(part.split(":") for part in browser.title.split())
+    assert settled["json"] == "error", settled  # a JSON post needs a CORS preflight the service never grants
+    for sink in ("sink1", "sink2"):  # both forms were posted with the cookie, and refused before being read
+        def refused() -> bool:
+            browser.switch_to.frame(browser.find_element(By.ID, sink))
+            try:
+                return "unsupported_media_type" in browser.find_element(By.TAG_NAME, "body").text
+            finally:
+                browser.switch_to.default_content()
+
+        wait_for(refused, what=f"the service's answer in {sink}")
+
+    after = snapshot(db_url)
+    assert after == before, "a page on another origin changed the ledger"
+    assert after["counts"]["stops"] == 1  # only alice's own stop, through the API with her key
+    runs = httpx.get(f"{service.base}/sessions/{victim['session_id']}", headers=alice).json()["runs"]
+    assert [r["entry"] for r in runs] == ["start"] and runs[0]["status"] == "interrupted"
+    assert httpx.get(f"{service.base}/sessions/{waiting['session_id']}", headers=alice).json()["status"] == "suspended_client_tool"

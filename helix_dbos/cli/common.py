@@ -222,6 +222,28 @@ def _refused(exc: HelixError, as_json: bool) -> NoReturn:
     raise typer.Exit(1) from None
 
 
+#: The largest ``--limit`` a listing takes: more rows than a terminal or a script wants, far below
+#: the 64-bit integers the databases' ``LIMIT`` takes (a larger number was a driver traceback).
+MAX_LIMIT = 1_000_000
+
+
+def usage_error(message: str) -> NoReturn:
+    """A bad option value: one line on stderr and exit status 2 (a usage error, as Click's own)."""
+    err_console.print(f"[bold red]error[/] [dim]({ValidationError.code})[/]: {esc(message)}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def int_range(flag: str, low: int, high: int) -> Callable[[int | None], int | None]:
+    """An option callback refusing values outside ``low..high`` with ``usage_error``."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and not low <= value <= high:
+            usage_error(f"{flag} must be an integer from {low} to {high}, not {value}")
+        return value
+
+    return check
+
+
 def typed_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """A refusal prints its user-safe sentence and code (or the JSON body) and exits 1, never a traceback."""
 

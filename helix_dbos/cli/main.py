@@ -19,13 +19,14 @@ from rich.panel import Panel
 from rich.text import Text
 
 from .. import apikeys, wire
-from ..definitions.inputs import check_session_id
+from ..definitions.inputs import check_session_id, check_text
 from ..errors import NotFoundError, RunTimeoutError, ValidationError
 from ..ledger.statuses import CallStatus
 from ..runtime import RunHandle, RunResult, Runtime
 from . import admin
 from . import demo as demo_mod
 from .common import (
+    MAX_LIMIT,
     DbOption,
     JsonOption,
     TimeoutOption,
@@ -34,6 +35,7 @@ from .common import (
     err_console,
     esc,
     executor_ever_ran,
+    int_range,
     launched,
     ledger,
     model_json,
@@ -194,7 +196,7 @@ def demo_worker(
 @app.command()
 @typed_errors
 def sessions(
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many, newest first.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", callback=int_range("--limit", 1, MAX_LIMIT), help=f"How many, newest first (at most {MAX_LIMIT:,}).")] = 20,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -259,7 +261,7 @@ def calls(
     status: Annotated[str | None, typer.Option("--status", help="e.g. outcome_unknown, running, pending.")] = None,
     tool: Annotated[str | None, typer.Option("--tool", help="Only calls of this tool.")] = None,
     session: Annotated[str | None, typer.Option("--session", help="Only calls of this session.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 200,
+    limit: Annotated[int, typer.Option("--limit", callback=int_range("--limit", 1, MAX_LIMIT), help=f"At most this many (up to {MAX_LIMIT:,}).")] = 200,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -268,6 +270,7 @@ def calls(
         check_session_id(session)
     if status is not None and status not in CALL_STATUSES:
         raise ValidationError(f"unknown call status {status!r}; one of: {', '.join(CALL_STATUSES)}")
+    check_text("--tool", tool)  # an argument that is not UTF-8 arrives as lone surrogates: no store holds them
     with ledger(db) as reader:
         rows = reader.calls(session_id=session, status=status, tool_name=tool, limit=limit)
     if as_json:
@@ -540,7 +543,7 @@ def api_key(
 @typed_errors
 def serve(
     host: Annotated[str, typer.Option("--host", envvar="HELIX_DBOS_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", envvar="HELIX_DBOS_PORT")] = 8000,
+    port: Annotated[int, typer.Option("--port", envvar="HELIX_DBOS_PORT", callback=int_range("--port", 0, 65535))] = 8000,
     app_spec: Annotated[str | None, typer.Option("--app", help="package.module:runtime (default: HELIX_DBOS_APP, then the examples).")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Serve beyond loopback without authentication (a gateway in front authenticates).")] = False,
     db: DbOption = None,

@@ -104,6 +104,8 @@ class Agent:
             raise ConfigurationError(f"agent name {self.name!r}: use letters, digits, '-', '_' or '.'")
         if self.max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
+        self._check_entries("tools", self.tools, Tool, "decorate a function with @hx.tool (or build one with hx.define_tool / hx.client_tool)")
+        self._check_entries("sub_agents", self.sub_agents, SubAgent, "wrap an agent with hx.remote_agent, hx.local_agent or hx.companion_agent")
         names = [t.name for t in self.tools] + [s.tool_name for s in self.sub_agents]
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
@@ -112,6 +114,20 @@ class Agent:
             raise ConfigurationError(f"agent {self.name!r}: {FINISH_TOOL!r} is reserved for structured output")
         if self.output_type is not None:
             self._output_adapter = pydantic.TypeAdapter(self.output_type)
+
+    def _check_entries(self, field_name: str, entries: Any, kind: type, how: str) -> None:
+        """Refuse, at construction, an entry that is not a ``kind`` (a bare function, ``...``, a name),
+        naming it: found later, it was an ``AttributeError`` deep in the first run."""
+        if isinstance(entries, (str, bytes)) or not isinstance(entries, (list, tuple)):
+            raise ConfigurationError(f"agent {self.name!r}: {field_name} must be a list, not {type(entries).__name__} {entries!r:.80}")
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, kind):
+                raise ConfigurationError(
+                    f"agent {self.name!r}: {field_name}[{index}] is {entry!r:.80} ({type(entry).__name__}), not a {kind.__name__}: {how}",
+                    detail={"field": field_name, "index": index, "type": type(entry).__name__},
+                )
+        if isinstance(entries, tuple):
+            setattr(self, field_name, list(entries))
 
     # --- per-run hooks: no-ops here; an adapted pydantic-ai agent (pydantic_agent.py) fills them ---
 

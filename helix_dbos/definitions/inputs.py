@@ -5,7 +5,8 @@ what a model or a tool produces, which the ledger stores whatever it holds (``le
 a caller can fix its request, a tool result has already happened.
 
 Session ids appear in URLs, log lines and SQL, and the ledger keeps them in ``varchar(64)``: 1 to 64
-characters of ``[A-Za-z0-9_.:-]`` (so ``""``, ``" "``, ``a/b`` and ``../x`` are refused). Text a
+characters of ``[A-Za-z0-9_.:-]``, and not ``.`` or ``..``, which URL clients normalise away as path
+segments (so ``""``, ``" "``, ``a/b``, ``../x``, ``.`` and ``..`` are refused). Text a
 caller sends (a user message, a client tool's result or error, an approval's reason or actor, a
 stop's requester) must not hold NUL or a lone surrogate, which neither database can store as text.
 """
@@ -20,15 +21,21 @@ from ..errors import ValidationError
 from ..ledger.escape import has_unstorable
 
 SESSION_ID_MAX_LENGTH = 64
-#: The HTTP schema and path parameters use this same pattern (``service/schemas.py``, ``routes.py``).
-SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"
-_SESSION_ID = re.compile(rf"[A-Za-z0-9_.:-]{{1,{SESSION_ID_MAX_LENGTH}}}")
-SESSION_ID_RULE = f"1 to {SESSION_ID_MAX_LENGTH} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-'"
+#: The HTTP schema and path parameters use this same pattern (``service/schemas.py``, ``routes.py``),
+#: with ``SESSION_ID_MAX_LENGTH``. No lookahead (pydantic's Rust regex has none): an id starts with a
+#: character other than ``.``, or with ``.`` and another character, or with ``..`` and a third one.
+SESSION_ID_PATTERN = r"^(?:[A-Za-z0-9_:-]|\.[A-Za-z0-9_:-]|\.\.[A-Za-z0-9_.:-])[A-Za-z0-9_.:-]*$"
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+SESSION_ID_RULE = f"1 to {SESSION_ID_MAX_LENGTH} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-', other than '.' and '..'"
+#: Caller text holds no NUL and no lone surrogate (a surrogate pair, as JSON Schema validators in
+#: UTF-16 languages see a character beyond the BMP, is allowed). Published in the request schemas;
+#: the check itself is ``check_text`` (Rust's regex, which pydantic uses, cannot name a surrogate).
+TEXT_PATTERN = r"^(?:[^\u0000\ud800-\udfff]|[\ud800-\udbff][\udc00-\udfff])*$"
 
 
 def check_session_id(session_id: Any) -> str:
     """``session_id`` if it follows the rule; a typed refusal that names the rule otherwise."""
-    if not isinstance(session_id, str) or _SESSION_ID.fullmatch(session_id) is None:
+    if not isinstance(session_id, str) or len(session_id) > SESSION_ID_MAX_LENGTH or _SESSION_ID.fullmatch(session_id) is None:
         raise ValidationError(
             f"invalid session id {session_id!r}: a session id is {SESSION_ID_RULE}",
             detail={"field": "session_id", "rule": SESSION_ID_RULE},

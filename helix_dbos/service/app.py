@@ -51,11 +51,14 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema:
         return app.openapi_schema
     spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    error_body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
     for path in spec.get("paths", {}).values():
-        for op in path.values():
+        for method, op in path.items():
             responses = op.get("responses", {})
             if responses.pop("422", None) is not None and "400" not in responses:
-                responses["400"] = {"description": "Bad Request", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+                responses["400"] = {"description": "Bad Request", **error_body}
+            if method == "post":  # routes.json_only: a body not declared JSON is refused unread
+                responses.setdefault("415", {"description": "Unsupported Media Type: the body is not application/json", **error_body})
     schemas = spec.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)

@@ -21,10 +21,14 @@ from ..errors import ValidationError
 from ..ledger.statuses import RUN_AT_REST
 from ..runtime.face.reader import EVENT_PAGE, Reader
 from ..views import EventPage, EventRecord
+from .responses import finite
 
 PAGE = EVENT_PAGE
 #: Event seqs are 32-bit integers on Postgres; a larger cursor names no event and is refused.
 MAX_SEQ = 2**31 - 1
+#: ``Last-Event-ID`` as the schema publishes it: an integer-like string (its range is checked by
+#: ``parse_cursor``; empty means from the start, as a browser's first ``EventSource`` request has none).
+CURSOR_PATTERN = r"^[ \t]*[0-9]{0,10}[ \t]*$"
 KEEPALIVE_SEC = 15.0
 
 
@@ -60,7 +64,11 @@ def frame(row: EventRecord) -> bytes:
         "data": row["data"],
         "created_at": row["created_at"],
     }
-    return f"id: {row['seq']}\nevent: {row['type']}\ndata: {json.dumps(data, default=_json_default)}\n\n".encode()
+    try:
+        text = json.dumps(data, default=_json_default, allow_nan=False)
+    except ValueError:  # a NaN a tool returned: null, as a browser's JSON.parse needs (responses.py)
+        text = json.dumps(finite(data), default=_json_default)
+    return f"id: {row['seq']}\nevent: {row['type']}\ndata: {text}\n\n".encode()
 
 
 def end_frame(status: str, last: int) -> bytes:

@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 
 from ..errors import RunNotFoundError, SessionNotFoundError
 from ..runtime.flow import live
-from .routes import Caller, SessionId, _allowed, known_query
+from .routes import Caller, SessionId, _allowed, _errors, known_query
 
 router = APIRouter(dependencies=[Depends(known_query)])
 
@@ -53,7 +53,7 @@ async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
 @router.get(
     "/sessions/{session_id}/live",
     tags=["sessions"],
-    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE: best-effort model output deltas, no ids."}},
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE: best-effort model output deltas, no ids."}, **_errors(403, 404)},
 )
 async def session_live(
     request: Request,

@@ -4,11 +4,16 @@ A tool or a model may produce a lone surrogate, which the ledger keeps exactly (
 but which UTF-8 cannot encode: FastAPI's own JSON rendering then fails with a 500 on every read of
 that session. JSON can carry it as its ``\\uXXXX`` escape, which is what this response writes, so a
 client's JSON parser gets the original string back.
+
+JSON has no NaN or Infinity either, which a tool may return (SQLite's JSON keeps them): they are
+written as ``null``, as JavaScript's ``JSON.stringify`` writes them, rather than as the ``NaN``
+token no strict parser (a browser's ``JSON.parse``) reads.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -23,12 +28,32 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity replaced by ``None``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(content: Any) -> str:
+    """Strict JSON text of ``content``: non-finite numbers as ``null``, lone surrogates as escapes."""
+    options: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False, "indent": None, "separators": (",", ":"), "default": pydantic_core.to_jsonable_python}
+    try:
+        text = json.dumps(content, **options)
+    except ValueError:  # a NaN or an infinity somewhere: the rare path walks the value
+        text = json.dumps(finite(content), **options)
+    return _SURROGATE.sub(_escape, text)
+
+
 class LedgerJSONResponse(JSONResponse):
     """``JSONResponse`` whose lone surrogates are written as JSON escapes (only inside strings)."""
 
     def render(self, content: Any) -> bytes:
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"), default=pydantic_core.to_jsonable_python)
-        return _SURROGATE.sub(_escape, text).encode("utf-8")
+        return dumps(content).encode("utf-8")
 
 
 def respond(model: BaseModel, status_code: int = 200) -> LedgerJSONResponse:

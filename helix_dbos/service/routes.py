@@ -14,15 +14,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from .. import wire
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
-from ..errors import ForbiddenError, RunNotFoundError, RunTimeoutError, SessionNotFoundError, ValidationError
+from ..errors import (
+    ForbiddenError,
+    RunNotFoundError,
+    RunTimeoutError,
+    SessionNotFoundError,
+    UnsupportedMediaTypeError,
+    ValidationError,
+)
 from ..ledger.engine import is_sqlite
+from ..ledger.escape import has_unstorable
 from ..runtime import AnswerReceipt, RunHandle, Runtime
 from ..views import SessionSummary
 from . import auth, events, views
@@ -32,8 +40,27 @@ from .responses import LedgerJSONResponse, respond
 MAX_SEQ = events.MAX_SEQ
 
 
+def storable_parameters(request: Request) -> None:
+    """Refuse a query or path parameter holding NUL or a lone surrogate, whatever the endpoint.
+
+    Such a value names nothing the ledger can hold, and Postgres refuses it in a query (a driver
+    error, a 500), so it is the caller's 400 before any read. (Starlette decodes a percent-encoded
+    byte sequence that is not UTF-8 to U+FFFD, so a lone surrogate arrives only from in-process
+    clients; the check is the same.)
+    """
+    for where, params in (("query", request.query_params.multi_items()), ("path", list(request.path_params.items()))):
+        for name, value in params:
+            if (isinstance(value, str) and has_unstorable(value)) or has_unstorable(name):
+                raise ValidationError(
+                    f"the {where} parameter {name!r} holds a NUL character or a lone surrogate",
+                    detail={"parameter": name, "in": where},
+                )
+
+
 async def known_query(request: Request) -> None:
-    """Refuse query parameters the endpoint does not declare, instead of ignoring them."""
+    """Refuse query parameters the endpoint does not declare, instead of ignoring them, and values
+    no store can hold (``storable_parameters``)."""
+    storable_parameters(request)
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None:
@@ -49,6 +76,27 @@ async def known_query(request: Request) -> None:
         )
 
 
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+async def json_only(request: Request) -> None:
+    """Refuse a state-changing request that is not declared JSON (415), empty bodies included.
+
+    A page on another origin can make a browser send a form or ``text/plain`` (or no body at all)
+    without asking the service first; ``application/json`` it cannot, without a CORS preflight this
+    service does not grant. So this refusal stops those requests before they are read, whatever
+    credentials the browser attached, and a body-less ``POST .../retry`` never means "recover".
+    """
+    if request.method not in BODY_METHODS:
+        return
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        raise UnsupportedMediaTypeError(
+            "This endpoint takes a JSON body: send 'Content-Type: application/json' (an empty object {} where no field is needed).",
+            detail={"content_type": request.headers.get("content-type")},
+        )
+
+
 async def principal(request: Request) -> auth.Principal:
     """The authenticated caller (``anonymous`` when the service runs without authentication)."""
     found = await auth.authenticate(request, request.app.state.service_settings)
@@ -60,8 +108,8 @@ Caller = Annotated[auth.Principal, Depends(principal)]
 
 # An explicit response class (not FastAPI's default) also takes FastAPI off its direct pydantic JSON
 # path, which cannot encode a lone surrogate a tool returned (see responses.py).
-router = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(known_query)])
-public = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(known_query)])
+router = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(json_only), Depends(known_query)])
+public = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depends(json_only), Depends(known_query)])
 
 Wait = Annotated[float, Query(ge=0, le=300, description="Seconds to wait for the run to come to rest before answering.")]
 SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN)]
@@ -132,8 +180,18 @@ async def list_sessions(
 
 @router.post("/sessions", status_code=202, response_model=s.RunOut, tags=["sessions"], responses=_errors(404, 409))
 async def start_session(request: Request, caller: Caller, req: s.StartSession, wait: Wait = 0) -> LedgerJSONResponse:
-    """Start a session owned by the caller (or, with an existing ``session_id`` the caller owns, a new turn of it)."""
+    """Start a session owned by the caller (or, with an existing ``session_id`` the caller owns, a new turn of it).
+
+    With authentication on, a ``session_id`` that is not one of the caller's sessions must be in its
+    namespace (``<name>:...``); any other is 404, whether free or another principal's.
+    """
     runtime = rt(request)
+    if req.session_id is not None and caller.authenticated:
+        try:
+            owner: str | Literal[False] | None = (await asyncio.to_thread(runtime.reader.summary, req.session_id)).get("owner")
+        except SessionNotFoundError:
+            owner = False
+        auth.check_chosen_id(caller, req.session_id, owner)
     handle = await runtime.start_async(req.agent, req.message, session_id=req.session_id, owner=caller.owner)
     return respond(await _settle(runtime, handle, wait), 202)
 
@@ -233,7 +291,7 @@ async def session_events(
     session_id: SessionId,
     follow: Annotated[bool, Query(description="Keep the stream open after the run comes to rest.")] = False,
     after: Annotated[int | None, Query(ge=0, le=MAX_SEQ, description="Resume after this seq (Last-Event-ID wins).")] = None,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", pattern=events.CURSOR_PATTERN, description=f"Resume after this event id (an integer from 0 to {MAX_SEQ}).")] = None,
 ) -> StreamingResponse:
     """The session's ledger events, each exactly once and in order, resumable with ``Last-Event-ID``."""
     reader = rt(request).reader

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
-from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
+from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN, SESSION_ID_RULE, TEXT_PATTERN
 from ..wire import (  # noqa: F401  (re-exported: the response bodies of ledger reads)
     AttemptOut,
     CallOut,
@@ -35,14 +35,29 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: The byte rule, published: caller text holds no NUL and no lone surrogate. The service enforces it
+#: with ``definitions.inputs.check_text`` (pydantic's Rust regex cannot name a surrogate), so the
+#: pattern is only put in the schema.
+TEXT: dict[str, JsonValue] = {"pattern": TEXT_PATTERN}
+#: Checkpoint ids are ``varchar(80)`` in the ledger.
+CHECKPOINT_ID_MAX_LENGTH = 80
+
+
 class StartSession(Request):
     agent: str = Field(min_length=1, max_length=200, description="The agent that owns the new session.")
-    message: str = Field(min_length=1, description="The user's message: the first turn.")
-    session_id: str | None = Field(default=None, min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN, description="Choose the id (idempotency for the creation); minted when absent.")
+    message: str = Field(min_length=1, description="The user's message: the first turn.", json_schema_extra=TEXT)
+    session_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=SESSION_ID_MAX_LENGTH,
+        pattern=SESSION_ID_PATTERN,
+        description=f"Choose the id (idempotency for the creation); minted when absent. A session id is {SESSION_ID_RULE}. "
+        "With authentication on, an id for a new session must start with the caller's namespace (docs/service.md, \"Owners and roles\").",
+    )
 
 
 class NewTurn(Request):
-    message: str = Field(min_length=1, description="The next user message; it redirects any unanswered step.")
+    message: str = Field(min_length=1, description="The next user message; it redirects any unanswered step.", json_schema_extra=TEXT)
 
 
 class ResumeContinue(Request):
@@ -55,14 +70,14 @@ class ResumeWithMessage(Request):
     """Redirect the saved step with a user message."""
 
     mode: Literal["with_message"]
-    message: str = Field(min_length=1)
+    message: str = Field(min_length=1, json_schema_extra=TEXT)
 
 
 class ResumeFromCheckpoint(Request):
     """Rewind to a saved append (a checkpoint of kind ``append``) and run from there."""
 
     mode: Literal["from_checkpoint"]
-    checkpoint_id: str = Field(min_length=1)
+    checkpoint_id: str = Field(min_length=1, max_length=CHECKPOINT_ID_MAX_LENGTH, json_schema_extra=TEXT)
 
 
 def _tag(key: str, default: str) -> Callable[[Any], str | None]:
@@ -86,14 +101,14 @@ Resume = Annotated[
 class RetryRecover(Request):
     """Recover the failed or interrupted run; with ``message``, redirect it instead."""
 
-    message: str | None = Field(default=None, min_length=1)
+    message: str | None = Field(default=None, min_length=1, json_schema_extra=TEXT)
 
 
 class RetryFromCheckpoint(Request):
     """Redirect the run at a saved checkpoint: a checkpoint needs the message that redirects it."""
 
-    checkpoint_id: str = Field(min_length=1)
-    message: str = Field(min_length=1)
+    checkpoint_id: str = Field(min_length=1, max_length=CHECKPOINT_ID_MAX_LENGTH, json_schema_extra=TEXT)
+    message: str = Field(min_length=1, json_schema_extra=TEXT)
 
 
 def _retry_tag(value: Any) -> str | None:
@@ -118,7 +133,7 @@ class Approval(Request):
     """The actor recorded on the call is the authenticated principal, never a request field."""
 
     approved: bool
-    reason: str | None = Field(default=None, max_length=2000, description="Free text kept on the call for audit.")
+    reason: str | None = Field(default=None, max_length=2000, description="Free text kept on the call for audit.", json_schema_extra=TEXT)
 
 
 #: The tags of the body unions above: not field names, so error messages leave them out.
@@ -130,7 +145,7 @@ class ClientOk(Request):
 
 
 class ClientFailed(Request):
-    error: str = Field(min_length=1, description="The client tool failed with this message.")
+    error: str = Field(min_length=1, description="The client tool failed with this message.", json_schema_extra=TEXT)
 
 
 #: A client-tool answer is exactly one of ``result`` or ``error``.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import ipaddress
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,14 +93,49 @@ class ServiceSettings:
         return settings
 
     def host_allowed(self, header: str) -> bool:
-        """Whether a request's Host header (port stripped) names one of the allowed hosts."""
-        name = header.strip().lower()
-        if name.startswith("["):
-            name = name[1 : name.find("]")] if "]" in name else name
-        elif name.count(":") == 1:
-            name = name.split(":", 1)[0]
+        """Whether a request's Host header names one of the allowed hosts (``host_name`` parses it)."""
+        name = host_name(header)
+        if name is None:
+            return False
         for allowed in self.allowed_hosts:
             pattern = allowed.lower().strip("[]")
             if pattern == "*" or pattern == name or (pattern.startswith("*.") and name.endswith(pattern[1:])):
                 return True
         return False
+
+
+_PORT = re.compile(r"[0-9]{1,5}")
+_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?")
+
+
+def host_name(header: str) -> str | None:
+    """The host name (lower case, IPv6 without brackets) of a ``Host`` header, or None if it is not one.
+
+    Strict (RFC 9110 ``uri-host [ ":" port ]``): a port is 1 to 5 digits up to 65535 and nothing
+    follows it, a name is dot-separated labels, an IPv6 literal is bracketed (a bare one is accepted
+    only if it parses as an address). So ``localhost:evil.com`` and ``[::1]evil.com`` name no host.
+    """
+    text = header.strip().lower()
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            return None
+        name, rest = text[1:end], text[end + 1 :]
+        try:
+            ipaddress.IPv6Address(name)
+        except ValueError:
+            return None
+    elif text.count(":") > 1:
+        try:
+            ipaddress.IPv6Address(text)
+        except ValueError:
+            return None
+        return text
+    else:
+        name, sep, port = text.partition(":")
+        rest = sep + port
+        if _NAME.fullmatch(name) is None:
+            return None
+    if rest and not (rest.startswith(":") and _PORT.fullmatch(rest[1:]) and int(rest[1:]) <= 65535):
+        return None
+    return name

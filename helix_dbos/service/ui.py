@@ -3,8 +3,11 @@
 Every page is rendered from the ledger on request, behind the same authentication and ownership
 rules as the API (``auth.py``); the buttons call the same API endpoints with ``fetch``, so the page
 can do nothing a client could not. A browser cannot put a key in an ``EventSource`` header, so the
-login form trades the key for an ``HttpOnly``, ``SameSite=Strict`` cookie that the API also accepts;
-``SameSite=Strict`` keeps other sites' pages from riding on it, and the API only takes JSON bodies.
+login form trades the key for an ``HttpOnly``, ``SameSite=Strict`` cookie that the API also accepts
+(``Secure`` whenever the service is not bound to loopback). ``SameSite=Strict`` keeps other sites'
+pages from riding on it, but not another page of the same site (another port on the host): so the
+API takes only JSON bodies, and a state-changing request authenticated by the cookie must carry the
+CSRF token each page is rendered with (``auth.py``).
 The session page follows the session's SSE stream and appends each event as it arrives, reloading
 itself when the state it renders (runs, calls, pending answers) has changed.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +28,11 @@ from pydantic import BaseModel, Field
 from .. import apikeys
 from ..errors import AuthenticationError, HelixError, ValidationError
 from . import auth
-from .routes import known_query
+from .routes import json_only, known_query
+from .settings import is_loopback
 
 STATIC = "/ui/static"
-router = APIRouter(include_in_schema=False, dependencies=[Depends(known_query)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(json_only), Depends(known_query)])
 #: Events after which the rendered state is stale: the page reloads itself (after appending them).
 RELOAD_ON = ("run_status", "run_cancelled", "approval_requested", "approval_decided", "client_call", "call_paired", "tool_end", "checkpoint", "recovery")
 
@@ -36,8 +41,15 @@ def static_dir() -> str:
     return str(Path(__file__).with_name("static"))
 
 
+_UNPRINTABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    """``value`` as HTML text. NUL and lone surrogates a tool or a model produced (the ledger keeps
+    them) show as their ``\\uXXXX`` escapes: UTF-8 cannot carry a surrogate, and a browser would
+    turn a NUL into U+FFFD."""
+    text = html.escape("" if value is None else str(value))
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def compact(value: Any, limit: int = 160) -> str:
@@ -45,14 +57,14 @@ def compact(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def page(title: str, body: str, principal: auth.Principal | None, data: dict[str, Any] | None = None) -> HTMLResponse:
+def page(title: str, body: str, principal: auth.Principal | None, data: dict[str, Any] | None = None, csrf: str | None = None) -> HTMLResponse:
     who = ""
     if principal is not None and principal.authenticated:
         roles = f" ({', '.join(sorted(principal.roles))})" if principal.roles else ""
         who = f'<span id="who">{e(principal.name)}{e(roles)}</span> <button id="logout" type="button">log out</button>'
     elif principal is not None:
         who = '<span id="who">no authentication configured</span>'
-    attrs = f" data-page='{e(json.dumps(data or {}))}'"
+    attrs = f" data-page='{e(json.dumps({**(data or {}), **({'csrf': csrf} if csrf else {})}))}'"
     doc = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{e(title)} · helix-dbos</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -72,6 +84,12 @@ async def _caller(request: Request) -> auth.Principal | None:
         return await auth.authenticate(request, request.app.state.service_settings)
     except AuthenticationError:
         return None
+
+
+def _csrf(request: Request) -> str | None:
+    """The token this page's buttons send with the cookie (``auth.check_csrf``)."""
+    key = request.cookies.get(auth.COOKIE)
+    return auth.csrf_token(key) if key else None
 
 
 def login_page() -> HTMLResponse:
@@ -100,7 +118,8 @@ async def login(request: Request, req: Login) -> Response:
     if entry is None:
         raise AuthenticationError("The credentials are not valid.")
     response = JSONResponse({"ok": True, "principal": entry.principal})
-    response.set_cookie(auth.COOKIE, req.key, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/")
+    secure = request.url.scheme == "https" or not is_loopback(settings.host)
+    response.set_cookie(auth.COOKIE, req.key, httponly=True, samesite="strict", secure=secure, path="/")
     return response
 
 
@@ -144,7 +163,7 @@ async def sessions_page(request: Request, status: str | None = Query(default=Non
     if not rows:
         body.append('<tr><td colspan="6" class="empty">No sessions.</td></tr>')
     body.append("</tbody></table>")
-    return page("sessions", "".join(body), principal)
+    return page("sessions", "".join(body), principal, csrf=_csrf(request))
 
 
 def _read(request: Request, session_id: str) -> dict[str, Any]:
@@ -278,4 +297,4 @@ async def session_page(request: Request, session_id: str) -> HTMLResponse:
     for ev in events:
         body.append(f'<tr class="event" data-seq="{e(ev["seq"])}" data-type="{e(ev["type"])}"><td>{e(ev["seq"])}</td><td>{e(str(ev["created_at"])[11:23])}</td><td>{e(ev["type"])}</td><td>{e(_event_text(ev, tools))}</td></tr>')
     body.append("</tbody></table>")
-    return page(f"session {session_id}", "".join(body), principal, {"session": session_id, "after": last_seq, "reload_on": list(RELOAD_ON)})
+    return page(f"session {session_id}", "".join(body), principal, {"session": session_id, "after": last_seq, "reload_on": list(RELOAD_ON)}, csrf=_csrf(request))

@@ -11,11 +11,14 @@
   }
 
   function api(method, path, body) {
+    // JSON always (the API refuses anything else), and the page's CSRF token with the cookie.
+    var headers = { "Content-Type": "application/json" };
+    if (info.csrf) { headers["X-CSRF-Token"] = info.csrf; }
     return fetch(path, {
       method: method,
       credentials: "same-origin",
-      headers: { "Content-Type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: headers,
+      body: JSON.stringify(body === undefined ? {} : body),
     }).then(function (r) {
       return r.json().then(function (data) {
         if (!r.ok) { throw new Error((data && data.code ? data.code + ": " : "") + (data && data.error ? data.error : r.status)); }
