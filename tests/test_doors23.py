@@ -116,6 +116,13 @@ def test_the_schema_publishes_the_cursor_the_id_and_the_byte_rules(db_url: str) 
         for name, field in [("NewTurn", "message"), ("ResumeWithMessage", "message"), ("RetryFromCheckpoint", "message"), ("Approval", "reason"), ("ClientFailed", "error")]:
             assert spec["components"]["schemas"][name]["properties"][field]["pattern"] == TEXT_PATTERN, name
         assert spec["components"]["schemas"]["ResumeFromCheckpoint"]["properties"]["checkpoint_id"]["maxLength"] == 80
+        # text parameters publish the byte rule too (every one is checked, storable_parameters)
+        listing = {p["name"]: p for p in spec["paths"]["/sessions"]["get"]["parameters"]}
+        approval = {p["name"]: p for p in spec["paths"]["/sessions/{session_id}/calls/{dispatch_id}/approval"]["post"]["parameters"]}
+        run = {p["name"]: p for p in spec["paths"]["/runs/{run_id}"]["get"]["parameters"]}
+        live_params = {p["name"]: p for p in spec["paths"]["/sessions/{session_id}/live"]["get"]["parameters"]}
+        for param in (listing["status"], listing["agent"], approval["dispatch_id"], run["run_id"], live_params["run_id"]):
+            assert param["schema"]["pattern"] == TEXT_PATTERN, param
         for path, param in [("/sessions/{session_id}", "session_id"), ("/sessions/{session_id}/stop", "session_id")]:
             op = spec["paths"][path].get("get") or spec["paths"][path]["post"]
             [p] = [p for p in op["parameters"] if p["name"] == param]

@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 
 from ..errors import RunNotFoundError, SessionNotFoundError
 from ..runtime.flow import live
-from .routes import Caller, SessionId, _allowed, _errors, known_query
+from .routes import TEXT, Caller, SessionId, _allowed, _errors, known_query
 
 router = APIRouter(dependencies=[Depends(known_query)])
 
@@ -59,7 +59,7 @@ async def session_live(
     request: Request,
     caller: Caller,
     session_id: SessionId,
-    run_id: Annotated[str | None, Query(max_length=64, description="A run of the session (default: its current run).")] = None,
+    run_id: Annotated[str | None, Query(max_length=64, description="A run of the session (default: its current run).", json_schema_extra=TEXT)] = None,
     timeout: Annotated[float, Query(gt=0, le=3600, description="Stop after this many seconds.")] = 300,
 ) -> StreamingResponse:
     """The current run's model output as it streams (``Runtime(live_output=True)``); ends with the run's workflow."""

@@ -113,7 +113,9 @@ public = APIRouter(default_response_class=LedgerJSONResponse, dependencies=[Depe
 
 Wait = Annotated[float, Query(ge=0, le=300, description="Seconds to wait for the run to come to rest before answering.")]
 SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX_LENGTH, pattern=SESSION_ID_PATTERN)]
-DispatchId = Annotated[str, Path(min_length=1, max_length=64)]
+#: The byte rule of text parameters, published (``storable_parameters`` enforces it for every one).
+TEXT = s.TEXT
+DispatchId = Annotated[str, Path(min_length=1, max_length=64, json_schema_extra=TEXT)]
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -169,8 +171,8 @@ async def list_sessions(
     request: Request,
     caller: Caller,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    status: Annotated[str | None, Query(max_length=32, description="Only sessions in this status.")] = None,
-    agent: Annotated[str | None, Query(max_length=200, description="Only this agent's sessions.")] = None,
+    status: Annotated[str | None, Query(max_length=32, description="Only sessions in this status.", json_schema_extra=TEXT)] = None,
+    agent: Annotated[str | None, Query(max_length=200, description="Only this agent's sessions.", json_schema_extra=TEXT)] = None,
 ) -> list[s.SessionSummary]:
     """The newest sessions first: the caller's own, or every session for an operator or approver."""
     owner = None if caller.sees_all else caller.name
@@ -271,7 +273,7 @@ async def submit_result(request: Request, caller: Caller, session_id: SessionId,
 
 
 @router.get("/runs/{run_id}", response_model=s.RunOut, tags=["sessions"], responses=_errors(404))
-async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path(min_length=1, max_length=64)]) -> LedgerJSONResponse:
+async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path(min_length=1, max_length=64, json_schema_extra=TEXT)]) -> LedgerJSONResponse:
     session = await asyncio.to_thread(rt(request).reader.session_of_run, run_id)
     try:
         auth.check(caller, session.get("owner"), "read", str(session["session_id"]))
