@@ -173,7 +173,7 @@ def make_runtime(db_url: str) -> Iterator[Callable[..., hx.Runtime]]:
 @pytest.fixture
 def fam(db_url: str, tmp_path: Path) -> Iterator[object]:
     """The sub-agent / HITL family of agents (tests/scenarios/family.py) on a fresh database."""
-    from tests.familykit import Family
+    from tests.support.familykit import Family
     from tests.scenarios import family
 
     kit = Family(db_url, tmp_path)

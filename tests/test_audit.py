@@ -28,7 +28,7 @@ from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import alembic_config, upgrade
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "audit.md"

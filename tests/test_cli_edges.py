@@ -28,7 +28,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.test_cli import helix, wide_console  # noqa: F401 (fixtures)
 from tests.test_service import snapshot
-from tests.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env
 
 
 def _refused(args: list[str]) -> tuple[dict[str, Any], str]:

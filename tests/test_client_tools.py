@@ -12,7 +12,7 @@ from helix_dbos.errors import CallsPendingError, StaleAnswerError
 from helix_dbos.ledger import tables as t
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.familykit import Family, dump_ledger
+from tests.support.familykit import Family, dump_ledger
 from tests.scenarios import family
 
 

@@ -24,8 +24,8 @@ import pytest
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.process.faults import STEP_CRASH_POINTS
-from tests.crashkit import Kit, transcript_problems
-from tests.tcpproxy import TcpProxy
+from tests.support.crashkit import Kit, transcript_problems
+from tests.support.tcpproxy import TcpProxy
 from tests.test_txtools import tx_rows
 
 UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe"}

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import NOT_STARTED, OUTCOME_UNKNOWN, REPLAY_LIMIT_REACHED
-from tests.crashkit import Kit, calls_by_tool, transcript_problems
+from tests.support.crashkit import Kit, calls_by_tool, transcript_problems
 
 
 def kit(db_url: str, tmp_path: Path, scenario: str) -> Kit:

@@ -25,7 +25,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
 from helix_dbos.ledger.engine import is_sqlite
-from tests.crashkit import Kit, helix_table, query, transcript_problems
+from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 
 DBOS_CLI = str(Path(sys.executable).parent / "dbos")
 

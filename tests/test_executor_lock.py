@@ -31,8 +31,8 @@ from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime.process import executor_lock
 from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME, LOCK_LOST_EXIT_CODE, ExecutorLock
-from tests.crashkit import ROOT, Kit, calls_by_tool, transcript_problems
-from tests.procs import SETTINGS_VARS, child_env
+from tests.support.crashkit import ROOT, Kit, calls_by_tool, transcript_problems
+from tests.support.procs import SETTINGS_VARS, child_env
 
 
 def _admin(db_url: str) -> sa.Engine:

@@ -28,7 +28,7 @@ from helix_dbos.cli.main import app as cli
 from helix_dbos.errors import ValidationError
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.familykit import dump_ledger
+from tests.support.familykit import dump_ledger
 from tests.test_service import Service, expect_error, services  # noqa: F401  (the fixture)
 
 #: NUL, a lone high and a lone low surrogate, and the escape's own introducer followed by hex digits
@@ -150,7 +150,7 @@ def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_run
 @pytest.mark.parametrize("point", ["after_model", "after_append"])
 def test_odd_strings_survive_a_crash_and_dbos_replay_exactly(db_url: str, tmp_path: Path, point: str) -> None:
     """DBOS recorded the reply (and the append's output) escaped; the relaunch replays it to the exact strings."""
-    from tests.crashkit import Kit, calls_by_tool, transcript_problems
+    from tests.support.crashkit import Kit, calls_by_tool, transcript_problems
     from tests.scenarios.app import ODD as APP_ODD
 
     k = Kit(db_url, tmp_path, scenario="odd")

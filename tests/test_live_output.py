@@ -21,8 +21,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 import helix_dbos as hx
 from helix_dbos.runtime.flow import live
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.crashkit import ROOT
-from tests.procs import child_env
+from tests.support.crashkit import ROOT
+from tests.support.procs import child_env
 
 
 def streaming_model() -> FunctionModel:

@@ -25,9 +25,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 import helix_dbos as hx  # noqa: E402
-from tests.crashkit import ROOT, transcript_problems  # noqa: E402
+from tests.support.crashkit import ROOT, transcript_problems  # noqa: E402
 from tests.scenarios.mcp_app import mcp_toolset  # noqa: E402
-from tests.procs import child_env
+from tests.support.procs import child_env
 
 SERVER = ROOT / "tests" / "scenarios" / "mcp_server.py"
 

@@ -14,7 +14,7 @@ from helix_dbos.ledger import attempts, store
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import upgrade
 from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
-from tests.crashkit import Kit, calls_by_tool
+from tests.support.crashkit import Kit, calls_by_tool
 
 
 def _seed_call(conn: sa.Connection) -> dict:

@@ -14,7 +14,7 @@ import pytest
 
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.ledger import tables as t
-from tests.familykit import Family
+from tests.support.familykit import Family
 from tests.scenarios import family
 
 

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.crashkit import ROOT, transcript_problems
-from tests.procs import child_env
+from tests.support.crashkit import ROOT, transcript_problems
+from tests.support.procs import child_env
 
 
 def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember",

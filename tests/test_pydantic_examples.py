@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from tests.procs import child_env, run_module
+from tests.support.procs import child_env, run_module
 from tests.scenarios import pydantic_ai_examples
 
 EXAMPLES = Path(pydantic_ai_examples.__file__).parent

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

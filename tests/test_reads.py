@@ -27,7 +27,7 @@ from helix_dbos.errors import (
 )
 from helix_dbos.ledger.statuses import RunStatus
 from helix_dbos.runtime import Reader
-from tests.familykit import Family
+from tests.support.familykit import Family
 from tests.scenarios import family
 
 ROOT = Path(__file__).resolve().parent.parent

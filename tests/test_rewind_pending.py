@@ -28,7 +28,7 @@ from helix_dbos.errors import StaleAnswerError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.recovery import NOT_STARTED, OUTCOME_UNKNOWN
 from helix_dbos.service.app import create_app
-from tests.crashkit import transcript_problems
+from tests.support.crashkit import transcript_problems
 
 
 class Confirm(pydantic.BaseModel):

@@ -32,7 +32,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.service import errors as service_errors
-from tests.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

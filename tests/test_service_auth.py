@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from helix_dbos import apikeys
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.test_service import ROOT, Service, expect_error, free_port, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
-from tests.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env
 
 KEYS = {name: apikeys.new_key() for name in ("alice", "bob", "ops", "appr")}
 ROLES = {"ops": {"operator"}, "appr": {"approver"}}
@@ -148,7 +148,7 @@ def test_keys_owners_roles_and_the_authenticated_approval_actor(db_url: str, ser
 
 def test_authenticate_hook_fails_closed(db_url: str, services: Callable[..., Service]) -> None:
     """A gateway's hook names the principal; a missing header or a crashing hook is a 401."""
-    service = services(extra_env={"HELIX_DBOS_AUTHENTICATE": "tests.authhook:authenticate"})
+    service = services(extra_env={"HELIX_DBOS_AUTHENTICATE": "tests.support.authhook:authenticate"})
     with service.client() as http:
         expect_error(http.get("/sessions"), 401, "unauthenticated")
         expect_error(http.get("/sessions", headers={"X-Test-User": "crash"}), 401, "unauthenticated")

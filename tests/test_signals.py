@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.recovery import OUTCOME_UNKNOWN
-from tests.crashkit import Kit, transcript_problems
-from tests.familykit import Family
+from tests.support.crashkit import Kit, transcript_problems
+from tests.support.familykit import Family
 from tests.scenarios import family
 from tests.test_service import Service, Stream, alive, contiguous, read_sse, services  # noqa: F401  (fixture)
 

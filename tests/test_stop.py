@@ -16,7 +16,7 @@ from helix_dbos.errors import (
 from helix_dbos import StopReceipt
 from helix_dbos.ledger import tables as t
 from helix_dbos.recovery import RUN_STOPPED
-from tests.familykit import Family, dump_ledger
+from tests.support.familykit import Family, dump_ledger
 from tests.scenarios import family
 
 

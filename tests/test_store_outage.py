@@ -30,8 +30,8 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.floor import gate as attempt_gate
-from tests.crashkit import Kit, transcript_problems
-from tests.tcpproxy import TcpProxy
+from tests.support.crashkit import Kit, transcript_problems
+from tests.support.tcpproxy import TcpProxy
 
 
 @pytest.fixture

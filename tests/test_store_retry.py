@@ -186,7 +186,7 @@ def test_a_silent_server_is_a_transient_error_within_the_bound(pg_url: str) -> N
     import time
 
     from helix_dbos.ledger.engine import bounded_waits
-    from tests.tcpproxy import TcpProxy
+    from tests.support.tcpproxy import TcpProxy
 
     proxy = TcpProxy.for_url(pg_url)
     engine = create_sync_engine(proxy.url(pg_url), pool_size=2, max_overflow=0)

@@ -20,7 +20,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.familykit import Family
+from tests.support.familykit import Family
 from tests.scenarios import family
 
 

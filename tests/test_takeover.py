@@ -21,7 +21,7 @@ import pytest
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime.process.config import DEFAULT_RECOVERY_POLL
 from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
-from tests.crashkit import Kit, helix_table, query, transcript_problems
+from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 
 LEASE = 3.0
 ENV = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), "SCENARIO_DELAY": "3"}
@@ -352,7 +352,7 @@ def test_executors_are_listed_for_the_operator(db_url: str, tmp_path: Path) -> N
     try:
         import sys
 
-        from tests.crashkit import ROOT
+        from tests.support.crashkit import ROOT
 
         out = subprocess.run([sys.executable, "-m", "helix_dbos.cli", "executors", "--db", db_url, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr[-2000:]
@@ -375,7 +375,7 @@ def test_a_killed_workers_remote_child_and_companion_turn_are_taken_over(db_url:
     one live process takes worker-a over, and the live ones finish both children by the recovery rules:
     the unsafe body never again, the safe one once more under its dispatch id; both parents complete."""
     from helix_dbos.ledger import tables as t
-    from tests.familykit import Family
+    from tests.support.familykit import Family
 
     fam = Family(db_url, tmp_path)
     env = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE)}

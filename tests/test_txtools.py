@@ -24,7 +24,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime.floor import transcript
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE, STEP_CRASH_POINTS
-from tests.crashkit import Kit, transcript_problems
+from tests.support.crashkit import Kit, transcript_problems
 
 BODY_POINTS = ("before_body", "after_body", "after_result")
 

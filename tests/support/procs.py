@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: What a scenario child must not inherit: the fault points and DBOS's own overrides.
 FAULT_VARS: tuple[str, ...] = ("HELIX_DBOS_CRASH_AT", "HELIX_DBOS_FAIL_AT", "DBOS__")

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 
-from tests.procs import Outcome, child_env, run_module, spawn_module
+from tests.support.procs import Outcome, child_env, run_module, spawn_module
 
 APP = "tests.scenarios.family"
 

@@ -1,6 +1,6 @@
 """An authenticate hook as a JWT/OIDC gateway's would be, for tests: trusts ``X-Test-User``.
 
-``HELIX_DBOS_AUTHENTICATE=tests.authhook:authenticate``. A real hook verifies a token's signature;
+``HELIX_DBOS_AUTHENTICATE=tests.support.authhook:authenticate``. A real hook verifies a token's signature;
 this one only shows the contract: take the request, return a principal, or raise.
 """
 

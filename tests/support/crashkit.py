@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.procs import ROOT, Outcome, child_env, run_module, spawn_module  # noqa: F401  (ROOT: tests import it from here)
+from tests.support.procs import ROOT, Outcome, child_env, run_module, spawn_module  # noqa: F401  (ROOT: tests import it from here)
 
 
 @dataclass
