@@ -38,7 +38,16 @@ from .pairing import (
     saved_call,
     step_ref,
 )
-from .records import Appended, CallBrief, CheckTarget, EntryPlan, PlannedCall, StepOutcome, StepRef
+from .records import (
+    Appended,
+    CallBrief,
+    CheckTarget,
+    EntryPlan,
+    ModelReply,
+    PlannedCall,
+    StepOutcome,
+    StepRef,
+)
 from .registry import env
 
 TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
@@ -184,19 +193,19 @@ def _call_events(rows: Sequence[Mapping[str, Any]]) -> Events:
     ]
 
 
-def _reply_events(step: int, reply: Mapping[str, Any]) -> Events:
+def _reply_events(step: int, reply: ModelReply) -> Events:
     text = transcript.reply_text(transcript.load_response(reply["response"]))
     return [("model_text", {"step": step, "text": text})] if text else []
 
 
-def _reply_rows(run_id: str, sid: str, step: int, reply: Mapping[str, Any], *after: tuple[str, Any], checkpoint: tuple[str, str]) -> step_rows.StepRows:
+def _reply_rows(run_id: str, sid: str, step: int, reply: ModelReply, *after: tuple[str, Any], checkpoint: tuple[str, str]) -> step_rows.StepRows:
     """The reply as the step's first message (and any ``after`` it), its usage, the checkpoint."""
     return step_rows.StepRows(
-        sid, run_id, step, messages=[("response", reply["response"]), *after], usage=(reply.get("model_name"), reply.get("usage") or {}), checkpoint=checkpoint
+        sid, run_id, step, messages=[("response", reply["response"]), *after], usage=(reply["model_name"], reply["usage"]), checkpoint=checkpoint
     )
 
 
-def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[PlannedCall]) -> Appended:
+def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall]) -> Appended:
     """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
     fence.check(conn, run_id, "append")
     checkpoint_id = store.new_checkpoint_id()
@@ -265,7 +274,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
     return outcome or {"status": "committed"}
 
 
-def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: dict[str, Any], planned: list[PlannedCall], output_required: bool) -> StepOutcome:
+def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall], output_required: bool) -> StepOutcome:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
     run = fence.check(conn, run_id, "step commit")
     checkpoint_id = store.new_checkpoint_id()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, Required, TypedDict
+from typing import Any, Literal, NotRequired, Required, TypedDict, final
 
 from ...ledger.records import CheckVerdict
 from ...ledger.statuses import CallKind, CallStatus, EntryKind, RunStatus
@@ -27,6 +27,38 @@ class _Traced(TypedDict, total=False):
 
     _replay: str | None
     _tool: str | None
+
+
+class ReplyUsage(TypedDict):
+    """A model reply's tokens, as the ``usage`` table stores them."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+@final
+class ModelReply(TypedDict):
+    """A model request's reply as the ledger records it (``durable.record_reply``) before anything
+    acts on it: pydantic-ai's ``ModelResponse`` as JSON, its usage and the calls planned from it."""
+
+    response: dict[str, Any]
+    usage: ReplyUsage
+    model_name: str | None
+    step: int
+    planned: list[PlannedCall]
+
+
+@final
+class StoppedReply(TypedDict):
+    """The request read a stop instead of asking the model (recorded the same way)."""
+
+    stopped: str
+
+
+#: What one model request ends with, as the workflow is handed it.
+Reply = ModelReply | StoppedReply
 
 
 class PlannedCallBase(TypedDict):

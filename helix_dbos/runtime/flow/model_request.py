@@ -27,6 +27,7 @@ from ...errors import StoreUnavailableError
 from ...ledger import tables as t
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
+from ..floor.records import ModelReply, PlannedCall, Reply, ReplyUsage
 from ..floor.registry import Env, env
 from ..process import tracing
 from . import scopes
@@ -82,7 +83,7 @@ def _with_instructions(messages: list[ModelMessage], instructions: str | None) -
     return messages
 
 
-def _usage(response: ModelResponse) -> dict[str, Any]:
+def _usage(response: ModelResponse) -> ReplyUsage:
     u = response.usage
     return {
         "input_tokens": u.input_tokens,
@@ -139,7 +140,7 @@ def _run_usage(conn: sa.Connection, run_id: str) -> dict[str, int]:
     return {"input_tokens": int(row[0]), "output_tokens": int(row[1]), "total_tokens": int(row[2]), "tool_calls": int(calls or 0)}
 
 
-def check_usage_limits(limits: Any, used: dict[str, int], reply: dict[str, Any]) -> None:
+def check_usage_limits(limits: Any, used: dict[str, int], reply: ModelReply) -> None:
     """pydantic-ai's ``UsageLimits`` over a run: its recorded requests plus this reply; the request
     count is ``max_steps``. Raised inside the model step, so the reply that went over is recorded
     with the failure, as pydantic-ai raises after the response."""
@@ -175,7 +176,7 @@ def failed_request(exc: BaseException) -> bool:
     return bool(getattr(exc, "helix_model_failure", False))
 
 
-async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     """The model request with its retries, outside any DBOS step (see the module's docstring)."""
     delay = MODEL_RETRY_INTERVAL
     for attempt in range(1, MODEL_ATTEMPTS + 1):
@@ -190,7 +191,7 @@ async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> dict[
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
         reply = await _model_request(run_id, session_id, agent_name, step)
         if "response" in reply:
@@ -226,7 +227,7 @@ def preread(conn: sa.Connection, run_id: str, session_id: str, step: int) -> Pre
     return Preread(step, last_seq, stop, superseded, rows)
 
 
-async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> dict[str, Any]:
+async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     e = env()
     agent = e.agent(agent_name)
     last_seq, seen_superseded, loaded = e.transcripts.get(session_id)
@@ -250,7 +251,7 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
         raise
 
 
-async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> dict[str, Any]:
+async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> ModelReply:
     loaded += transcript.load([body for _, body in rows])
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
@@ -271,13 +272,13 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
         )
     # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
-    reply = {
+    reply: ModelReply = {
         "response": transcript.dump(response),
         "usage": _usage(response),
         "model_name": response.model_name,
         "step": step,
         # the agent's hook is public API and sees plain dicts; what it hands back is the plan
-        "planned": await agent.review_plan(cast("list[dict[str, Any]]", plan_calls(agent, response)), scope),
+        "planned": cast("list[PlannedCall]", await agent.review_plan(cast("list[dict[str, Any]]", plan_calls(agent, response)), scope)),
     }
     limits = getattr(agent, "usage_limits", None)
     if limits is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from dbos import DBOS, StepOptions
 
@@ -30,7 +30,7 @@ from ...recovery import lanes
 from ..floor import commits as step_commits
 from ..floor import durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
-from ..floor.records import LaneCall
+from ..floor.records import LaneCall, Reply
 from ..floor.registry import Registry, current, env
 from ..process import tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
@@ -238,7 +238,7 @@ async def _drive(run_id: str) -> dict[str, Any]:
         step_no += 1
 
 
-async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> dict[str, Any]:
+async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> Reply:
     """The step's reply (or the stop the request read instead).
 
     A replay takes the reply recorded before (a recorded failure raises again); otherwise the model
@@ -252,12 +252,12 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
             "interval_seconds": MODEL_RETRY_INTERVAL, "backoff_rate": MODEL_RETRY_BACKOFF, "should_retry": is_retryable,
         }
         reply = await step(options, model_request_step, run_id, sid, agent_name, step_no)
-        return dict(reply)
+        return cast(Reply, dict(reply))  # recorded by DBOS as JSON: the same keys come back
     replayed = await durable.replayed_reply()
     if replayed is not None:
         if "raised" in replayed:
             raise RecordedFailure(*replayed["raised"])
-        return dict(replayed)
+        return cast(Reply, dict(replayed))
     try:
         reply = await ask(run_id, sid, agent_name, step_no)
     except Exception as exc:
@@ -265,7 +265,7 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
             await durable.record_reply({"raised": list(failure(exc))})
             crash_point("after_model")
         raise
-    return dict(await durable.record_reply(reply))
+    return cast(Reply, dict(await durable.record_reply(reply)))
 
 
 async def _ending(name: str, fn: Any, run_id: str, *args: Any) -> Any:
