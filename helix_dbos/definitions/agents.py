@@ -135,6 +135,10 @@ class Agent:
         """Bring ``tools`` up to date for this run before the runtime reads them (list toolsets)."""
         return None
 
+    async def catalog(self) -> tuple[list[Tool], list[dict[str, str]]]:
+        """Every tool with its policy for ``GET /agents``, and the toolsets that could not be listed."""
+        return list(self.tools), []
+
     async def instructions_for(self, scope: RunScope) -> str | None:
         """The instructions of this model request; dynamic ones are rendered for the run."""
         return self.instructions

@@ -265,6 +265,7 @@ class PydanticAgent(Agent):
     _listed: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
     _deps: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
+    _catalog: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
 
     def uses_scope(self) -> bool:
         return True
@@ -327,34 +328,9 @@ class PydanticAgent(Agent):
         ctx = await self.run_context(scope)
         for index, toolset in enumerate(self.source.toolsets):
             try:
-                listed = await asyncio.wait_for(toolset.get_tools(ctx), max(self.tool_timeout, LIST_TIMEOUT))
+                self._listed[index] = await self._list(toolset, ctx)
             except Exception as exc:  # noqa: BLE001 keep the last good listing; say why in the log
                 log.warning("agent %r: toolset %s could not list its tools: %s", self.name, toolset.label, exc)
-                continue
-            origin = "mcp" if _is_mcp(toolset) else "function"
-            gates = await approval_rules(toolset, ctx) if _has_approval(toolset) else {}
-            tools: dict[str, ToolsetTool] = {}
-            for name, listed_tool in listed.items():
-                rule = _approval_rule(gates[name], ctx) if gates.get(name) else None
-                policy, source = resolve_policy(listed_tool.tool_def, origin, self.tool_policies.get(name), rule)
-                tools[name] = ToolsetTool(
-                    name=name,
-                    description=listed_tool.tool_def.description or "",
-                    input_model=_AnyArgs,
-                    execute=None if policy["client"] else _never,
-                    replay=policy["replay"],
-                    concurrency_group=policy["concurrency_group"],
-                    sequential=policy["sequential"],
-                    requires_approval=policy["requires_approval"],
-                    client=policy["client"],
-                    listed=listed_tool,
-                    toolset=toolset,
-                    owner=self,
-                    origin=origin,
-                    policy_source=source,
-                    toolset_gated=rule is not None,
-                )
-            self._listed[index] = tools
         merged: dict[str, ToolsetTool] = {}
         for index in sorted(self._listed):
             for name, tool in self._listed[index].items():
@@ -362,6 +338,66 @@ class PydanticAgent(Agent):
                     raise ConfigurationError(f"agent {self.name!r}: two toolsets list a tool named {name!r}; prefix one")
                 merged[name] = tool
         self.tools = list(merged.values())
+
+    async def _list(self, toolset: AbstractToolset[Any], ctx: RunContext[Any]) -> dict[str, ToolsetTool]:
+        """One toolset's tools, each with the policy it has now; raises what the listing raises."""
+        listed = await asyncio.wait_for(toolset.get_tools(ctx), max(self.tool_timeout, LIST_TIMEOUT))
+        origin = "mcp" if _is_mcp(toolset) else "function"
+        gates = await approval_rules(toolset, ctx) if _has_approval(toolset) else {}
+        tools: dict[str, ToolsetTool] = {}
+        for name, listed_tool in listed.items():
+            rule = _approval_rule(gates[name], ctx) if gates.get(name) else None
+            policy, source = resolve_policy(listed_tool.tool_def, origin, self.tool_policies.get(name), rule)
+            tools[name] = ToolsetTool(
+                name=name,
+                description=listed_tool.tool_def.description or "",
+                input_model=_AnyArgs,
+                execute=None if policy["client"] else _never,
+                replay=policy["replay"],
+                concurrency_group=policy["concurrency_group"],
+                sequential=policy["sequential"],
+                requires_approval=policy["requires_approval"],
+                client=policy["client"],
+                listed=listed_tool,
+                toolset=toolset,
+                owner=self,
+                origin=origin,
+                policy_source=source,
+                toolset_gated=rule is not None,
+            )
+        return tools
+
+    async def catalog(self) -> tuple[list[Tool], list[dict[str, str]]]:
+        """Every tool the agent's toolsets list, with its policy, and the toolsets that could not list.
+
+        For ``GET /agents``, before any run has listed them: each toolset is listed once with a
+        ``RunContext`` of no run (``deps`` is ``None``, so a toolset whose listing needs a run's
+        deps shows as not listed, with why) and kept, so an MCP server is not started again per
+        read; one that failed is asked again at the next read. A run's own listing, when this
+        process has one, is the one shown. What a run offers is never taken from here.
+        """
+        unlisted: list[dict[str, str]] = []
+        try:
+            ctx: RunContext[Any] | None = RunContext(
+                deps=None, model=self.resolved_model(), usage=RunUsage(), metadata={HELIX_KEY: {"agent_name": self.name}},
+                model_settings=self.model_settings, agent=self.source,
+            )
+        except Exception as exc:  # noqa: BLE001 the model cannot be built here: no toolset is listed, each says why
+            ctx, reason = None, f"{type(exc).__name__}: {exc}"
+        for index, toolset in enumerate(self.source.toolsets):
+            if index in self._listed or index in self._catalog:
+                continue
+            if ctx is None:
+                unlisted.append({"toolset": toolset.label, "error": reason})
+                continue
+            try:
+                self._catalog[index] = await self._list(toolset, ctx)
+            except Exception as exc:  # noqa: BLE001 shown to the operator as "could not be listed", with why
+                unlisted.append({"toolset": toolset.label, "error": f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__})
+        merged: dict[str, Tool] = {}
+        for index in range(len(self.source.toolsets)):
+            merged.update(self._listed.get(index, self._catalog.get(index, {})))
+        return [*merged.values()], unlisted
 
     def _remember(self, scope: RunScope) -> None:
         if len(self._scopes) > 256:

@@ -163,7 +163,7 @@ async def list_executors(request: Request, caller: Caller) -> list[s.ExecutorOut
 
 @router.get("/agents", response_model=list[s.AgentOut], tags=["service"], responses=_errors())
 async def list_agents(request: Request, caller: Caller) -> list[s.AgentOut]:
-    return [views.agent_out(a) for a in rt(request).agents.values()]
+    return [await views.agent_out(a) for a in rt(request).agents.values()]
 
 
 @router.get("/sessions", response_model=list[s.SessionSummary], tags=["sessions"], responses=_errors())

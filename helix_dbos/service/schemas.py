@@ -186,10 +186,18 @@ class ToolOut(BaseModel):
     sequential: bool
 
 
+class UnlistedToolset(BaseModel):
+    toolset: str = Field(description="The toolset as pydantic-ai labels it (an MCP server: its command or URL).")
+    error: str = Field(description="Why it could not list its tools (a server that is down, a listing that needs a run's deps).")
+
+
 class AgentOut(BaseModel):
     name: str
     instructions: str | None
     tools: list[ToolOut]
+    unlisted: list[UnlistedToolset] = Field(
+        default_factory=list, description="Toolsets that could not be listed: their tools are missing from tools."
+    )
 
 
 class Health(BaseModel):

@@ -17,10 +17,14 @@ def answer_out(receipt: AnswerReceipt, run: Any | None) -> s.AnswerOut:
     return s.AnswerOut(session_id=receipt.session_id, dispatch_id=receipt.dispatch_id, remaining=list(receipt.remaining), run=run)
 
 
-def agent_out(agent: Agent) -> s.AgentOut:
+async def agent_out(agent: Agent) -> s.AgentOut:
+    """The agent with every tool its toolsets list (a pydantic-ai agent's MCP servers too), each with
+    the policy a call of it would be saved with, and the toolsets that could not list."""
+    tools, unlisted = await agent.catalog()
     return s.AgentOut(
         name=agent.name,
         instructions=agent.instructions,
+        unlisted=[s.UnlistedToolset(**u) for u in unlisted],
         tools=[
             s.ToolOut(
                 name=t.name,
@@ -31,6 +35,6 @@ def agent_out(agent: Agent) -> s.AgentOut:
                 concurrency_group=t.concurrency_group,
                 sequential=t.sequential,
             )
-            for t in agent.tools
+            for t in tools
         ],
     )
