@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
 
 import sqlalchemy as sa
 
@@ -171,9 +171,20 @@ class RecordedFailure(Exception):
         self.code, self.error = code, error
 
 
-def failed_request(exc: BaseException) -> bool:
-    """Whether ``exc`` came from asking the model (after its read): the failure records it as the reply."""
-    return bool(getattr(exc, "helix_model_failure", False))
+class ModelRequestFailed(Exception):
+    """Asking the model (after its read) raised ``cause``: the failure is recorded as the step's reply.
+
+    The typed form of what was an attribute set on the foreign exception. It never leaves the model
+    request: ``cause`` is raised again, unchanged, where the outcome has been recorded (``reraise``).
+    ``cause`` is an argument as well, so the wrapper survives a pickle with it."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+    def reraise(self) -> NoReturn:
+        """Raise what the model request raised, with its own ``__cause__`` kept."""
+        raise self.cause from self.cause.__cause__
 
 
 async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
@@ -182,13 +193,22 @@ async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> Reply
     for attempt in range(1, MODEL_ATTEMPTS + 1):
         try:
             return await model_request_step(run_id, session_id, agent_name, step)
-        except Exception as exc:
-            if attempt == MODEL_ATTEMPTS or not failed_request(exc) or not is_retryable(exc):
+        except ModelRequestFailed as failed:
+            if attempt == MODEL_ATTEMPTS or not is_retryable(failed.cause):
                 raise
-            log.warning("run %s step %s: model request failed (%s), asking again in %.0f s", run_id, step, exc, delay)
+            log.warning("run %s step %s: model request failed (%s), asking again in %.0f s", run_id, step, failed.cause, delay)
             await asyncio.sleep(delay)
             delay *= MODEL_RETRY_BACKOFF
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+async def live_model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+    """The model request as a DBOS step (live output): DBOS records and retries on what the model
+    or provider raised, not on the wrapper."""
+    try:
+        return await model_request_step(run_id, session_id, agent_name, step)
+    except ModelRequestFailed as failed:
+        failed.reraise()
 
 
 async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
@@ -246,9 +266,9 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
     try:
         return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows)
     except Exception as exc:
-        if not (fence.is_fenced(exc) or isinstance(exc, StoreUnavailableError)):  # the run's or the store's, not the model's
-            exc.helix_model_failure = True  # type: ignore[attr-defined]
-        raise
+        if fence.is_fenced(exc) or isinstance(exc, StoreUnavailableError):  # the run's or the store's, not the model's
+            raise
+        raise ModelRequestFailed(exc) from exc
 
 
 async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> ModelReply:

@@ -41,12 +41,12 @@ from .model_request import (
     MODEL_ATTEMPTS,
     MODEL_RETRY_BACKOFF,
     MODEL_RETRY_INTERVAL,
+    ModelRequestFailed,
     Preread,
     RecordedFailure,
     ask,
-    failed_request,
     is_retryable,
-    model_request_step,
+    live_model_request_step,
     preread,
 )
 from .planning import starts_a_body
@@ -251,7 +251,7 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
             "name": "helix.model", "retries_allowed": True, "max_attempts": MODEL_ATTEMPTS,
             "interval_seconds": MODEL_RETRY_INTERVAL, "backoff_rate": MODEL_RETRY_BACKOFF, "should_retry": is_retryable,
         }
-        reply = await step(options, model_request_step, run_id, sid, agent_name, step_no)
+        reply = await step(options, live_model_request_step, run_id, sid, agent_name, step_no)
         return cast(Reply, dict(reply))  # recorded by DBOS as JSON: the same keys come back
     replayed = await durable.replayed_reply()
     if replayed is not None:
@@ -260,11 +260,10 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
         return cast(Reply, dict(replayed))
     try:
         reply = await ask(run_id, sid, agent_name, step_no)
-    except Exception as exc:
-        if failed_request(exc):  # the request's outcome, recorded as a reply is: never asked again
-            await durable.record_reply({"raised": list(failure(exc))})
-            crash_point("after_model")
-        raise
+    except ModelRequestFailed as failed:  # the request's outcome, recorded as a reply is: never asked again
+        await durable.record_reply({"raised": list(failure(failed.cause))})
+        crash_point("after_model")
+        failed.reraise()
     return cast(Reply, dict(await durable.record_reply(reply)))
 
 
