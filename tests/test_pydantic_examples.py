@@ -1,7 +1,8 @@
 """pydantic-ai's own examples, unchanged but for their models, run under ``hx.Runtime`` (both databases).
 
 The examples run in a child process (``tests/scenarios/examples_app.py`` says how each model is
-swapped and why a child): no ``name=`` is added (names are inferred from the module variables),
+swapped and why a child; ``sql_gen`` runs on Postgres only, whose database its output validator
+queries): no ``name=`` is added (names are inferred from the module variables),
 their ``Caching()`` capabilities stay, ``flight_booking``'s union outputs and output validator run.
 """
 
@@ -30,10 +31,12 @@ def _calls(report: dict[str, Any], label: str) -> list[tuple[str, str, str]]:
 
 
 def test_examples_run_with_only_the_model_swapped(db_url: str) -> None:
-    outcome = run_module("tests.scenarios.examples_app", ["--db", db_url], child_env(), timeout=240)
+    postgres = db_url.startswith("postgresql")  # sql_gen's validator EXPLAINs its query: it needs Postgres
+    outcome = run_module("tests.scenarios.examples_app", ["--db", db_url, *(["--pg", db_url] if postgres else [])], child_env(), timeout=240)
     assert outcome.code == 0 and outcome.result is not None, outcome.stderr[-3000:]
     report = outcome.result
-    assert report["names"] == ["roulette_agent", "search_agent", "seat_preference_agent", "support_agent", "weather_agent"]
+    names = ["roulette_agent", "search_agent", "seat_preference_agent", "support_agent", "weather_agent"]
+    assert report["names"] == sorted([*names, *(["agent"] if postgres else [])])  # sql_gen's agent is `agent`
 
     bank = report["bank_support"]  # TestModel: calls the tool, then the output tool with generated values
     assert bank["status"] == "completed", bank
@@ -59,3 +62,9 @@ def test_examples_run_with_only_the_model_swapped(db_url: str) -> None:
 
     seat = report["seat_preference"]
     assert seat["status"] == "completed" and seat["output"] == {"row": 1, "seat": "A"}, seat
+
+    if postgres:  # union output; its validator rejects a query that is not a SELECT, EXPLAINs the next
+        sql = report["sql_gen"]
+        assert sql["status"] == "completed", sql
+        assert sql["output"] == {"sql_query": "SELECT * FROM records WHERE level = 'error'", "explanation": "the error records"}
+        assert [c["error"]["message"] for c in sql["calls"] if c["error"]] == ["Please create a SELECT query"]

@@ -110,6 +110,34 @@ def seat_model() -> FunctionModel:
     return FunctionModel(reply)
 
 
+def sql_model() -> FunctionModel:
+    """Offers a query that is not a SELECT first (the example's validator asks again), then one that
+    Postgres can EXPLAIN against the example's own schema."""
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        name = info.output_tools[0].name
+        offered = sum(isinstance(p, ToolCallPart) and p.tool_name == name for m in messages if isinstance(m, ModelResponse) for p in m.parts)
+        query = "SELECT * FROM records WHERE level = 'error'" if offered else "DELETE FROM records"
+        name, args = _output_args(info, {"sql_query": query, "explanation": "the error records"})
+        return ModelResponse(parts=[ToolCallPart(name, args, f"q{offered}")])
+
+    return FunctionModel(reply)
+
+
+async def sql_schema(pg: str) -> None:
+    """What sql_gen's own ``database_connect`` creates in a new database, created in the test's one."""
+    import asyncpg
+
+    from tests.scenarios.pydantic_ai_examples import sql_gen
+
+    conn = await asyncpg.connect(pg)
+    try:
+        await conn.execute("CREATE TYPE log_level AS ENUM ('debug', 'info', 'warning', 'error', 'critical')")
+        await conn.execute(sql_gen.DB_SCHEMA)
+    finally:
+        await conn.close()
+
+
 def weather_transport() -> httpx.MockTransport:
     def handle(request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -144,6 +172,7 @@ BANK = sqlite3.connect(":memory:", check_same_thread=False)
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--db", required=True)
+    parser.add_argument("--pg", help="a Postgres database for sql_gen's queries (sql_gen runs only with it)")
     args = parser.parse_args()
     cur = BANK.cursor()
     cur.execute("CREATE TABLE customers(id, name, balance)")
@@ -161,14 +190,31 @@ def main() -> None:
     # run by pydantic-ai's own agent.run inside a tool body, in the workflow's context, which an
     # override held here does not reach: its model is swapped with pydantic-ai's public setter
     flight_booking.extraction_agent.model = extraction_model()
+    agents = [bank_support.support_agent, roulette_wheel.roulette_agent, weather_agent.weather_agent,
+              flight_booking.search_agent, flight_booking.seat_preference_agent]
+    factories: dict[str, Any] = {}
+    if args.pg:
+        import asyncio
+
+        import asyncpg
+
+        from tests.scenarios.pydantic_ai_examples import sql_gen
+
+        asyncio.run(sql_schema(args.pg))
+        models.append((sql_gen.agent, sql_model()))
+        agents.append(sql_gen.agent)
+
+        async def sql_deps(data: Any) -> Any:
+            return sql_gen.Deps(conn=await asyncpg.connect(args.pg))
+
+        factories["agent"] = sql_deps
     with contextlib.ExitStack() as stack:
         for agent, model in models:
             stack.enter_context(agent.override(model=model))
         runtime = hx.Runtime(
-            [bank_support.support_agent, roulette_wheel.roulette_agent, weather_agent.weather_agent,
-             flight_booking.search_agent, flight_booking.seat_preference_agent],
+            agents,
             database_url=args.db,
-            deps_factories={
+            deps_factories={**factories,
                 "support_agent": bank_deps,
                 "roulette_agent": lambda data: roulette_wheel.Deps(**data),
                 "weather_agent": lambda data: weather_agent.Deps(client=httpx.AsyncClient(transport=weather_transport())),
@@ -184,6 +230,8 @@ def main() -> None:
                                    {"origin": "SFO", "destination": "ANC", "date": "2025-01-10"}),
                 "seat_preference": ("seat_preference_agent", "window seat in the front row please", None),
             }
+            if args.pg:
+                starts["sql_gen"] = ("agent", 'show me logs from yesterday, with level "error"', {})
             report: dict[str, Any] = {"names": sorted(runtime.agents) if hasattr(runtime, "agents") else None}
             for label, (agent_name, message, deps) in starts.items():
                 result = runtime.start(agent_name, message, deps=deps).result(timeout=120)
