@@ -30,7 +30,7 @@ from ...recovery import lanes
 from ..floor import commits as step_commits
 from ..floor import durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
-from ..floor.records import LaneCall, Reply
+from ..floor.records import CallBrief, ChildGate, EntryPlan, LaneCall, Reply, StepOutcome, StepRef
 from ..floor.registry import Registry, current, env
 from ..process import tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
@@ -284,7 +284,7 @@ def _settled_read(run_id: str) -> Any:
     return read
 
 
-def _first_read(conn: Any, run_id: str, plan: dict[str, Any]) -> Preread | None:
+def _first_read(conn: Any, run_id: str, plan: EntryPlan) -> Preread | None:
     """The prepare's plan starts at the model: read what its first request reads, in the same
     transaction (``model_request.preread``)."""
     if plan["mode"] != "model":
@@ -318,8 +318,8 @@ def _run_row(conn: Any, run_id: str) -> dict[str, Any]:
 
 
 async def _saved_step(
-    run_id: str, sid: str, agent: Agent, ref: dict[str, Any], calls: list[dict[str, Any]] | None
-) -> dict[str, Any]:
+    run_id: str, sid: str, agent: Agent, ref: StepRef, calls: list[CallBrief] | None
+) -> StepOutcome:
     """Bodies for every unanswered call of a saved step, then its step commit."""
     if calls is None:
         calls = await tx("helix.saved_calls", step_commits.step_bodies, run_id, ref)
@@ -348,10 +348,10 @@ async def _saved_step(
     commit = tracing.traced("helix.step_commit", step_commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
     outcome = await _ending("helix.commit", commit, run_id, sid, ref)
     crash_point("after_step_commit")
-    return dict(outcome)
+    return cast(StepOutcome, dict(outcome))
 
 
-async def _dispatch_children(run_id: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _dispatch_children(run_id: str, calls: list[CallBrief]) -> list[ChildGate]:
     """Gate and start (or re-attach, or re-send to) every delegating call, in reply order: DBOS
     operations in workflow code, so their order must not depend on which lane finishes first."""
     registry = current()
@@ -363,7 +363,7 @@ async def _dispatch_children(run_id: str, calls: list[dict[str, Any]]) -> list[d
     return gates
 
 
-async def _settle_children(run_id: str, gates: list[dict[str, Any]]) -> None:
+async def _settle_children(run_id: str, gates: list[ChildGate]) -> None:
     """Wait for each dispatched child in reply order and answer its call."""
     registry = current()
     for gate in gates:
