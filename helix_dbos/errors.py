@@ -267,6 +267,16 @@ class ToolServerError(HelixError):
     code = "tool_server_unavailable"
 
 
+class ToolConnectionError(HelixError):
+    """A transactional body tried to end the call's transaction (commit, roll back, begin) or to write
+    the runtime's own tables (``helix``, ``dbos``) through ``ctx.connection``.
+
+    Raised before anything reaches the database, so the transaction is untouched: a body that
+    catches it goes on; one that lets it raise is rolled back and this is the call's error."""
+
+    code = "tool_connection_refused"
+
+
 __all__ = [
     "AgentAlreadyRunningError",
     "AnswerKindError",
@@ -293,6 +303,7 @@ __all__ = [
     "SessionNotFoundError",
     "StaleAnswerError",
     "StoreUnavailableError",
+    "ToolConnectionError",
     "ToolServerError",
     "ToolTimeoutError",
     "UnknownAgentError",

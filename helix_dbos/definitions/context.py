@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a tool module imports this; sqlalchemy loads with the runtime
-    import sqlalchemy as sa
+    from ..ledger.body_guard import ToolConnection
 
 from ..errors import ConfigurationError, DispatchIdUnavailableError
 
@@ -29,13 +29,15 @@ class ToolContext:
     agent_name: str
     tool_name: str = ""
     #: A transactional tool's connection, inside the one transaction that also records the call's
-    #: result (None for other tools). Write through it only; never commit or roll it back yourself.
-    connection: sa.Connection | None = None
+    #: result (None for other tools): ``execute``/``scalar``/``scalars``/``exec_driver_sql`` only.
+    #: Committing, rolling back, beginning, or writing the runtime's own tables through it raises
+    #: ``ToolConnectionError`` and changes nothing (``ledger/body_guard.py``).
+    connection: ToolConnection | None = None
     #: The human's answer on a call that awaited approval (None when it awaited none); a body runs
     #: only past the gate, so True here is what ``RunContext.tool_call_approved`` reports.
     approved: bool | None = None
 
-    def require_connection(self) -> sa.Connection:
+    def require_connection(self) -> ToolConnection:
         """The transaction's connection, or a loud failure in a tool that is not ``transactional``."""
         if self.connection is None:
             raise ConfigurationError(f"tool {self.tool_name!r} has no ctx.connection: define it with transactional=True")

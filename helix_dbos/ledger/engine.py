@@ -133,6 +133,21 @@ def bounded_waits(until: float | None) -> Iterator[None]:
         _wait_until.reset(token)
 
 
+@contextmanager
+def unbounded_waits() -> Iterator[None]:
+    """Within this block the ledger's Postgres waits are not bounded by an enclosing ``bounded_waits``.
+
+    Why: a transactional body's own statements (a long query, a wait for a row lock its own
+    application holds) are the tool's work, not the store's silence; bounding them by
+    ``store_retry_window`` turned a long body into a ``store_unavailable`` run. Keepalives and
+    ``tcp_user_timeout`` still drop a connection whose peer vanished."""
+    token = _wait_until.set(None)
+    try:
+        yield
+    finally:
+        _wait_until.reset(token)
+
+
 @functools.cache
 def _bounded_connection_class() -> type[psycopg.Connection[Any]]:
     """A psycopg ``Connection`` whose waits honour ``bounded_waits`` (built on first use: importing

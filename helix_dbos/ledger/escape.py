@@ -10,10 +10,20 @@ The form, which SQL auditors see: ``␛`` (U+241B SYMBOL FOR ESCAPE) followed by
 lowercase hex digits stands for that one code point. ``␛0000`` is NUL, ``␛d800`` a lone surrogate,
 and ``␛241b`` a literal ``␛`` (escaped too, so every stored ``␛`` starts an escape and decoding is
 unambiguous). Strings without these characters are stored exactly as they are.
+
+Numbers: Postgres's ``json``/``jsonb`` refuse ``NaN`` and the infinities, which Python floats (and so a
+tool's result or a check's ``Applied``) may hold. In a JSON value they are stored as the strings
+``␛NaN``, ``␛Infinity`` and ``␛-Infinity`` on both databases, and read back as the floats: no string
+can be stored that way, since a string's own ``␛`` is always stored as ``␛241b``.
+
+What the model reads is a third form (``readable_json``): a provider's request is UTF-8 JSON, which
+can hold neither a lone surrogate nor a non-finite number, so those are shown to the model in this
+escape form and as ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; the ledger's rows keep the originals.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -23,6 +33,12 @@ ESCAPE = "\u241b"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff\u241b]")
 _REFUSED = re.compile("[\x00\ud800-\udfff]")
 _ESCAPED = re.compile("\u241b([0-9a-f]{4})")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: A non-finite float as a stored string (``repr`` gives ``nan``, ``inf``, ``-inf``).
+_FLOAT_OUT = {"nan": f"{ESCAPE}NaN", "inf": f"{ESCAPE}Infinity", "-inf": f"{ESCAPE}-Infinity"}
+_FLOAT_IN = {v: float(k) for k, v in _FLOAT_OUT.items()}
+_READABLE_FLOAT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -50,16 +66,39 @@ def escape_json(value: Any) -> Any:
         return {escape_text(k) if isinstance(k, str) else k: escape_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [escape_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return _FLOAT_OUT[repr(value)]
     return value
 
 
 def unescape_json(value: Any) -> Any:
     if isinstance(value, str):
+        if value[:1] == ESCAPE and value in _FLOAT_IN:
+            return _FLOAT_IN[value]
         return unescape_text(value)
     if isinstance(value, dict):
         return {unescape_text(k) if isinstance(k, str) else k: unescape_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [unescape_json(v) for v in value]
+    return value
+
+
+def readable_json(value: Any) -> Any:
+    """``value`` as a model can be sent it: lone surrogates in the escape form, non-finite floats as
+    ``"NaN"``/``"Infinity"``/``"-Infinity"``. The same object when nothing needed it (the common case
+    costs one walk and no copy)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub(_escape_char, value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _READABLE_FLOAT[repr(value)]
+    if isinstance(value, dict):
+        items = [(readable_json(k), readable_json(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if isinstance(value, (list, tuple)):
+        out = [readable_json(v) for v in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
     return value
 
 

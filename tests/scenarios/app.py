@@ -64,6 +64,7 @@ SCENARIOS: dict[str, list[str]] = {
     "cancel": ["slow_seq", "seq_b"],
     # transactional and reconciled tools (issue 12)
     "tx": ["tx_book"],
+    "tx_rogue": ["tx_rogue"],  # a transactional body that tries to end its own transaction (SCENARIO_ROGUE)
     "reconcile": ["rec_charge"],
     "reconcile_seq": ["rec_seq", "seq_b"],
     "seq_reconcile": ["seq_unsafe", "rec_seq"],  # an unsafe call ahead of a reconciled one, in one lane
@@ -98,6 +99,33 @@ def _tx_book(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
         raise RuntimeError("the booking system refused the slot")
     booked = conn.execute(sa.select(sa.func.count()).select_from(tx_effects).where(tx_effects.c.dispatch_id == ctx.dispatch_id)).scalar()
     return {"tool": "tx_book", "key": key, "rows_seen": booked}
+
+
+def _tx_rogue(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+    """Book a row, then do what a body must not (``SCENARIO_ROGUE``: commit, sql_commit, rollback,
+    helix_write), swallow the refusal, and hold the transaction open ``SCENARIO_ROGUE_HOLD`` seconds
+    (a test SIGKILLs the process then)."""
+    effect("bodies", tool="tx_rogue", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+    conn: Any = ctx.require_connection()
+    conn.execute(tx_effects.insert().values(dispatch_id=ctx.require_dispatch_id(), key=key))
+    how = os.environ.get("SCENARIO_ROGUE", "commit")
+    sqlite = conn.dialect.name == "sqlite"
+    attempt = {
+        "commit": lambda: conn.commit(),
+        "rollback": lambda: conn.rollback(),
+        "sql_commit": lambda: conn.exec_driver_sql("COMMIT"),
+        "helix_write": lambda: conn.exec_driver_sql("UPDATE sessions SET status = 'completed'" if sqlite else "UPDATE helix.sessions SET status = 'completed'"),
+    }[how]
+    refused = None
+    try:
+        attempt()
+    except Exception as exc:  # what the runtime refused it with
+        refused = type(exc).__name__
+    effect("rogue", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, how=how, refused=refused, pid=os.getpid())
+    hold = float(os.environ.get("SCENARIO_ROGUE_HOLD", "0"))
+    if hold and ctx.attempt == 1:
+        time.sleep(hold)
+    return {"tool": "tx_rogue", "key": key, "refused": refused}
 
 
 def _charge(name: str) -> Any:
@@ -145,6 +173,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(replay="safe", name="slow_safe")(_body("slow_safe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
         hx.tool(replay="safe", sequential=True, name="slow_seq")(_body("slow_seq", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
         hx.tool(transactional=True, name="tx_book")(_tx_book),
+        hx.tool(transactional=True, name="tx_rogue")(_tx_rogue),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, name="rec_charge")(_charge("rec_charge")),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, sequential=True, name="rec_seq")(_charge("rec_seq")),
         hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
