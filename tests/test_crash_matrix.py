@@ -55,6 +55,9 @@ def check_invariants(k: Kit, result: dict) -> None:
             assert c["status"] == "ok" and tx_rows(k, c["dispatch_id"]) == 1, c
         if c["tool"] == "rec_charge":  # decided by asking the outside system: exactly once, and ok
             assert c["status"] == "ok" and len([x for x in k.lines("charges") if x["dispatch_id"] == c["dispatch_id"]]) == 1, c
+        if c["tool"] == "tx_rogue":  # it tried to commit, roll back or write the ledger: refused every time, one row
+            assert c["status"] == "ok" and tx_rows(k, c["dispatch_id"]) == 1, c
+            assert {line["refused"] for line in k.lines("rogue")} == {"ToolConnectionError"}, k.lines("rogue")
 
 
 def _checks_that_found_nothing(k: Kit) -> Counter[str]:
@@ -76,15 +79,21 @@ def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
         assert all(c["status"] == "ok" for c in result["calls"])
 
 
+#: What the soak's misbehaving transactional body tries (``tests/scenarios/app.py``, ``_tx_rogue``).
+ROGUE = ["commit", "sql_commit", "rollback", "helix_write"]
+
+
 @pytest.mark.kills
 @pytest.mark.soak
-def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
+def test_soak_random_kills(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rounds = int(os.environ.get("HELIX_DBOS_SOAK_ROUNDS", "12"))
     rng = random.Random(int(os.environ.get("HELIX_DBOS_SOAK_SEED", "7")))
     outcomes = []
     proxy = None if is_sqlite(db_url) else TcpProxy.for_url(db_url)
     for i in range(rounds):
-        k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe", "tx", "reconcile", "full"]))
+        k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe", "tx", "reconcile", "full", "tx_rogue"]))
+        if k.scenario == "tx_rogue":
+            monkeypatch.setenv("SCENARIO_ROGUE", rng.choice(ROGUE))  # every process of the round inherits it
         roll = rng.random()
         if roll < 0.5:
             point = rng.choice(STEP_CRASH_POINTS)
@@ -109,7 +118,7 @@ def test_soak_random_kills(db_url: str, tmp_path: Path) -> None:
         check_invariants(k, result)
         if how.startswith("connection cut"):  # nothing crashed: nothing is in doubt, nothing ran twice
             assert all(c["status"] == "ok" for c in result["calls"]) and set(k.bodies().values()) == {1}, (how, result["calls"])
-        outcomes.append((k.scenario, how, dict(k.bodies())))
+        outcomes.append((k.scenario + (f" ({os.environ['SCENARIO_ROGUE']})" if k.scenario == "tx_rogue" else ""), how, dict(k.bodies())))
     if proxy is not None:
         proxy.close()
     print(f"soak: {rounds} rounds, all invariants held")

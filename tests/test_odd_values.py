@@ -110,7 +110,7 @@ def test_an_approval_tools_odd_args_never_fail_the_run(db_url: str, make_runtime
     script = Script([("wire", {"note": SURROGATE})])
     rt = make_runtime([hx.Agent("odd", FunctionModel(script), tools=[wire])])
     waiting = rt.start("odd", "go").result(timeout=90)
-    assert waiting.status == "awaiting_input", waiting
+    assert waiting.status == "suspended_client_tool", waiting
     [call] = rt.session(waiting.session_id).calls
     assert call.args == {"note": SURROGATE}
     rt.approve(waiting.session_id, call.dispatch_id, approved=True, reason="ok")

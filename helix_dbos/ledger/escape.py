@@ -83,21 +83,21 @@ def unescape_json(value: Any) -> Any:
     return value
 
 
-def readable_json(value: Any) -> Any:
-    """``value`` as a model can be sent it: lone surrogates in the escape form, non-finite floats as
-    ``"NaN"``/``"Infinity"``/``"-Infinity"``. The same object when nothing needed it (the common case
-    costs one walk and no copy)."""
+def readable_json(value: Any, *, surrogates: bool = True) -> Any:
+    """``value`` as a model can be sent it: lone surrogates in the escape form (unless
+    ``surrogates=False``), non-finite floats as ``"NaN"``/``"Infinity"``/``"-Infinity"``. The same
+    object when nothing needed it (the common case costs one walk and no copy)."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.sub(_escape_char, value) if _LONE_SURROGATE.search(value) else value
+        return _LONE_SURROGATE.sub(_escape_char, value) if surrogates and _LONE_SURROGATE.search(value) else value
     if isinstance(value, float):
         return value if math.isfinite(value) else _READABLE_FLOAT[repr(value)]
     if isinstance(value, dict):
-        items = [(readable_json(k), readable_json(v)) for k, v in value.items()]
+        items = [(readable_json(k, surrogates=surrogates), readable_json(v, surrogates=surrogates)) for k, v in value.items()]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
             return value
         return dict(items)
     if isinstance(value, (list, tuple)):
-        out = [readable_json(v) for v in value]
+        out = [readable_json(v, surrogates=surrogates) for v in value]
         return value if all(a is b for a, b in zip(out, value, strict=True)) else out
     return value
 

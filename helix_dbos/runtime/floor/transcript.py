@@ -6,6 +6,7 @@ redirect and a normal step commit all tell the model the same thing for the same
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import OrderedDict
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ...ledger.escape import escape_json, unescape_json
+from ...ledger.escape import escape_json, has_lone_surrogate, readable_json, unescape_json
 from ...recovery.texts import PAIRING_TEXTS
 
 if TYPE_CHECKING:
@@ -121,8 +122,9 @@ def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
     """The part that answers one call, from its ledger row."""
     ToolReturnPart: type[ToolReturnPartType] = _pai().ToolReturnPart
     name, call_id, status = call["tool_name"], call["tool_call_id"], call["status"]
-    if status == "ok":
-        return ToolReturnPart(tool_name=name, content=call["result"], tool_call_id=call_id)
+    if status == "ok":  # the row keeps NaN; the transcript (JSON) and the model say "NaN". Lone
+        # surrogates stay exact here and are escaped only in what is sent (for_model)
+        return ToolReturnPart(tool_name=name, content=readable_json(call["result"], surrogates=False), tool_call_id=call_id)
     if status == "error" and call["paired_by"] == "validation":
         # Malformed arguments or an unknown tool: a retry, as pydantic-ai's own loop answers it.
         error = call["error"] or {}
@@ -135,13 +137,71 @@ def call_part(call: Mapping[str, Any]) -> ModelRequestPart:
             retry=_pai().RetryInfo(cause=cause),
         )
     if status == "error":
-        return ToolReturnPart(tool_name=name, content={"status": "error", "error": call["error"]}, tool_call_id=call_id)
+        return ToolReturnPart(tool_name=name, content={"status": "error", "error": readable_json(call["error"], surrogates=False)}, tool_call_id=call_id)
     if status == "denied":
         reason = call.get("approval_reason")
         text = PAIRING_TEXTS["denied"] + (f": {reason}" if reason else "")
         return ToolReturnPart(tool_name=name, content={"status": "denied", "message": text}, tool_call_id=call_id)
     note = call["outcome_note"] or PAIRING_TEXTS.get(status, status)
     return ToolReturnPart(tool_name=name, content={"status": status, "message": note}, tool_call_id=call_id)
+
+
+def for_model(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """The messages as a provider can be sent them: every lone surrogate in a part's text, arguments
+    or content in the ledger's escape form (``␛d800``), every non-finite number as ``"NaN"`` and the
+    like (``escape.readable_json``).
+
+    The transcript keeps what was said exactly; a provider's request is UTF-8 JSON, which can hold
+    neither (pydantic-ai's own JSON, FunctionModel's usage estimate included, fails on them), so
+    without this a value a tool or a model produced once failed every later request of the run.
+    The same list when nothing needed it."""
+    out: list[ModelMessage] = []
+    changed = False
+    for message in messages:
+        parts, this = [], False
+        for part in message.parts:
+            if _checked(part):
+                parts.append(part)
+                continue
+            fields = {f: readable_json(getattr(part, f)) for f in ("content", "args") if hasattr(part, f) and not _sendable(getattr(part, f))}
+            if any(v is not getattr(part, f) for f, v in fields.items()):
+                part = dataclasses.replace(part, **fields)
+                this = True
+            else:
+                _remember(part)  # sendable as it is: the session's next requests skip it
+            parts.append(part)
+        out.append(dataclasses.replace(message, parts=parts) if this else message)
+        changed = changed or this
+    return out if changed else messages
+
+
+#: Parts already found sendable as they are, by identity: a session's loaded messages are cached
+#: across its requests (``TranscriptCache``), so each part is checked once, not once per request.
+_SENDABLE: OrderedDict[int, Any] = OrderedDict()
+_SENDABLE_SIZE = 4096
+_sendable_lock = threading.Lock()
+
+
+def _checked(part: Any) -> bool:
+    with _sendable_lock:
+        return _SENDABLE.get(id(part)) is part
+
+
+def _remember(part: Any) -> None:
+    with _sendable_lock:
+        _SENDABLE[id(part)] = part  # holding it keeps its id from being reused while cached
+        while len(_SENDABLE) > _SENDABLE_SIZE:
+            _SENDABLE.popitem(last=False)
+
+
+def _sendable(value: Any) -> bool:
+    """Whether ``value`` is already what a provider can be sent (checked at C speed: JSON without
+    NaN, then one regex search for a lone surrogate), so the common case costs no Python walk."""
+    try:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):  # NaN or infinity, or not plain JSON (user content parts): walk it
+        return False
+    return not has_lone_surrogate(text)
 
 
 def results_message(calls: Sequence[Mapping[str, Any]], message: str | None = None) -> ModelRequest:

@@ -276,7 +276,7 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
-    messages = _with_instructions(list(loaded), await agent.instructions_for(scope))
+    messages = transcript.for_model(_with_instructions(list(loaded), await agent.instructions_for(scope)))
     if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
         from .live import streamed_request
 

@@ -1,26 +1,42 @@
 """A transactional tool's body and its result in one database transaction: exactly once, never in doubt.
 
 The attempt row is committed first, apart, by the attempt gate: a marker that counts the body toward
-the 3-body limit and carries no effect. Then one transaction on the ledger's engine: the run fence,
-the call's row locked (Postgres ``FOR UPDATE``; SQLite holds its single write lock from ``BEGIN
-IMMEDIATE``), the body writing through ``ctx.connection``, the result write fenced by the attempt
-number, commit. A crash anywhere before the commit rolls the body's writes back with the missing
-result; a refused result write (a newer attempt, a lost session) rolls them back too. A body that
-raises is rolled back and its error is written in a transaction of its own; a transient store
-error (an outage) is not the body's error and is raised as it is.
+the 3-body limit and carries no effect. Then one transaction on the ledger's engine:
+
+1. the transactional bodies' one lock, before the body's first read, so their reads and writes are
+   one serializable unit on both databases: SQLite's write lock (``BEGIN IMMEDIATE``; the driver
+   would otherwise begin only at the first write, after the body had read), on Postgres a
+   transaction-scoped advisory lock that every transactional body takes (one at a time per
+   database, as on SQLite). It is waited for by polling, never by a blocked statement: a wait
+   behind a running body is not an unavailable store;
+2. the body, through a ``ToolConnection`` (``ledger/body_guard.py``) that cannot commit, roll back,
+   begin, or write the runtime's own tables. Its statements are not bounded by
+   ``store_retry_window``: a long query is not an outage (keepalives still drop a vanished peer);
+3. the run fence and the call's row, locked only now (Postgres: the session row, then the call, the
+   order every run transaction keeps), so the body never holds the session's lock and the run's
+   other calls write their results while it runs; the result write fenced by the attempt number;
+   commit.
+
+A crash anywhere before the commit rolls the body's writes back with the missing result; a refused
+result write (a newer attempt, a lost session) rolls them back too. A body that raises is rolled
+back and its error is written in a transaction of its own; a transient store error (an outage) is
+not the body's error and is raised as it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
+import zlib
 from typing import Any, cast
 
 import pydantic
 import sqlalchemy as sa
 
 from ...definitions import Tool, ToolContext
-from ...ledger import attempts, store
+from ...ledger import attempts, body_guard, store
+from ...ledger.engine import unbounded_waits
 from ..floor import fence, transcript
 from ..floor import gate as attempt_gate
 from ..floor.records import RecordOutcome
@@ -29,6 +45,11 @@ from ..floor.store_retry import is_transient
 from ..process.faults import crash_point
 
 log = logging.getLogger("helix_dbos")
+
+#: The Postgres advisory lock every transactional body holds for its transaction (a fixed key in the
+#: ledger's own namespace: ``crc32("helix.transactional")``).
+_PG_BODY_LOCK = zlib.crc32(b"helix.transactional")
+_POLL_FIRST, _POLL_MAX = 0.01, 0.25
 
 
 class _Refused(Exception):
@@ -39,18 +60,34 @@ class _Unusable(Exception):
     """The body returned a value that cannot be a result: roll back, answer the call with an error."""
 
 
+def _serialize(conn: sa.Connection) -> None:
+    """Take the transactional bodies' one lock before anything is read."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")  # the driver sees the open transaction and adds no BEGIN of its own
+        return
+    delay = _POLL_FIRST
+    while not conn.execute(sa.text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": _PG_BODY_LOCK}).scalar():
+        time.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX)
+
+
 def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> RecordOutcome:
+    _serialize(conn)
+    call = store.get_call(conn, dispatch_id)  # unlocked: the fenced, locked check comes with the result write
+    if call is None or call["status"] != "running" or call["attempts"] != attempt:
+        raise _Refused("result write refused: a newer attempt or an answer owns the call")
+    with body_guard.guarded(conn) as guarded, unbounded_waits():
+        value = tool.invoke_sync(args, dataclasses.replace(ctx, connection=guarded))
+    ok, value = transcript.jsonable(value)
+    if not ok:
+        raise _Unusable(value)
+    crash_point("after_body", tool.name)  # dies with the transaction open: the body's writes never commit
     reason, _ = fence.why_refused(conn, run_id, fence.current_workflow_id())
     if reason is not None:
         raise _Refused(f"result write refused: {reason}")
     call = store.get_call(conn, dispatch_id, for_update=True)
     if call is None or call["status"] != "running" or call["attempts"] != attempt:
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
-    value = tool.invoke_sync(args, dataclasses.replace(ctx, connection=conn))
-    ok, value = transcript.jsonable(value)
-    if not ok:
-        raise _Unusable(value)
-    crash_point("after_body", tool.name)  # dies with the transaction open: the body's writes never commit
     if not attempts.record_result(conn, dispatch_id, attempt, run_id, "ok", result=value):
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
     return {"status": "ok", "written": True}
