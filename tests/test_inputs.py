@@ -37,6 +37,9 @@ ODD = "nul:\x00 high:\ud800 low:\udfff esc:\u241b0000 end"
 #: Usage given up front: FunctionModel would otherwise estimate tokens by JSON-encoding the messages,
 #: which pydantic cannot do for a lone surrogate (a limit of the model, not of the ledger).
 USAGE = RequestUsage(input_tokens=3, output_tokens=2)
+#: ODD as a model is sent it: a provider's request is UTF-8 JSON, so a lone surrogate goes in the
+#: ledger's escape form (``escape.readable_json``); NUL and a literal escape go as they are.
+SENT = ODD.replace("\ud800", "\u241bd800").replace("\udfff", "\u241bdfff")
 
 
 def _engine(db_url: str) -> sa.Engine:
@@ -110,14 +113,15 @@ def test_model_text_args_and_tool_results_and_errors_round_trip_exactly(make_run
     assert isinstance(first, ModelResponse) and first.parts[0].content == "thinking " + ODD  # type: ignore[union-attr]
     assert view.messages[-1].parts[0].content == "done " + ODD  # type: ignore[union-attr]
 
-    # the next model request received them exactly, and the model was asked twice, no more
+    # the next model request received them as a provider can be sent them, and the model was asked twice, no more
     assert len(requests) == 2
     history = requests[1]
-    assert history[1].parts[0].content == "thinking " + ODD  # type: ignore[union-attr]
+    assert history[1].parts[0].content == "thinking " + SENT  # type: ignore[union-attr]
     answers = history[-1]
     assert isinstance(answers, ModelRequest)
     returns = {p.tool_name: p.content for p in answers.parts if isinstance(p, ToolReturnPart)}
-    assert returns == {"echo": expected_result, "boom": {"status": "error", "error": expected_error}}
+    sent_result = {"echo": SENT, "list": [SENT, 1], "key\x00": "nul in a key", SENT: "the text as a key"}
+    assert returns == {"echo": sent_result, "boom": {"status": "error", "error": {"type": "RuntimeError", "message": "bad " + SENT}}}
 
     # SQL sees the documented escape (docs/audit.md), identically on both databases
     engine = _engine(db_url)
@@ -164,8 +168,9 @@ def test_odd_strings_survive_a_crash_and_dbos_replay_exactly(db_url: str, tmp_pa
     assert [b["key"] for b in bodies if b["tool"] == "safe_set"] == [APP_ODD + "0"]
     assert calls["safe_set"]["status"] == "ok"
     (asked,) = [m for m in k.lines("model") if m["step"] == 1]
-    assert asked["history"][0] == "on it " + APP_ODD
-    assert {"tool": "safe_set", "key": APP_ODD + "0"}.items() <= next(s for s in asked["seen"] if isinstance(s, dict) and s.get("tool") == "safe_set").items()
+    sent = APP_ODD.replace("\ud800", "\u241bd800").replace("\udfff", "\u241bdfff")  # as a provider is sent it
+    assert asked["history"][0] == "on it " + sent
+    assert {"tool": "safe_set", "key": sent + "0"}.items() <= next(s for s in asked["seen"] if isinstance(s, dict) and s.get("tool") == "safe_set").items()
     assert transcript_problems(db_url, k.session) == []
 
 
