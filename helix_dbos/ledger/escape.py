@@ -102,6 +102,11 @@ def readable_json(value: Any, *, surrogates: bool = True) -> Any:
     return value
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (which no UTF-8 JSON, so no model request, can carry)."""
+    return _LONE_SURROGATE.search(text) is not None
+
+
 def has_unstorable(text: str) -> bool:
     """Whether ``text`` holds a character a store refuses (NUL or a lone surrogate)."""
     return _REFUSED.search(text) is not None
