@@ -88,7 +88,7 @@ def book_venue(ctx: hx.ToolContext, party: int) -> dict[str, Any]:
     """Book a table: one row in the bookings table, committed together with this call's result."""
     effects.record("book_venue", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, party=party)
     conn = ctx.require_connection()
-    bookings.create(conn, checkfirst=True)
+    conn.execute(sa.schema.CreateTable(bookings, if_not_exists=True))
     conn.execute(bookings.insert().values(dispatch_id=ctx.require_dispatch_id(), session_id=ctx.session_id, party=party))
     # the venue's system is slow the first time: the row is not committed yet
     time.sleep(float(os.environ.get("HELIX_DBOS_DEMO_BOOK_SEC", "1.5")) if ctx.attempt == 1 else 0.05)

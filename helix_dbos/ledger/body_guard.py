@@ -112,6 +112,8 @@ class ToolConnection:
         _refuse("close the call's connection")
 
     def __getattr__(self, name: str) -> NoReturn:
+        if name == "_run_ddl_visitor":  # Table.create(conn) / MetaData.create_all(conn)
+            _refuse(f"be given to Table.create or MetaData.create_all (run conn.execute(sa.schema.CreateTable(table, if_not_exists=True)); ctx.connection offers {_OFFERED} only)")
         _refuse(f"use {name!r} of the connection (ctx.connection offers {_OFFERED} only)")
 
     def __repr__(self) -> str:
@@ -199,7 +201,7 @@ def _dollar_params(sql: str) -> str:
 def pg_refusal(sql: str, has_params: bool) -> str | None:
     """Why this statement text may not run in a body (None: it may). Cached: a body's statements are
     few and repeat (Core compiles the same text every time)."""
-    from pglast import parser  # noqa: PLC0415  (libpg_query; loaded by the first guarded statement)
+    from pglast import parser  # libpg_query, loaded by the first guarded statement
 
     text = _dollar_params(sql) if has_params else sql
     try:
@@ -270,6 +272,7 @@ def guarded(conn: sa.Connection) -> Iterator[ToolConnection]:
     """The body's ``ToolConnection`` over ``conn``, with the database-side checks on for its duration."""
     if conn.dialect.name == "sqlite":
         raw = conn.connection.driver_connection
+        assert raw is not None  # a connection inside its transaction always has its DBAPI connection
         denials = _Denials()
         raw.set_authorizer(_sqlite_authorizer(denials))  # also expires cached statements: each is authorized anew
         try:

@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...ledger.escape import escape_json, has_lone_surrogate, readable_json, unescape_json
 from ...recovery.texts import PAIRING_TEXTS
@@ -158,7 +158,8 @@ def for_model(messages: list[ModelMessage]) -> list[ModelMessage]:
     out: list[ModelMessage] = []
     changed = False
     for message in messages:
-        parts, this = [], False
+        parts: list[Any] = []
+        this = False
         for part in message.parts:
             if _checked(part):
                 parts.append(part)
@@ -170,7 +171,7 @@ def for_model(messages: list[ModelMessage]) -> list[ModelMessage]:
             else:
                 _remember(part)  # sendable as it is: the session's next requests skip it
             parts.append(part)
-        out.append(dataclasses.replace(message, parts=parts) if this else message)
+        out.append(dataclasses.replace(message, parts=cast(Any, parts)) if this else message)
         changed = changed or this
     return out if changed else messages
 
