@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from opentelemetry import trace
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -40,7 +41,9 @@ def effect(kind: str, **data: Any) -> None:
 
 def _body(name: str, delay: float = 0.0) -> Any:
     async def run(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
-        effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key, pid=os.getpid(), t=time.time())
+        # the app's own span inside a body (a no-op unless tracing is on): it belongs to the run's trace
+        with trace.get_tracer("tests.scenarios").start_as_current_span("scenario.body", attributes={"tool": name}):
+            effect("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key, pid=os.getpid(), t=time.time())
         if delay:
             import asyncio
 
