@@ -14,13 +14,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 pytest.importorskip("opentelemetry.proto")
 
-from helix_dbos.runtime.tracing import trace_id_of  # noqa: E402
+from helix_dbos.runtime.process.tracing import trace_id_of  # noqa: E402
 from tests.crashkit import Kit, transcript_problems  # noqa: E402
 from tests.otlp_receiver import Received, Receiver, otlp_receiver, problems  # noqa: E402
 
@@ -137,7 +138,8 @@ def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
     spans = receiver.wait_for(has_root, "the run's root span")
     trace_id = assert_one_trace(spans)
     mcp = [s for s in spans if s.scope in ("fastmcp", "mcp-python-sdk") or s.name.startswith(("tools/", "MCP "))]
-    assert any(s.name == "tools/list" for s in mcp), sorted({(s.name, s.scope) for s in spans})
+    names = sorted({(s.name, s.scope) for s in spans})
+    assert any(s.name == "tools/list" for s in mcp), names
     assert any(s.name == "tools/call read_stock" for s in mcp)  # the relaunch's call (the killed one's never ended)
     assert all(s.trace_id == trace_id for s in mcp)
     root, _ = the_run(spans)
@@ -147,3 +149,37 @@ def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
         while node.parent_id is not None:
             node = by_id[node.parent_id]
         assert node is root
+
+
+def test_a_collector_that_is_down_costs_a_run_at_most_one_flush_wait(make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit flushes, but a collector that refuses connections does not make each commit
+    wait: the first flush that overruns ``FLUSH_WAIT`` stops the waiting until a flush ends."""
+    import socket
+
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    import helix_dbos as hx
+    from helix_dbos.runtime.process import trace_export
+
+    with socket.socket() as s:  # a port nobody listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv(trace_export.ENV, f"http://127.0.0.1:{port}/v1/traces")
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if sum(isinstance(m, ModelResponse) for m in messages) < 3:
+            return ModelResponse(parts=[ToolCallPart("look", {"key": "a"}), ToolCallPart("look", {"key": "b"})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    @hx.tool(replay="safe")
+    def look(key: str) -> str:
+        return key
+
+    rt = make_runtime([hx.Agent("unheard", FunctionModel(reply), tools=[look])])
+    started = time.monotonic()
+    result = rt.start("unheard", "go").result(timeout=120)
+    took = time.monotonic() - started
+    assert result.status == "completed"
+    # ~17 commits and result writes each flush; waiting for each would take over 30 s
+    assert took < 4 * trace_export.FLUSH_WAIT + 5, f"the run took {took:.1f} s"

@@ -87,16 +87,16 @@ def test_one_trace_per_run_with_span_per_boundary(make_runtime: Any, spans: InMe
     assert sorted(c["helix.saved"] for c in commits) == [False, True]
 
 
-def test_otlp_endpoints_reach_dbos_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``HELIX_DBOS_OTLP_TRACES_ENDPOINTS`` turns on DBOS's OTLP exporter with those endpoints (the
-    config DBOS is built with, as DBOS itself reads it; nothing is sent)."""
+def test_otlp_endpoints_leave_dbos_otlp_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HELIX_DBOS_OTLP_TRACES_ENDPOINTS`` is helix's own exporter (``process/trace_export.py``):
+    DBOS's OTLP stays off, so DBOS opens none of its own spans (a workflow span per process, a step
+    span per replay), and the endpoints are read as the comma-separated list they are."""
     from dbos._dbos_config import translate_dbos_config_to_config_file
 
+    from helix_dbos.runtime.process import trace_export
+
     settings = Settings("sqlite:///unused.sqlite", "ex", "v1")
-    monkeypatch.delenv("HELIX_DBOS_OTLP_TRACES_ENDPOINTS", raising=False)
-    off = translate_dbos_config_to_config_file(settings.dbos_config())  # type: ignore[arg-type]
-    assert off["telemetry"]["disable_otlp"] is True and off["telemetry"]["OTLPExporter"]["tracesEndpoint"] == []
     monkeypatch.setenv("HELIX_DBOS_OTLP_TRACES_ENDPOINTS", "http://127.0.0.1:4318/v1/traces, http://otel:4318/v1/traces")
     on = translate_dbos_config_to_config_file(settings.dbos_config())  # type: ignore[arg-type]
-    assert on["telemetry"]["disable_otlp"] is False
-    assert on["telemetry"]["OTLPExporter"]["tracesEndpoint"] == ["http://127.0.0.1:4318/v1/traces", "http://otel:4318/v1/traces"]
+    assert on["telemetry"]["disable_otlp"] is True and on["telemetry"]["OTLPExporter"]["tracesEndpoint"] == []
+    assert trace_export.endpoints() == ["http://127.0.0.1:4318/v1/traces", "http://otel:4318/v1/traces"]

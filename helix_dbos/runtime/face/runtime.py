@@ -31,7 +31,7 @@ from ..floor import commits as step_commits
 from ..floor import registry as process_registry
 from ..floor.registry import Registry
 from ..flow import workflow
-from ..process import dbos_private, leases, polling
+from ..process import dbos_private, leases, polling, trace_export
 from ..process.config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -260,6 +260,9 @@ class Runtime:
         existing = dbos_private.configured_dbos()
         url = resolve_database_url(self.database_url)
         recovery_poll = resolve_recovery_poll()  # refused typed before anything is written
+        traces = trace_export.endpoints()
+        if traces:  # before DBOS launches: its recovery starts workflows at once
+            trace_export.install(traces, self._app_name)
         if existing is not None and self.database_url is None:
             url = dbos_private.dbos_config(existing).get("system_database_url") or url
         if is_sqlite(url):
@@ -388,6 +391,7 @@ class Runtime:
         if self._owns_dbos:
             dbos_private.destroy(wait_seconds)
             self._owns_dbos = False
+        trace_export.uninstall()  # after DBOS's stop: the spans its cancelled workflows ended go too
         if self._registry is not None:
             process_registry.uninstall(self._registry)  # only this runtime's own: another's stays live
             self._registry = None

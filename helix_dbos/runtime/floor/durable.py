@@ -26,7 +26,7 @@ from dbos import DBOS, StepOptions
 from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.escape import escape_json, unescape_json
-from ..process import dbos_private
+from ..process import dbos_private, trace_export
 from .registry import env
 from .store_retry import retrying
 
@@ -138,6 +138,7 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     op = f"{name}#{ops[name]}"
     ops[name] += 1
     engine = env().tx_engine
+    fresh: list[bool] = []
 
     def once() -> Any:
         try:
@@ -157,9 +158,13 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
             return done[0]
         # Operations commit in workflow order, so once one is new to the record every later one is too.
         ops[_REPLAYING] = 0
+        fresh.append(True)
         return out
 
-    return await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
+    out = await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
+    if fresh:  # committed now (not replayed): its span, and every span before it, leave before a kill can lose them
+        await trace_export.flushed()
+    return out
 
 
 async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Connection, Any], Any], *args: Any) -> tuple[Any, Any]:

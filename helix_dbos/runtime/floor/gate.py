@@ -66,7 +66,7 @@ def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | Non
     run, calls = _fenced_step(conn, run_id, dispatch_id, where)
     call = next(c for c in calls if c["dispatch_id"] == dispatch_id)
     if call["status"] in CALL_SETTLED:
-        return {"action": "done", "status": call["status"]}
+        return {"action": "done", "status": call["status"], "settled_before": True}
     agent = env().agent(run["agent_name"])
     if run["stop_kind"] is not None:
         d = decisions(agent, calls, "stop")[dispatch_id]

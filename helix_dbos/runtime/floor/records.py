@@ -151,6 +151,8 @@ class DoneGate(_Traced):
 
     action: Literal["done"]
     status: CallStatus
+    #: The call was settled before this gate ran (a replay reaching it): nothing happened now.
+    settled_before: NotRequired[bool]
     replay: NotRequired[str | None]  # added by ``bodies._gate``
     tool_name: NotRequired[str | None]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import Any, cast
 
@@ -33,7 +34,7 @@ from ..floor import gate as attempt_gate
 from ..floor.durable import plain_tx
 from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
 from ..floor.registry import env, lock_held, wait_lock_held
-from ..process import tracing
+from ..process import trace_export, tracing
 from ..process.faults import crash_point, fail_point
 from . import reconcile, scopes, transactional
 from .local_child import run_local_child
@@ -51,7 +52,7 @@ def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries:
     """The attempt gate, plus the call's saved policy (for the span)."""
     tries[0] += 1
     out = attempt_gate.gate(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
-    if "replay" not in out:  # answered without a body: the span still names the call's tool and policy
+    if "replay" not in out and not out.get("settled_before"):  # answered now without a body: the span still names the call's tool and policy
         call = store.get_call(conn, dispatch_id)
         out = cast(GateOutcome, {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None})
     return cast(GateOutcome, {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")})
@@ -62,17 +63,26 @@ async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None
 
     Not a DBOS step: the gate and the result write are the ledger's two facts about the call, and a
     replay of the workflow re-enters the gate, which answers from the ledger what already happened.
+
+    Its span is opened once the gate has answered (from when the gate was asked): a call settled
+    before this execution reached it (a replay) did nothing now and gets none. It is not made the
+    body's current span: a span the tool opens ends before this one, and when a kill loses this one
+    the tool's, flushed by another call's commit, would have no parent; it names the run's root.
     """
-    with tracing.span("helix.body_attempt", run_id, dispatch_id=dispatch_id) as s:
-        await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
-        gate: GateOutcome = await group_commit.write(run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
-        while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
-            await reconcile.ask_and_record(run_id, dispatch_id, gate)
-            gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
-        tracing.annotate(s, tool=gate["_tool"], policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt"))
+    started = time.time_ns()
+    await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
+    gate: GateOutcome = await group_commit.write(run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+    while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
+        await reconcile.ask_and_record(run_id, dispatch_id, gate)
+        gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+    if gate["action"] == "done" and gate.get("settled_before"):
+        return {"status": gate["status"]}
+    with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gate["_tool"],
+                            policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt")) as s:
         out = await _body(run_id, dispatch_id, gate)
         tracing.annotate(s, status=out.get("status"))
-        return out
+    await trace_export.flushed()  # the call's result is committed: its spans leave before a kill can lose them
+    return out
 
 
 async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome:

@@ -32,7 +32,7 @@ from ..floor import durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
 from ..floor.records import CallBrief, ChildGate, EntryPlan, LaneCall, Reply, StepOutcome, StepRef
 from ..floor.registry import Registry, current, env
-from ..process import tracing
+from ..process import trace_export, tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from ..process.faults import crash_point, fail_point
 from . import children, companions, reconcile, scopes
@@ -80,11 +80,12 @@ async def _run(run_id: str) -> dict[str, Any]:
     """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back.
 
     The run's root span is emitted when this execution ends, whichever way (``_root_span``)."""
-    try:
-        return await _run_once(run_id)
-    finally:
-        if DBOS.workflow_id == run_id:  # a refused fork is not the run: the run's own execution emits its root
-            await _root_span(run_id)
+    with tracing.in_run(run_id):
+        try:
+            return await _run_once(run_id)
+        finally:
+            if DBOS.workflow_id == run_id:  # a refused fork is not the run: the run's own execution emits its root
+                await _root_span(run_id)
 
 
 async def _root_span(run_id: str) -> None:
@@ -99,6 +100,7 @@ async def _root_span(run_id: str) -> None:
         run = await asyncio.to_thread(_read_run, run_id)
         if run is not None:
             tracing.emit_run_span(run)
+            await trace_export.flushed()
     except Exception:
         log.debug("could not emit the run's root span", exc_info=True)
 

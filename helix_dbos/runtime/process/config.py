@@ -126,12 +126,8 @@ class Settings:
             "enable_otlp": False,
             "log_level": os.environ.get("HELIX_DBOS_LOG_LEVEL", "WARNING"),
         }
-        # Traces (runtime/process/tracing.py) go to DBOS's OTLP exporter when endpoints are given (needs the
-        # `otel` extra); otherwise to whatever tracer provider the app installed, or nowhere.
-        endpoints = [e.strip() for e in os.environ.get("HELIX_DBOS_OTLP_TRACES_ENDPOINTS", "").split(",") if e.strip()]
-        if endpoints:
-            config["enable_otlp"] = True
-            config["otlp_traces_endpoints"] = endpoints
+        # DBOS's OTLP stays off even with HELIX_DBOS_OTLP_TRACES_ENDPOINTS: helix exports the run's
+        # spans itself (runtime/process/trace_export.py), and DBOS then opens none of its own.
         if self.sqlite:
             # SQLite has no LISTEN/NOTIFY: recv, events and results poll at this interval.
             config["notification_listener_polling_interval_sec"] = 0.02

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags
@@ -107,6 +108,32 @@ def span(name: str, run_id: str, **attrs: Any) -> Iterator[Span]:
     tracer = trace.get_tracer(TRACER)
     with tracer.start_as_current_span(name, context=_run_context(run_id), attributes=_clean({"run_id": run_id, **attrs})) as s:
         yield s
+
+
+@contextmanager
+def span_since(name: str, run_id: str, start_ns: int, **attrs: Any) -> Iterator[Span]:
+    """A span of the run's trace that started at ``start_ns``, opened only now that it is known to
+    be real work, and not made current (code inside parents its spans to the run's root)."""
+    s = trace.get_tracer(TRACER).start_span(name, context=_run_context(run_id), attributes=_clean({"run_id": run_id, **attrs}), start_time=start_ns)
+    try:
+        yield s
+    except BaseException as exc:
+        s.record_exception(exc)
+        s.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+        raise
+    finally:
+        s.end()
+
+
+@contextmanager
+def in_run(run_id: str) -> Iterator[None]:
+    """Make the run's root the current span: whatever the run's execution opens without a parent of
+    its own (an MCP toolset's listing and calls, the app's spans in a tool) lands under it."""
+    token = otel_context.attach(_run_context(run_id))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def annotate(s: Span, **attrs: Any) -> None:
