@@ -21,9 +21,9 @@ import pytest
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 pytest.importorskip("opentelemetry.proto")
 
-from helix_dbos.runtime.process.tracing import trace_id_of  # noqa: E402
-from tests.crashkit import Kit, transcript_problems  # noqa: E402
-from tests.otlp_receiver import Received, Receiver, otlp_receiver, problems  # noqa: E402
+from helix_dbos.runtime.process.tracing import trace_id_of
+from tests.crashkit import Kit, transcript_problems
+from tests.otlp_receiver import Received, Receiver, otlp_receiver, problems
 
 
 @pytest.fixture

@@ -129,7 +129,7 @@ async def flushed() -> None:
         return
     try:
         await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), FLUSH_WAIT)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         _overdue = True  # the collector is slow or gone: later commits do not wait until a flush ends
         log.debug("spans not flushed within %s s; not waiting for flushes until one ends", FLUSH_WAIT)
     except Exception:
