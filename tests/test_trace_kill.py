@@ -1,6 +1,6 @@
 """One run, one trace, across processes and kills, as a collector really receives it.
 
-A real OTLP/HTTP receiver on loopback (``tests/otlp_receiver.py``) gets what a real child process
+A real OTLP/HTTP receiver on loopback (``tests/support/otlp_receiver.py``) gets what a real child process
 exports through ``HELIX_DBOS_OTLP_TRACES_ENDPOINTS``; the child is crashed at a fault point
 (``HELIX_DBOS_CRASH_AT``: ``os._exit``, no flush, like a kill), SIGKILLed, SIGTERMed or SIGINTed from
 outside, then relaunched. The batch exporter's timer is set to a minute, so whatever arrived before a
@@ -22,8 +22,8 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 pytest.importorskip("opentelemetry.proto")
 
 from helix_dbos.runtime.process.tracing import trace_id_of
-from tests.crashkit import Kit, transcript_problems
-from tests.otlp_receiver import Received, Receiver, otlp_receiver, problems
+from tests.support.crashkit import Kit, transcript_problems
+from tests.support.otlp_receiver import Received, Receiver, otlp_receiver, problems
 
 
 @pytest.fixture
@@ -62,6 +62,7 @@ def assert_one_trace(spans: list[Received]) -> int:
     return trace_id
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("point", ["after_append", "before_step_commit"])
 def test_crash_at_a_fault_point_then_relaunch_is_one_trace(db_url: str, tmp_path: Path, receiver: Receiver, point: str) -> None:
     """Killed at ``point``, relaunched: one trace, one root, no orphans; the model request and append
@@ -98,6 +99,7 @@ def _spawn_slow_pair(k: Kit, receiver: Receiver) -> tuple[object, list[Received]
     return proc, receiver.snapshot()
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: signal.Signals(s).name)
 def test_signal_mid_body_then_relaunch_is_one_trace(db_url: str, tmp_path: Path, receiver: Receiver, sig: int) -> None:
     """A safe and an unsafe body in flight when the process is signalled, then relaunched: one
@@ -122,6 +124,7 @@ def test_signal_mid_body_then_relaunch_is_one_trace(db_url: str, tmp_path: Path,
     assert transcript_problems(db_url, k.session) == []
 
 
+@pytest.mark.kills
 def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
     db_url: str, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -132,7 +135,7 @@ def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
     from tests.test_mcp import kill_mid_calls
 
     for name, value in traced_env(receiver).items():
-        monkeypatch.setenv(name, value)  # the app children inherit it (tests/procs.child_env)
+        monkeypatch.setenv(name, value)  # the app children inherit it (tests/support/procs.child_env)
     out = kill_mid_calls(db_url, tmp_path, "stdio", "mcp_app")
     assert out["status"] == "completed"
     spans = receiver.wait_for(has_root, "the run's root span")
