@@ -155,6 +155,7 @@ def _wait_for(predicate: Any, what: str, ceiling: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("how", ["commit", "sql_commit", "rollback"])
 def test_a_sigkill_after_a_self_commit_attempt_leaves_one_effect_row(db_url: str, tmp_path: Path, how: str) -> None:
     """The body writes its row, tries to commit (or roll back) by hand and swallows the refusal, then
