@@ -56,7 +56,7 @@ def run_through_outage(k: Kit, proxy: TcpProxy, *, window: float, cut: float, st
     both bodies have started, restore it ``cut`` seconds later, and return the run's result as the
     same process reports it."""
     proc = k.spawn("start", extra_env={"HELIX_DBOS_STORE_RETRY_WINDOW": str(window), "SCENARIO_DELAY": "1.5"})
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + 120
     while len({b["tool"] for b in k.lines("bodies")}) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before the outage"
@@ -358,7 +358,7 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
     # the body outlasts the outage, the watchdog's regain and the twin's whole start on a busy machine
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "45", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + 120
     while not k.lines("bodies") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, _stderr(k)

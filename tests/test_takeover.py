@@ -60,7 +60,7 @@ def serve(kit: Kit, executor: str) -> subprocess.Popen[str]:
 
 
 def wait_bodies(kit: Kit, proc: subprocess.Popen[str], tools: set[str]) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not tools <= set(kit.bodies()):
         if proc.poll() is not None or time.monotonic() > deadline:
             err = "".join(p.read_text()[-3000:] for p in kit.workdir.glob("spawn-*.stderr"))
