@@ -17,10 +17,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 import helix_dbos
 
@@ -37,28 +36,43 @@ DESCRIPTION = (
     "Errors are `{error, code, detail}` with 400 (bad input), 401 (unauthenticated), 403 (role missing), "
     "404 (unknown, or another principal's), or 409 (running / stale)."
 )
+#: Where /docs loads Swagger UI from: fastapi-offline's wheel ships Swagger UI 5 (which reads the
+#: OpenAPI 3.1 this service publishes; swagger-ui-bundle's 4.15 could not), so /docs needs no CDN.
 SWAGGER = "/static/swagger"
-
-
-def _swagger_dir() -> str:
-    import swagger_ui_bundle  # the assets ship in a wheel: /docs works offline, with no CDN
-
-    return str(swagger_ui_bundle.swagger_ui_path)
+#: Served without authentication (``routes.public``, the schema and its page): no security in the schema.
+UNAUTHENTICATED = frozenset({"/healthz"})
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema, told the truth: bad input is our 400 ``ErrorBody``, never a 422."""
+    """FastAPI's schema, told the truth, in a shape client generators take whole.
+
+    Bad input is our 400 ``ErrorBody``, never a 422, and a POST body not declared JSON a 415. Every
+    request body is required and carries no ``default`` (openapi-python-client drops an endpoint
+    whose ``oneOf`` body has one: "ModelProperty cannot have a default value"), so a generated
+    client's callers pass the member they mean (``ResumeContinue()``, ``RetryRecover()``, ``Stop()``).
+    Operations served without authentication say so with an empty ``security``.
+    """
     if app.openapi_schema:
         return app.openapi_schema
     spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     error_body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-    for path in spec.get("paths", {}).values():
+    for route, path in spec.get("paths", {}).items():
         for method, op in path.items():
             responses = op.get("responses", {})
             if responses.pop("422", None) is not None and "400" not in responses:
                 responses["400"] = {"description": "Bad Request", **error_body}
             if method == "post":  # routes.json_only: a body not declared JSON is refused unread
                 responses.setdefault("415", {"description": "Unsupported Media Type: the body is not application/json", **error_body})
+            body = op.get("requestBody")
+            if body is not None:
+                # json_only refuses a POST without a JSON body, so every body is required (``{}`` where
+                # no field is needed), and none carries a default: openapi-python-client drops an
+                # endpoint whose oneOf body has one, and cannot send an omitted union at all.
+                body["required"] = True
+                for media in body.get("content", {}).values():
+                    media.get("schema", {}).pop("default", None)
+            if route in UNAUTHENTICATED:
+                op["security"] = []
     schemas = spec.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
@@ -88,7 +102,19 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, s
         finally:
             await target.shutdown_async()
 
-    app = FastAPI(title="helix-dbos", version=helix_dbos.__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None)
+    # FastAPI with /docs on fastapi-offline's bundled Swagger UI (no ReDoc: one page, one bundle).
+    app = FastAPIOffline(
+        docs_url="/docs",
+        redoc_url=None,
+        static_url=SWAGGER,
+        title="helix-dbos",
+        version=helix_dbos.__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        # The validator badge would fetch validator.swagger.io: a page that works offline asks no one.
+        # Operation ids are shown: they are the function names of a generated client.
+        swagger_ui_parameters={"validatorUrl": None, "displayOperationId": True},
+    )
     app.state.runtime = target
     app.state.service_settings = settings
     errors.install(app)
@@ -96,18 +122,7 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, s
     app.include_router(routes.router)
     app.include_router(live.router)
     app.include_router(ui.router)
-    app.mount(SWAGGER, StaticFiles(directory=_swagger_dir()), name="swagger")
     app.mount(ui.STATIC, StaticFiles(directory=ui.static_dir()), name="ui-static")
-
-    @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title="helix-dbos API",
-            swagger_js_url=f"{SWAGGER}/swagger-ui-bundle.js",
-            swagger_css_url=f"{SWAGGER}/swagger-ui.css",
-            swagger_favicon_url=f"{SWAGGER}/favicon-32x32.png",
-        )
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # Outermost last: Host check, then CORS (only when configured), then OPTIONS, then the routes.

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import StreamingResponse
 
 from ..errors import RunNotFoundError, SessionNotFoundError
 from ..runtime.flow import live
-from .routes import TEXT, Caller, SessionId, _allowed, _errors, known_query
+from .responses import EventStream
+from .routes import TEXT, Caller, SessionId, _allowed, known_query, stream_errors
 
 router = APIRouter(dependencies=[Depends(known_query)])
 
@@ -52,8 +52,10 @@ async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
 
 @router.get(
     "/sessions/{session_id}/live",
+    operation_id="stream_session_live",
     tags=["sessions"],
-    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE: best-effort model output deltas, no ids."}, **_errors(403, 404)},
+    response_class=EventStream,
+    responses={200: {"description": "SSE: best-effort model output deltas, no ids."}, **stream_errors(403, 404)},
 )
 async def session_live(
     request: Request,
@@ -61,11 +63,10 @@ async def session_live(
     session_id: SessionId,
     run_id: Annotated[str | None, Query(max_length=64, description="A run of the session (default: its current run).", json_schema_extra=TEXT)] = None,
     timeout: Annotated[float, Query(gt=0, le=3600, description="Stop after this many seconds.")] = 300,
-) -> StreamingResponse:
+) -> EventStream:
     """The current run's model output as it streams (``Runtime(live_output=True)``); ends with the run's workflow."""
     await _allowed(request, caller, session_id, "read")  # behind the same authentication and ownership
     target = await asyncio.to_thread(_run_of, request, session_id, run_id)  # a 404 before the stream starts
     if target is None:
         raise SessionNotFoundError(f"session {session_id!r} has no run")
-    return StreamingResponse(_sse(target, timeout), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return EventStream(_sse(target, timeout), headers=EventStream.HEADERS)

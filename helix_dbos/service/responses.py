@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import pydantic_core
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -67,3 +67,15 @@ def respond(model: BaseModel, status_code: int = 200) -> LedgerJSONResponse:
     except (UnicodeEncodeError, ValueError):
         content = model.model_dump(mode="python")
     return LedgerJSONResponse(content, status_code=status_code)
+
+
+class EventStream(StreamingResponse):
+    """An SSE stream: as a route's ``response_class`` it makes OpenAPI publish ``text/event-stream``
+    and nothing else, so a generated client reads the stream as text instead of parsing it as JSON.
+
+    Not FastAPI's ``EventSourceResponse``, which would take the endpoint for a generator of events;
+    ours return the stream they build, after the checks that answer 404 before it starts.
+    """
+
+    media_type = "text/event-stream"
+    HEADERS: ClassVar[dict[str, str]] = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

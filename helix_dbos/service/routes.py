@@ -17,7 +17,6 @@ import dataclasses
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
-from fastapi.responses import StreamingResponse
 
 from .. import wire
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
@@ -35,7 +34,7 @@ from ..runtime import AnswerReceipt, RunHandle, Runtime
 from ..views import SessionSummary
 from . import auth, events, views
 from . import schemas as s
-from .responses import LedgerJSONResponse, respond
+from .responses import EventStream, LedgerJSONResponse, respond
 
 MAX_SEQ = events.MAX_SEQ
 
@@ -122,6 +121,12 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": s.ErrorBody} for code in (400, 401, *codes)}
 
 
+def stream_errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """``_errors`` for an SSE route: its refusals are JSON, though its own media type is the stream's."""
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    return {code: {"content": body} for code in (400, 401, *codes)}
+
+
 def rt(request: Request) -> Runtime:
     return request.app.state.runtime  # type: ignore[no-any-return]
 
@@ -145,7 +150,7 @@ async def _allowed(request: Request, caller: auth.Principal, session_id: str, ac
     return row
 
 
-@public.get("/healthz", response_model=s.Health, tags=["service"])
+@public.get("/healthz", operation_id="health", response_model=s.Health, tags=["service"])
 async def health(request: Request) -> s.Health:
     runtime = rt(request)
     executor_id = runtime.executor_id  # a ConfigurationError (500) if the lifespan never launched it
@@ -153,7 +158,7 @@ async def health(request: Request) -> s.Health:
     return s.Health(status="ok", executor_id=executor_id, database="sqlite" if is_sqlite(url) else "postgresql")
 
 
-@router.get("/executors", response_model=list[s.ExecutorOut], tags=["service"], responses=_errors(403))
+@router.get("/executors", operation_id="list_executors", response_model=list[s.ExecutorOut], tags=["service"], responses=_errors(403))
 async def list_executors(request: Request, caller: Caller) -> list[s.ExecutorOut]:
     """Every executor with its lease, pending runs and takeovers (the ``operator`` role only)."""
     if caller.authenticated and "operator" not in caller.roles:
@@ -161,12 +166,12 @@ async def list_executors(request: Request, caller: Caller) -> list[s.ExecutorOut
     return [wire.executor_out(row) for row in await asyncio.to_thread(rt(request).reader.executors)]
 
 
-@router.get("/agents", response_model=list[s.AgentOut], tags=["service"], responses=_errors())
+@router.get("/agents", operation_id="list_agents", response_model=list[s.AgentOut], tags=["service"], responses=_errors())
 async def list_agents(request: Request, caller: Caller) -> list[s.AgentOut]:
     return [await views.agent_out(a) for a in rt(request).agents.values()]
 
 
-@router.get("/sessions", response_model=list[s.SessionSummary], tags=["sessions"], responses=_errors())
+@router.get("/sessions", operation_id="list_sessions", response_model=list[s.SessionSummary], tags=["sessions"], responses=_errors())
 async def list_sessions(
     request: Request,
     caller: Caller,
@@ -180,7 +185,7 @@ async def list_sessions(
     return [wire.summary_out(r) for r in rows]
 
 
-@router.post("/sessions", status_code=202, response_model=s.RunOut, tags=["sessions"], responses=_errors(404, 409))
+@router.post("/sessions", operation_id="start_session", status_code=202, response_model=s.RunOut, tags=["sessions"], responses=_errors(404, 409))
 async def start_session(request: Request, caller: Caller, req: s.StartSession, wait: Wait = 0) -> LedgerJSONResponse:
     """Start a session owned by the caller (or, with an existing ``session_id`` the caller owns, a new turn of it).
 
@@ -198,13 +203,13 @@ async def start_session(request: Request, caller: Caller, req: s.StartSession, w
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_errors(403, 404))
+@router.get("/sessions/{session_id}", operation_id="get_session", response_model=s.SessionOut, tags=["sessions"], responses=_errors(403, 404))
 async def read_session(request: Request, caller: Caller, session_id: SessionId) -> LedgerJSONResponse:
     await _allowed(request, caller, session_id, "read")
     return respond(views.session_out(await rt(request).session_async(session_id)))
 
 
-@router.post("/sessions/{session_id}/turns", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
+@router.post("/sessions/{session_id}/turns", operation_id="new_turn", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
 async def new_turn(request: Request, caller: Caller, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> LedgerJSONResponse:
     """A new user message. Calls of an unanswered step are paired ``outcome_unknown`` before it."""
     runtime = rt(request)
@@ -213,7 +218,7 @@ async def new_turn(request: Request, caller: Caller, session_id: SessionId, req:
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.post("/sessions/{session_id}/resume", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
+@router.post("/sessions/{session_id}/resume", operation_id="resume_session", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
 async def resume(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Resume, Body()] = s.ResumeContinue(), wait: Wait = 0) -> LedgerJSONResponse:
     """``continue`` recovers the saved step; ``with_message`` redirects it; ``from_checkpoint`` rewinds to a saved append."""
     runtime = rt(request)
@@ -224,7 +229,7 @@ async def resume(request: Request, caller: Caller, session_id: SessionId, req: A
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.post("/sessions/{session_id}/retry", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
+@router.post("/sessions/{session_id}/retry", operation_id="retry_session", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
 async def retry(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Retry, Body()] = s.RetryRecover(), wait: Wait = 0) -> LedgerJSONResponse:
     """After a failed or interrupted run: recover it, or redirect it with a message (optionally at a checkpoint)."""
     runtime = rt(request)
@@ -234,7 +239,7 @@ async def retry(request: Request, caller: Caller, session_id: SessionId, req: An
     return respond(await _settle(runtime, handle, wait), 202)
 
 
-@router.post("/sessions/{session_id}/stop", status_code=202, response_model=s.StopOut, tags=["entries"], responses=_errors(403, 404, 409))
+@router.post("/sessions/{session_id}/stop", operation_id="stop_session", status_code=202, response_model=s.StopOut, tags=["entries"], responses=_errors(403, 404, 409))
 async def stop(request: Request, caller: Caller, session_id: SessionId, req: s.Stop = s.Stop(), wait: Wait = 0) -> Any:
     """Record a durable stop. A suspended run stops at once; a running one at its next boundary.
 
@@ -251,7 +256,7 @@ async def stop(request: Request, caller: Caller, session_id: SessionId, req: s.S
     return s.StopOut.model_validate(receipt)
 
 
-@router.post("/sessions/{session_id}/calls/{dispatch_id}/approval", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
+@router.post("/sessions/{session_id}/calls/{dispatch_id}/approval", operation_id="approve_call", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
 async def approve(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: s.Approval, wait: Wait = 0) -> LedgerJSONResponse:
     """Approve or deny a call waiting for approval; the recorded actor is the authenticated caller."""
     runtime = rt(request)
@@ -260,7 +265,7 @@ async def approve(request: Request, caller: Caller, session_id: SessionId, dispa
     return respond(await _answered(runtime, receipt, wait))
 
 
-@router.post("/sessions/{session_id}/calls/{dispatch_id}/result", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
+@router.post("/sessions/{session_id}/calls/{dispatch_id}/result", operation_id="submit_call_result", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
 async def submit_result(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: Annotated[s.ClientResult, Body()], wait: Wait = 0) -> LedgerJSONResponse:
     """Answer a client-tool call with exactly one of its ``result`` or its ``error``."""
     runtime = rt(request)
@@ -272,7 +277,7 @@ async def submit_result(request: Request, caller: Caller, session_id: SessionId,
     return respond(await _answered(runtime, receipt, wait))
 
 
-@router.get("/runs/{run_id}", response_model=s.RunOut, tags=["sessions"], responses=_errors(404))
+@router.get("/runs/{run_id}", operation_id="get_run", response_model=s.RunOut, tags=["sessions"], responses=_errors(404))
 async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path(min_length=1, max_length=64, json_schema_extra=TEXT)]) -> LedgerJSONResponse:
     session = await asyncio.to_thread(rt(request).reader.session_of_run, run_id)
     try:
@@ -284,8 +289,10 @@ async def read_run(request: Request, caller: Caller, run_id: Annotated[str, Path
 
 @router.get(
     "/sessions/{session_id}/events",
+    operation_id="stream_session_events",
     tags=["sessions"],
-    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE: `id` is the event seq."}, **_errors(403, 404)},
+    response_class=EventStream,
+    responses={200: {"description": "SSE: `id` is the event seq."}, **stream_errors(403, 404)},
 )
 async def session_events(
     request: Request,
@@ -294,15 +301,11 @@ async def session_events(
     follow: Annotated[bool, Query(description="Keep the stream open after the run comes to rest.")] = False,
     after: Annotated[int | None, Query(ge=0, le=MAX_SEQ, description="Resume after this seq (Last-Event-ID wins).")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", pattern=events.CURSOR_PATTERN, description=f"Resume after this event id (an integer from 0 to {MAX_SEQ}).")] = None,
-) -> StreamingResponse:
+) -> EventStream:
     """The session's ledger events, each exactly once and in order, resumable with ``Last-Event-ID``."""
     reader = rt(request).reader
     cursor = events.parse_cursor(last_event_id, after)
     await _allowed(request, caller, session_id, "read")
     first = await asyncio.to_thread(reader.events, session_id, cursor, events.PAGE)  # a 404 before the stream starts
-    return StreamingResponse(
-        events.stream(reader, session_id, cursor, follow, first),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return EventStream(events.stream(reader, session_id, cursor, follow, first), headers=EventStream.HEADERS)
 
