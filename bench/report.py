@@ -315,8 +315,9 @@ def imports_section(results: dict[str, Any]) -> str:
     rows = [[name, secs] for name, secs in imp["wall_s"].items()]
     return (
         "### 8. Import time\n\n"
-        f"Wall time of `python -c CODE` in a fresh interpreter (median of {imp['repeats']}, after one warm-up run each).\n\n"
-        + _table(["CODE", "wall s"], rows, nd=3)
+        f"Wall time of `python -c CODE` in a fresh interpreter, and of the CLI's `--help` (median of {imp['repeats']}, "
+        "after one warm-up run each; each command's `--help` median of 3).\n\n"
+        + _table(["CODE or command", "wall s"], rows, nd=3)
         + f"\n\n`python -X importtime` of the last row: {imp['importtime_total_s']:.2f} s in all; heaviest packages (cumulative, first import): "
         + ", ".join(f"{k} {v:.2f} s" for k, v in imp["top"])
         + ".\n"

@@ -9,21 +9,6 @@ other call is answered ``outcome_unknown``, so the model decides what to do with
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .definitions import (
-    Agent,
-    Applied,
-    CheckContext,
-    NotApplied,
-    SubAgent,
-    Tool,
-    ToolContext,
-    client_tool,
-    companion_agent,
-    define_tool,
-    local_agent,
-    remote_agent,
-    tool,
-)
 from .errors import (
     AgentAlreadyRunningError,
     AnswerKindError,
@@ -61,6 +46,21 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .definitions import (
+        Agent,
+        Applied,
+        CheckContext,
+        NotApplied,
+        SubAgent,
+        Tool,
+        ToolContext,
+        client_tool,
+        companion_agent,
+        define_tool,
+        local_agent,
+        remote_agent,
+        tool,
+    )
     from .definitions.pydantic_agent import PydanticAgent, dispatch_id, from_pydantic_ai
     from .runtime import (
         AnswerReceipt,
@@ -74,9 +74,15 @@ if TYPE_CHECKING:
         Usage,
     )
 
-# Names whose modules load DBOS, SQLAlchemy or pydantic-ai: imported on first use (PEP 562), so a
-# module that only defines tools, or a CLI command that never runs an agent, does not pay for them.
+# Every public name is imported on first use (PEP 562). The runtime's load DBOS and SQLAlchemy,
+# pydantic-ai's agent adapter loads pydantic-ai, and the definitions load pydantic: a module that
+# only defines tools pays for pydantic alone, and ``helix-dbos --help`` (a subpackage of this one)
+# for none of them.
 _LAZY = {
+    **{name: ".definitions" for name in (
+        "Agent", "Applied", "CheckContext", "NotApplied", "SubAgent", "Tool", "ToolContext",
+        "client_tool", "companion_agent", "define_tool", "local_agent", "remote_agent", "tool",
+    )},
     "PydanticAgent": ".definitions.pydantic_agent",
     "dispatch_id": ".definitions.pydantic_agent",
     "from_pydantic_ai": ".definitions.pydantic_agent",

@@ -39,6 +39,21 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+PRINCIPAL_RULE = "1 to 200 characters of A-Z a-z 0-9 _ . @ + - (e.g. alice, ops-bot or alice@example.com)"
+
+
+def check_principal(name: str) -> str:
+    """``name`` if it can stand as a principal in an entry; else a ``ValueError`` that shows the form.
+
+    ``:`` and ``,`` would end the principal inside an entry (``a:b`` reads as principal ``a`` with
+    role ``b``), so the refusal names the rule and says where roles go instead.
+    """
+    if _NAME.fullmatch(name):
+        return name
+    hint = "; roles are not part of the name: pass them with --role operator / --role approver" if ":" in name else ""
+    raise ValueError(f"the principal {name!r} is not valid: use {PRINCIPAL_RULE}{hint}")
+
+
 def entry_line(key: str, principal: str, roles: frozenset[str] | set[str] = frozenset()) -> str:
     """The ``HELIX_DBOS_API_KEYS`` entry for ``key``: what the operator stores instead of the key."""
     line = f"sha256:{digest(key)}:{principal}"
@@ -56,7 +71,7 @@ def parse(text: str) -> list[KeyEntry]:
         if len(parts) not in (3, 4) or parts[0] != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", parts[1]):
             raise ValueError(f"entry {number} is not sha256:<64 hex digits>:<principal>[:<role>+<role>] (keys are stored hashed; mint one with `helix-dbos api-key NAME`)")
         if not _NAME.fullmatch(parts[2]):
-            raise ValueError(f"entry {number}: the principal {parts[2]!r} must be 1-200 of A-Z a-z 0-9 _ . @ + -")
+            raise ValueError(f"entry {number}: the principal {parts[2]!r} must be {PRINCIPAL_RULE}")
         roles = frozenset(r for r in (parts[3].split("+") if len(parts) == 4 else []) if r)
         if roles - ROLES:
             raise ValueError(f"entry {number}: unknown role(s) {sorted(roles - ROLES)}; the roles are {sorted(ROLES)}")

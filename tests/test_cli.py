@@ -85,9 +85,14 @@ def helix(monkeypatch: pytest.MonkeyPatch, db_url: str) -> Any:
 
 
 def test_demo_shows_the_recovery_end_to_end(tmp_path: Path) -> None:
-    """`helix-dbos demo` exactly as a user runs it: offline, on a fresh SQLite file, in well under a minute."""
+    """`helix-dbos demo` as a user runs it: offline, on a fresh SQLite file, in well under a minute.
+
+    ``--workdir`` keeps the demo's folder (by default a temporary one, removed at the end) so the
+    test can read the effect logs and the SQLite file the tools wrote."""
     started = time.monotonic()
-    proc = subprocess.run([str(BIN / "helix-dbos"), "demo"], cwd=tmp_path, env=clean_env(COLUMNS="200"), check=False, capture_output=True, text=True, timeout=120)
+    cwd, kept = tmp_path / "cwd", tmp_path / "demo"
+    cwd.mkdir()
+    proc = subprocess.run([str(BIN / "helix-dbos"), "demo", "--workdir", str(kept)], cwd=cwd, env=clean_env(COLUMNS="200"), check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert time.monotonic() - started < 60
     out = proc.stdout
@@ -107,7 +112,8 @@ def test_demo_shows_the_recovery_end_to_end(tmp_path: Path) -> None:
     assert re.search(r"reserve_seat \[\w+\] recovery: run_again", out), out
     assert "ran again after the crash (attempt 2, same dispatch id)" in out
     sid, url = re.search(r"Explore: helix-dbos show (\w+) --db (\S+)", out).groups()  # type: ignore[union-attr]
-    assert not list(tmp_path.iterdir())  # the demo used a temp file, not the working directory
+    assert not list(cwd.iterdir())  # the demo wrote nothing to the working directory
+    assert Path(url.removeprefix("sqlite:///")).parent == kept
 
     shown = CliRunner().invoke(cli, ["show", sid, "--db", url, "--json"])
     assert shown.exit_code == 0, shown.output
@@ -142,6 +148,27 @@ def test_demo_shows_the_recovery_end_to_end(tmp_path: Path) -> None:
         "The model must decide: send_email",
     ):
         assert expected in out, f"missing {expected!r} in:\n{out}"
+
+
+def test_demo_uses_helix_dbos_database_url_and_removes_its_folder(db_url: str, tmp_path: Path) -> None:
+    """As `demo --help` says, HELIX_DBOS_DATABASE_URL is the default database; its temp folder goes away."""
+    temp, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    temp.mkdir()
+    cwd.mkdir()
+    env = clean_env(HELIX_DBOS_DATABASE_URL=db_url, TMPDIR=str(temp))
+    proc = subprocess.run([str(BIN / "helix-dbos"), "demo", "--json"], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["database"] == db_url and out["kept"] is True and out["crashed"] is True
+    assert not list(temp.iterdir()) and not list(cwd.iterdir())  # no helix-demo-* folder left, nothing in the cwd
+    shown = CliRunner().invoke(cli, ["show", out["session_id"], "--db", db_url, "--json"])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["session"]["status"] == out["status"], shown.output
+    # without a database named anywhere: a SQLite file in the temp folder, removed with it
+    env.pop("HELIX_DBOS_DATABASE_URL")
+    proc = subprocess.run([str(BIN / "helix-dbos"), "demo"], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--workdir DIR" in proc.stdout and "Explore:" not in proc.stdout
+    assert not list(temp.iterdir()) and not list(cwd.iterdir())
 
 
 def test_operating_a_session_from_the_shell(helix: Any) -> None:

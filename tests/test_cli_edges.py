@@ -149,6 +149,12 @@ def test_api_key_mints_a_key_whose_entry_the_service_accepts() -> None:
     assert apikeys.match([entry], minted["key"] + "x") is None
     body, _ = _refused(["api-key", "two words", "--json"])
     assert body["code"] == "validation_error"
+    # a role written into the name, or two names: the refusal shows what a principal looks like
+    for name in ("a:b", "a,b", "a:operator"):
+        body, _ = _refused(["api-key", name, "--json"])
+        assert body["code"] == "validation_error" and f"the principal {name!r} is not valid" in body["error"], body
+        assert "A-Z a-z 0-9 _ . @ + -" in body["error"] and "e.g. alice" in body["error"], body
+        assert ("--role" in body["error"]) == (":" in name), body
 
 
 def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> None:

@@ -18,17 +18,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 
-import sqlalchemy as sa
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from ..errors import ConfigurationError, HelixError, ValidationError
-from ..ledger.engine import check_url, create_sync_engine, sqlite_path
-from ..runtime import Reader, Runtime
-from ..runtime.process.config import resolve_database_url
+
+if TYPE_CHECKING:  # SQLAlchemy and the runtime load in the commands that use them, not for --help
+    from ..runtime import Reader, Runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -67,6 +66,9 @@ TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds to wait
 
 def database_url(explicit: str | None) -> str:
     """The URL to use, refused at once (typed) when it is not a Postgres or SQLite URL."""
+    from ..ledger.engine import check_url
+    from ..runtime.process.config import resolve_database_url
+
     url = resolve_database_url(explicit)
     check_url(url)
     return url
@@ -129,6 +131,11 @@ def executor_ever_ran(db: str | None, executor_id: str) -> bool:
 @contextmanager
 def ledger(explicit: str | None) -> Iterator[Reader]:
     """A reader of the ledger, without DBOS. A missing ledger is a typed error, not a traceback."""
+    import sqlalchemy as sa
+
+    from ..ledger.engine import create_sync_engine, sqlite_path
+    from ..runtime import Reader
+
     url = database_url(explicit)
     path = sqlite_path(url)
     if path is not None and not path.exists():  # opening it would create an empty file as a side effect
@@ -253,12 +260,7 @@ def typed_errors(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except HelixError as exc:
             _refused(exc, bool(kwargs.get("as_json")))
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:  # the server, not the ledger
-            explained = explain_database_error(exc)
-            if explained is None:
-                raise
-            _refused(explained, bool(kwargs.get("as_json")))
-        except Exception as exc:  # DBOS wraps a failed connection in its own exception types
+        except Exception as exc:  # the server, not the ledger: SQLAlchemy's, psycopg's or DBOS's wrapper
             explained = explain_database_error(exc) if type(exc).__module__.startswith(("dbos", "psycopg", "sqlalchemy")) else None
             if explained is None:
                 raise

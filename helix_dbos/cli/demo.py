@@ -14,6 +14,7 @@ asks the payments provider by dispatch id, which says it went through: answered 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -246,13 +247,31 @@ def render(demo: Demo, data: dict[str, Any], split: int, crash: subprocess.Compl
     console.print()
     console.print(told)
     console.print(Text.assemble(("The model's next step: ", "bold"), (str(out["output"]), "italic"), f"  (run {out['status']})"))
-    console.print(f"\n[dim]Explore: helix-dbos show {demo.session_id} --db {demo.db_url}[/]")
+    if out["kept"]:
+        console.print(f"\n[dim]Explore: helix-dbos show {demo.session_id} --db {demo.db_url}[/]")
+    else:
+        console.print("\n[dim]The demo's temporary folder and its SQLite database are removed; to keep them and explore the "
+                      "session with helix-dbos show, run it with --workdir DIR (or --db URL).[/]")
 
 
-def run_demo(model: str | None, db: str | None, as_json: bool) -> dict[str, Any]:
+def run_demo(model: str | None, db: str | None, as_json: bool, workdir: Path | None = None) -> dict[str, Any]:
+    """The demo on ``db`` (else ``HELIX_DBOS_DATABASE_URL``, else a SQLite file in its folder).
+
+    Its folder (the effect logs, and that SQLite file) is ``workdir``, kept; or a temporary
+    ``helix-demo-*`` folder, removed at the end, crash or not.
+    """
     check_model(model)
-    workdir = Path(tempfile.mkdtemp(prefix="helix-demo-"))
-    demo = Demo(db_url=db or f"sqlite:///{workdir / 'helix_demo.sqlite'}", workdir=workdir, model=model)
+    db = db or os.environ.get("HELIX_DBOS_DATABASE_URL") or None
+    folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="helix-demo-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run(Demo(db_url=db or f"sqlite:///{folder / 'helix_demo.sqlite'}", workdir=folder, model=model), as_json, kept=workdir is not None or db is not None)
+    finally:
+        if workdir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(demo: Demo, as_json: bool, kept: bool) -> dict[str, Any]:
     started = time.monotonic()
     if not as_json:
         console.print(f"[dim]starting worker 1 (it will be killed at {CRASH_AT}) …[/]")
@@ -270,6 +289,7 @@ def run_demo(model: str | None, db: str | None, as_json: bool) -> dict[str, Any]
     data = _read(demo)
     out = summary(demo, data, split, crash.returncode)
     out["seconds"] = round(time.monotonic() - started, 2)
+    out["kept"] = kept
     if as_json:
         print_json(out)
     else:

@@ -12,19 +12,15 @@ import json
 import logging
 import os
 from enum import Enum
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.panel import Panel
 from rich.text import Text
 
-from .. import apikeys, wire
-from ..definitions.inputs import check_session_id, check_text
+from .. import apikeys
 from ..errors import NotFoundError, RunTimeoutError, ValidationError
-from ..ledger.statuses import CallStatus
-from ..runtime import RunHandle, RunResult, Runtime
-from . import admin
-from . import demo as demo_mod
 from .common import (
     MAX_LIMIT,
     DbOption,
@@ -56,6 +52,13 @@ from .render import (
     tool_names,
 )
 
+if TYPE_CHECKING:
+    from ..runtime import RunHandle, RunResult, Runtime
+
+# Only typer, rich and the light parts of helix_dbos load at import: ``--help`` (and a typo) answer
+# at once. DBOS, SQLAlchemy, pydantic-ai and the runtime load inside the commands that use them
+# (tests/test_cli_imports.py holds the line; bench/imports.py times it).
+
 app = typer.Typer(
     name="helix-dbos",
     help="LLM agents as DBOS workflows over the Helix ledger: demo, inspect and operate sessions.",
@@ -63,9 +66,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-CALL_STATUSES = CallStatus.__args__  # type: ignore[attr-defined]
-
 
 @app.callback()
 def _before_every_command() -> None:
@@ -91,7 +91,21 @@ class WorkerMode(str, Enum):
 # --- output helpers ----------------------------------------------------------------------------------
 
 
+def check_session_id(session_id: str) -> str:
+    from ..definitions.inputs import check_session_id as check
+
+    return check(session_id)
+
+
+def check_text(name: str, value: str | None, max_length: int | None = None) -> None:
+    from ..definitions.inputs import check_text as check
+
+    check(name, value, max_length)
+
+
 def _run_json(result: RunResult) -> dict[str, Any]:
+    from .. import wire
+
     return model_json(wire.run_out(result))  # type: ignore[no-any-return]
 
 
@@ -170,11 +184,14 @@ def _wait(runtime: Runtime, handle: RunHandle, timeout: float) -> RunResult:
 @typed_errors
 def demo(
     model: Annotated[str | None, typer.Option("--model", help="A real pydantic-ai model ('provider:name'); needs its credentials.")] = None,
-    db: DbOption = None,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL. Default: HELIX_DBOS_DATABASE_URL, else a SQLite file in the demo's folder.")] = None,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Keep the demo's folder (effect logs, SQLite file) here. Default: a temporary folder, removed at the end.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Kill a worker in the middle of a tool call, relaunch it, and show what recovery did (offline, SQLite)."""
-    out = demo_mod.run_demo(model, db, as_json)
+    """Kill a worker in the middle of a tool call, relaunch it, and show what recovery did (offline; a throwaway SQLite file by default)."""
+    from . import demo as demo_mod
+
+    out = demo_mod.run_demo(model, db, as_json, workdir)
     if not out["status"]:
         raise typer.Exit(1)
 
@@ -187,6 +204,8 @@ def demo_worker(
     session: Annotated[str, typer.Option("--session")],
     model: Annotated[str | None, typer.Option("--model")] = None,
 ) -> None:
+    from . import demo as demo_mod
+
     demo_mod.worker(mode.value, db, executor, session, model)
 
 
@@ -201,6 +220,8 @@ def sessions(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, most recently active first."""
+    from .. import wire
+
     with ledger(db) as reader:
         rows = reader.sessions(limit)
     if as_json:
@@ -215,6 +236,8 @@ def executors(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Executors with their lease (live, lapsed, released, taken_over), pending runs and takeovers."""
     from rich.markup import escape
     from rich.table import Table
+
+    from .. import wire
 
     with ledger(db) as reader:
         rows = reader.executors()
@@ -234,6 +257,8 @@ def executors(db: DbOption = None, as_json: JsonOption = False) -> None:
 @typed_errors
 def show(session_id: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """A session as a readable timeline: every ledger event, its runs and its calls."""
+    from .. import wire
+
     check_session_id(session_id)
 
     with ledger(db) as reader:
@@ -266,10 +291,15 @@ def calls(
     as_json: JsonOption = False,
 ) -> None:
     """Calls across sessions, filtered by status and tool (oldest first)."""
+    from typing import get_args
+
+    from ..ledger.statuses import CallStatus
+
     if session is not None:
         check_session_id(session)
-    if status is not None and status not in CALL_STATUSES:
-        raise ValidationError(f"unknown call status {status!r}; one of: {', '.join(CALL_STATUSES)}")
+    known = get_args(CallStatus)
+    if status is not None and status not in known:
+        raise ValidationError(f"unknown call status {status!r}; one of: {', '.join(known)}")
     check_text("--tool", tool)  # an argument that is not UTF-8 arrives as lone surrogates: no store holds them
     with ledger(db) as reader:
         rows = reader.calls(session_id=session, status=status, tool_name=tool, limit=limit)
@@ -449,6 +479,8 @@ def submit(
 @typed_errors
 def migrate(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Bring the ledger's tables and audit views to the newest revision (what `dbos migrate` runs)."""
+    from . import admin
+
     url = database_url(db)
     rev = admin.migrate(url)
     from sqlalchemy.engine import make_url
@@ -500,6 +532,8 @@ def audit_role(
     as_json: JsonOption = False,
 ) -> None:
     """Create a read-only Postgres role for auditors: SELECT on schemas helix and dbos, nothing else."""
+    from . import admin
+
     statements = admin.create_audit_role(database_url(db), name, password)
     if as_json:
         print_json({"role": name, "statements": statements})
@@ -527,6 +561,7 @@ def api_key(
     """
     roles = {r.value for r in role or []}
     try:
+        apikeys.check_principal(principal)
         apikeys.parse(apikeys.entry_line("probe", principal, roles))  # the same rules the service applies
     except ValueError as exc:
         raise ValidationError(str(exc).replace("entry 1: ", "")) from None

@@ -3,7 +3,8 @@
 Launching in the lifespan (not at import) means ``uvicorn --reload``, OpenAPI generation and tests
 can build the app without touching a database, and a relaunched process recovers its executor's
 pending runs before it accepts a request. The security settings are read first, so a service that
-would be exposed without authentication refuses to start before it touches anything.
+would be exposed without authentication refuses to start before it touches anything; so does one
+whose agent's model provider cannot be loaded (``providers.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..runtime import Runtime
 from . import errors, live, routes, ui
 from .loader import load_runtime
 from .middleware import Options, TrustedHosts
+from .providers import check_models
 from .settings import ServiceSettings
 
 DESCRIPTION = (
@@ -89,6 +91,7 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, s
     """
     settings = settings or ServiceSettings.from_env()
     target = runtime if runtime is not None else load_runtime(app_spec, database_url=database_url)
+    check_models(target.agents)  # a provider package that is missing refuses the start, not each session
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
