@@ -68,7 +68,7 @@ def test_create_app_refuses_an_agent_whose_provider_is_missing(db_url: str, miss
 def test_create_app_refuses_an_unknown_model(db_url: str) -> None:
     from helix_dbos.service.app import create_app
 
-    with pytest.raises(ConfigurationError, match="'typo'.*no-such-provider:x"):
+    with pytest.raises(ConfigurationError, match=r"'typo'.*no-such-provider:x"):
         create_app(hx.Runtime([hx.Agent(name="typo", model="no-such-provider:x")], database_url=db_url))
     _untouched(db_url)
 
