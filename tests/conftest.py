@@ -36,7 +36,11 @@ REQUIRE_PG = os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.envi
 
 
 def _template_name() -> str:
-    """Named after the migrations it holds, so concurrent test sessions on other code never share one."""
+    """Named after the migrations it holds, and this test session (an xdist worker is a session).
+
+    A template of its own is dropped at the session's end without asking who else uses it; the
+    migrations' hash in the name keeps a glance at the server telling which code made it.
+    """
     import hashlib
 
     import dbos
@@ -45,10 +49,15 @@ def _template_name() -> str:
     h = hashlib.sha1(dbos.__version__.encode() if hasattr(dbos, "__version__") else b"dbos")
     for f in sorted(root.glob("*.py")):
         h.update(f.name.encode() + f.read_bytes())
-    return f"helix_tpl_{h.hexdigest()[:12]}"
+    return f"helix_tpl_{h.hexdigest()[:12]}_{uuid.uuid4().hex[:8]}"
 
 
 TEMPLATE = _template_name()
+#: Advisory locks on the server: TEMPLATE_LOCK serialises creating and sweeping templates across
+#: sessions; (TEMPLATE_OWNER, hashtext(name)) is held by the session that owns a template, on a
+#: connection open until it ends, so a template whose lock is free was left by a killed session.
+TEMPLATE_LOCK = 4242
+TEMPLATE_OWNER = 4243
 
 _pg_state: dict[str, object] = {}
 
@@ -74,8 +83,26 @@ def _db_url(name: str) -> str:
     return make_url(PG_URL).set(database=name, drivername="postgresql").render_as_string(hide_password=False)
 
 
+def _sweep_orphans(conn: sa.Connection) -> list[str]:
+    """Drop the templates of sessions that died before their end (their owner's lock is free).
+
+    Only per-session names (``helix_tpl_<hash>_<session>``) are swept; a bare ``helix_tpl_<hash>``
+    belongs to an older conftest that shares it and is left alone.
+    """
+    swept = []
+    names = conn.execute(sa.text("SELECT datname FROM pg_database WHERE datname ~ '^helix_tpl_[0-9a-f]{12}_[0-9a-f]{8}$'")).scalars().all()
+    for name in names:
+        if conn.execute(sa.text(f"SELECT pg_try_advisory_lock({TEMPLATE_OWNER}, hashtext(:d))"), {"d": name}).scalar():
+            try:
+                conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                swept.append(name)
+            finally:
+                conn.execute(sa.text(f"SELECT pg_advisory_unlock({TEMPLATE_OWNER}, hashtext(:d))"), {"d": name})
+    return swept
+
+
 def _ensure_template() -> None:
-    """A database migrated once (DBOS + ledger) that every test database is cloned from: fast and clean."""
+    """A database migrated once per session (DBOS + ledger) that its test databases are cloned from."""
     if _pg_state.get("template"):
         return
     from dbos import DBOS
@@ -84,21 +111,47 @@ def _ensure_template() -> None:
 
     admin = _admin_engine()
     with admin.connect() as lock_conn:
-        lock_conn.execute(sa.text("SELECT pg_advisory_lock(4242)"))  # one creator across test sessions
+        lock_conn.execute(sa.text(f"SELECT pg_advisory_lock({TEMPLATE_LOCK})"))  # one creator or sweeper at a time
         try:
-            exists = lock_conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": TEMPLATE}).first()
-            if not exists:
-                lock_conn.execute(sa.text(f"CREATE DATABASE {TEMPLATE}"))
-                url = _db_url(TEMPLATE)
-                DBOS.migrate(url)
-                upgrade(url)
-                lock_conn.execute(
-                    sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"),
-                    {"d": TEMPLATE},
-                )
+            _sweep_orphans(lock_conn)
+            owner = _admin_engine().connect()  # held open until the session ends: "this template is in use"
+            owner.execute(sa.text(f"SELECT pg_advisory_lock({TEMPLATE_OWNER}, hashtext(:d))"), {"d": TEMPLATE})
+            _pg_state["owner"] = owner
+            lock_conn.execute(sa.text(f"CREATE DATABASE {TEMPLATE}"))
+            url = _db_url(TEMPLATE)
+            DBOS.migrate(url)
+            upgrade(url)
+            lock_conn.execute(
+                sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"),
+                {"d": TEMPLATE},
+            )
         finally:
-            lock_conn.execute(sa.text("SELECT pg_advisory_unlock(4242)"))
+            lock_conn.execute(sa.text(f"SELECT pg_advisory_unlock({TEMPLATE_LOCK})"))
     _pg_state["template"] = True
+
+
+def drop_template() -> bool:
+    """Drop this session's template (True if it had one), then release its owner's lock."""
+    owner = _pg_state.pop("owner", None)
+    _pg_state.pop("template", None)
+    if owner is None:
+        return False
+    try:
+        with _admin_engine().connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)"))
+    finally:
+        owner.close()  # frees the lock: were the drop to fail, the next session sweeps it
+    return True
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite leaves no template behind (each xdist worker drops its own; the controller has none)."""
+    try:
+        drop_template()
+    except Exception as exc:  # noqa: BLE001  (a server gone at the end must not fail a finished suite)
+        import warnings
+
+        warnings.warn(f"could not drop the test template {TEMPLATE}: {exc}", stacklevel=1)
 
 
 def fresh_postgres_url() -> str:
@@ -185,4 +238,4 @@ def fam(db_url: str, tmp_path: Path) -> Iterator[object]:
 def pytest_report_header(config: pytest.Config) -> str:
     error = _pg_available()
     where = f"PostgreSQL at {PG_URL}: " + ("reachable" if error is None else f"NOT reachable ({error})")
-    return where + ("; required (CI)" if REQUIRE_PG else "")
+    return where + ("; required (CI)" if REQUIRE_PG else "") + f"; test databases helix_t_* cloned from template {TEMPLATE}"
