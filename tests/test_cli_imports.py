@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-from tests.procs import ROOT, SETTINGS_VARS, child_env
+from tests.support.procs import ROOT, SETTINGS_VARS, child_env
 
 #: What ``--help`` must not load: the runtime's stack (pydantic too: only the definitions need it).
 HEAVY = ("dbos", "pydantic_ai", "sqlalchemy", "psycopg", "alembic", "pydantic", "fastapi", "starlette", "uvicorn", "httpx", "opentelemetry")

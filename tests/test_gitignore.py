@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.procs import ROOT, SETTINGS_VARS, child_env
+from tests.support.procs import ROOT, SETTINGS_VARS, child_env
 
 BIN = Path(sys.executable).parent
 

@@ -22,7 +22,7 @@ import helix_dbos as hx
 from helix_dbos.errors import ConfigurationError
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite, sqlite_path
-from tests.procs import ROOT, SETTINGS_VARS, child_env
+from tests.support.procs import ROOT, SETTINGS_VARS, child_env
 from tests.test_service import free_port
 
 #: provider prefix -> the package pydantic-ai needs for it

@@ -17,7 +17,7 @@ import uuid
 import sqlalchemy as sa
 
 from tests import conftest
-from tests.procs import ROOT, child_env
+from tests.support.procs import ROOT, child_env
 
 
 def _databases() -> set[str]:
