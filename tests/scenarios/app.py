@@ -74,6 +74,7 @@ SCENARIOS: dict[str, list[str]] = {
     "full": ["safe_set", "unsafe_send", "group_a", "group_b", "seq_a", "seq_b", "tx_book", "rec_charge"],
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
     "slow_pair": ["slow_safe", "slow_unsafe"],
+    "slow_one": ["slow_unsafe"],  # one unsafe body that sleeps: DBOS cancels and signals land during it
     "outage": ["slow_safe", "slow_unsafe"],
     "model_error": [],  # the first model request fails for good (HTTP 400): the failure is the step's reply  # two bodies in flight while a test cuts the database
 }

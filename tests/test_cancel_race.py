@@ -1,0 +1,96 @@
+"""``dbos workflow cancel`` racing a live run, many times per database, counted (issue 23, item 1).
+
+A cancel that DBOS accepted is honoured at the run's next ledger transaction, every time: no model
+request after it, no new body, DBOS's status stays ``CANCELLED``, and the ledger run ends
+``failed`` / ``run_stopped`` like ``stop(kind="abort")`` (docs/recovery.md). One real application
+process runs every session of a plan at once; each run spawns DBOS's own CLI against the same
+database at a moment of its plan (``tests/scenarios/cancel_race_app.py`` says where each lands).
+
+A cancel that commits after the run has ended is a no-op DBOS's CLI still exits 0 for: that run
+is ``completed`` and DBOS says ``SUCCESS``. What may never be seen is a mix of the two.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from tests.crashkit import helix_table, query, transcript_problems
+from tests.procs import child_env, run_module
+
+#: Where each run's cancel is spawned from (see the app), and how many runs of each per database.
+MODES: dict[str, int] = {"body": 5, "model0": 4, "model1": 4, "loose": 7}
+
+
+def _lines(folder: Path, kind: str) -> list[dict[str, Any]]:
+    path = folder / f"{kind}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _dbos_status(db_url: str, run_id: str) -> str:
+    table = "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
+    return str(query(db_url, f"SELECT status FROM {table} WHERE workflow_uuid = :w", w=run_id)[0]["status"])
+
+
+def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_url: str, tmp_path: Path) -> None:
+    rng = random.Random()
+    plan = [
+        {"session": f"race-{mode}-{i}-{uuid.uuid4().hex[:6]}", "mode": mode, "sleep": round(rng.uniform(0.0, 4.0), 2)}
+        for mode, n in MODES.items()
+        for i in range(n)
+    ]
+    rng.shuffle(plan)
+    folder = tmp_path / "effects"
+    args = ["--db", db_url, "--effects", str(folder), "--executor", f"race-{uuid.uuid4().hex[:8]}", "--plan", json.dumps(plan)]
+    out = run_module("tests.scenarios.cancel_race_app", args, child_env(), timeout=400)
+    assert out.code == 0 and out.result is not None, out.stderr[-4000:]
+
+    models: dict[str, Counter[int]] = defaultdict(Counter)
+    for line in _lines(folder, "model"):
+        models[line["session"]][line["step"]] += 1
+    bodies = Counter(line["session"] for line in _lines(folder, "bodies"))
+    cancels = {line["session"]: line for line in _lines(folder, "cancels")}
+    tally: Counter[str] = Counter()
+    problems: list[str] = []
+    for row in plan:
+        sid, mode = row["session"], row["mode"]
+        result, cancel = out.result[sid], cancels.get(sid)
+        dbos = _dbos_status(db_url, result["run_id"])
+        tally[f"{mode}:{dbos}"] += 1
+        runs = query(db_url, f"SELECT status, error_code FROM {helix_table(db_url, 'runs')} WHERE run_id = :r", r=result["run_id"])
+        stops = query(db_url, f"SELECT kind, requested_by FROM {helix_table(db_url, 'stops')} WHERE run_id = :r", r=result["run_id"])
+        ledger = (runs[0]["status"], runs[0]["error_code"])
+        asked, started, calls = dict(models[sid]), bodies[sid], [c["status"] for c in result["calls"]]
+        seen = f"{mode} (slept {row['sleep']}): DBOS {dbos}, ledger {ledger}, model {asked}, bodies {started}, calls {calls}"
+
+        def expect(ok: bool, why: str) -> None:
+            if not ok:
+                problems.append(f"{why}: {seen}")
+
+        expect(cancel is not None and cancel["code"] == 0, f"the CLI failed: {cancel}")
+        # never a mix: DBOS's CANCELLED is the ledger's abort, DBOS's SUCCESS the ledger's completion
+        if dbos == "CANCELLED":
+            expect(ledger == ("failed", "run_stopped"), "cancelled, not aborted")
+            expect(stops == [{"kind": "abort", "requested_by": "dbos workflow cancel"}], f"stop record {stops}")
+        else:
+            expect(dbos == "SUCCESS" and ledger == ("completed", None), "neither cancelled nor completed")
+        expect(transcript_problems(db_url, sid) == [], f"transcript {transcript_problems(db_url, sid)}")
+        expect(started <= 1, "a second body")
+        if mode == "body":  # committed mid-body: the body keeps its result, nothing after it runs
+            expect(dbos == "CANCELLED" and asked == {0: 1} and started == 1 and calls == ["ok"], "lost a mid-body cancel")
+        elif mode == "model0":  # committed during the first request: its reply is never appended, no body starts
+            expect(dbos == "CANCELLED" and asked == {0: 1} and started == 0 and calls == [], "lost a cancel during the first request")
+        elif mode == "model1":  # committed during the second request: its reply is never committed
+            expect(dbos == "CANCELLED" and asked == {0: 1, 1: 1} and started == 1 and calls == ["ok"], "lost a cancel during the second request")
+        else:  # a loose cancel: whichever way it went, no request was asked after it committed
+            expect(asked.get(0) == 1 and asked.get(1, 0) <= 1, "asked twice")
+            if dbos == "CANCELLED" and asked.get(1) and cancel is not None:
+                t1 = next(line["t"] for line in _lines(folder, "model") if line["session"] == sid and line["step"] == 1)
+                expect(t1 <= cancel["t"], "asked after the cancel returned")  # asked before the CLI returned: its read came first
+    print("cancel race tally:", dict(tally))
+    assert problems == [], "\n".join(problems)
+    assert sum(tally.values()) == len(plan) >= 20
