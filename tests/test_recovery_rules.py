@@ -164,9 +164,43 @@ def test_redirect_pairs_every_open_call_and_runs_nothing() -> None:
 
 
 def test_stop_pairs_the_rest_run_stopped_and_keeps_finished() -> None:
-    d = decide([call(0, status="ok"), call(1, attempts=1), call(2, status="pending", attempts=0, kind="client")], SAFE, "stop")
+    d = decide([call(0, status="ok"), call(1, attempts=0), call(2, status="pending", attempts=0, kind="client")], SAFE, "stop")
     assert [(x.action, x.status) for x in d] == [("keep", None), ("pair", "run_stopped"), ("pair", "run_stopped")]
     assert d[1].note == RUN_STOPPED
+
+
+STOP_TABLE: list[tuple[str, SavedCall, str, str | None]] = [
+    # (what, the saved call, its stop status, what proved it)
+    ("never started", call(0, "u", replay="unsafe", attempts=0), "run_stopped", None),
+    ("awaiting its client", call(0, "c", kind="client", status="pending", attempts=0), "run_stopped", None),
+    ("awaiting approval", call(0, "u", replay="unsafe", status="pending", attempts=0, requires_approval=True), "run_stopped", None),
+    ("started unsafe, no result", call(0, "u", replay="unsafe", attempts=1), "outcome_unknown", None),
+    ("started safe, no result", call(0, "t", attempts=1), "outcome_unknown", None),
+    ("started twice, no result", call(0, "t", attempts=2), "outcome_unknown", None),
+    ("started transactional", call(0, "u", replay="unsafe", attempts=1, transactional=True), "not_started", "database"),
+    ("started reconciled, no verdict", call(0, "r", replay="unsafe", attempts=1), "outcome_unknown", None),
+    ("started reconciled, not applied", call(0, "r", replay="unsafe", attempts=1, check="not_applied"), "not_started", "check"),
+    ("started reconciled, unknown", call(0, "r", replay="unsafe", attempts=1, check="unknown"), "outcome_unknown", None),
+    ("started local child", call(0, "t", kind="local", attempts=1), "outcome_unknown", None),
+    ("started remote child", call(0, "t", kind="remote", attempts=1), "outcome_unknown", None),
+]
+
+
+@pytest.mark.parametrize(("what", "saved", "status", "proved_by"), STOP_TABLE, ids=[row[0] for row in STOP_TABLE])
+@pytest.mark.parametrize("ask_checks", [True, False])
+def test_a_stop_says_run_stopped_only_of_a_call_whose_body_never_started(
+    what: str, saved: SavedCall, status: str, proved_by: str | None, ask_checks: bool
+) -> None:
+    """Issue 23, item 7: a body that started and left no result may have taken effect, so a stop (or
+    a DBOS cancel, settled as one) of a run whose process died mid-body answers it as a redirect
+    would, never "stopped before it finished; not completed". A stop asks no check."""
+    (d,) = decide([saved], CHECKED, "stop", ask_checks=ask_checks)
+    assert (d.action, d.status, d.decided_by) == ("pair", status, proved_by), d
+    if status == "outcome_unknown":
+        assert d.note == OUTCOME_UNKNOWN
+    for profile in ("full", "dbos_compat"):  # the seed's DBOS profile is no different for a stop
+        (p,) = decide([saved], CHECKED, "stop", profile, ask_checks)  # type: ignore[arg-type]
+        assert p.status == (status if profile == "full" or proved_by != "check" else "outcome_unknown"), (profile, p)
 
 
 def test_retry_reopens_the_failed_runs_pairings_then_recovers() -> None:
@@ -350,8 +384,8 @@ def test_a_redirect_asks_the_check_before_pairing_a_started_call_and_pairs_by_it
     # no check, or the seed's DBOS profile: outcome_unknown as before, nothing to ask
     assert one(call(0, "u", replay="unsafe"), CHECKED, entry="redirect").status == "outcome_unknown"
     assert one(started, CHECKED, entry="redirect", profile="dbos_compat").status == "outcome_unknown"
-    # a stop asks nobody
-    assert one(started, CHECKED, entry="stop").status == "run_stopped"
+    # a stop asks nobody: a started call without a verdict is outcome_unknown, never run_stopped
+    assert (one(started, CHECKED, entry="stop").action, one(started, CHECKED, entry="stop").status) == ("pair", "outcome_unknown")
 
 
 def test_without_asking_no_decision_is_reconcile() -> None:

@@ -10,7 +10,10 @@ The rules, in the order they apply to a call:
 1. A settled call keeps its answer (a body that returned and was recorded is never doubted).
 2. A pending client or approval call waits for its answer; an answered approval runs its first body.
    A call ordered after a waiting call (same lane, see 5) waits with it.
-3. A stop pairs every unsettled call ``run_stopped``.
+3. A stop pairs every unsettled call whose body never started (or that awaits an answer)
+   ``run_stopped``; one whose body started and left no result is answered as a redirect answers
+   it (4), without asking a check: ``outcome_unknown`` unless the database or a recorded verdict
+   proves it had no effect. "Stopped" would tell the model it was not completed, which nobody knows.
 4. A redirecting entry (a new message) pairs every unsettled call before the message:
    ``not_started`` when no body ever started, else ``outcome_unknown`` (unless the database or a
    check proves the outcome, see below); nothing runs again.
@@ -209,7 +212,11 @@ def _decide_one(
     waiting_answer = call.status == "pending"
 
     if entry == "stop":
-        return _pair(call, "run_stopped", RUN_STOPPED, "stopped")
+        if never_started or waiting_answer:
+            return _pair(call, "run_stopped", RUN_STOPPED, "stopped")
+        # Its body started and left no result (its process died mid-body): it may have taken effect.
+        # A stop asks no check; a verdict already recorded (or the database) still proves it.
+        return _started_no_result(call, tools_now, profile, "stopped", ask_checks=False)
 
     if entry == "redirect":
         if waiting_answer and call.kind == "client":
@@ -217,13 +224,7 @@ def _decide_one(
             return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, "redirected while awaiting the client")
         if never_started:
             return _pair(call, "not_started", NOT_STARTED, "redirected before its body started")
-        if call.transactional:
-            return _pair(call, "not_started", NOT_COMMITTED, "redirected; transactional: no result committed, so no effect", "database")
-        if call.kind == "tool" and profile != "dbos_compat":
-            checked = _redirected_check(call, tools_now.get(call.tool_name), ask_checks)
-            if checked is not None:
-                return checked
-        return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, _unknown_why(call, "redirected after its body started"))
+        return _started_no_result(call, tools_now, profile, "redirected", ask_checks)
 
     if waiting_answer and _awaits_answer(call):
         return Decision(call.dispatch_id, "wait", reason="awaiting an answer")
@@ -276,6 +277,18 @@ def _decide_one(
     return Decision(call.dispatch_id, "run_again", reason=f"safe: attempt {call.attempts + 1} of {MAX_BODIES}")
 
 
+def _started_no_result(call: SavedCall, tools_now: Mapping[str, ToolNow], profile: Profile, how: str, ask_checks: bool) -> Decision:
+    """A call whose body started and left no result, answered by an entry that runs no body (a
+    redirect, a stop): ``outcome_unknown``, unless the database or a check proves it had no effect."""
+    if call.transactional:
+        return _pair(call, "not_started", NOT_COMMITTED, f"{how}; transactional: no result committed, so no effect", "database")
+    if call.kind == "tool" and profile != "dbos_compat":
+        checked = _redirected_check(call, tools_now.get(call.tool_name), ask_checks, how)
+        if checked is not None:
+            return checked
+    return _pair(call, "outcome_unknown", OUTCOME_UNKNOWN, _unknown_why(call, f"{how} after its body started"))
+
+
 def _transactional(call: SavedCall, tool: ToolNow | None) -> Decision:
     """A started transactional call without a result: its bodies provably had no effect."""
     why = "transactional: no result committed, so no effect"
@@ -292,15 +305,16 @@ def _unknown_why(call: SavedCall, doubt: str) -> str:
     return f"{doubt}; its reconcile check could not tell" if call.check == "unknown" else doubt
 
 
-def _redirected_check(call: SavedCall, tool: ToolNow | None, ask_checks: bool) -> Decision | None:
-    """A redirect runs no body, so a check's ``not_applied`` pairs the call ``not_started`` (it did
-    not take effect), where it would run again under recovery (None: ``outcome_unknown``)."""
+def _redirected_check(call: SavedCall, tool: ToolNow | None, ask_checks: bool, how: str = "redirected") -> Decision | None:
+    """A redirect (or a stop) runs no body, so a check's ``not_applied`` pairs the call
+    ``not_started`` (it did not take effect), where it would run again under recovery (None:
+    ``outcome_unknown``)."""
     if tool is None or not tool.reconcile:
         return None
     if call.check is None:
-        return Decision(call.dispatch_id, "reconcile", reason="redirected after its body started: ask the tool's reconcile check") if ask_checks else None
+        return Decision(call.dispatch_id, "reconcile", reason=f"{how} after its body started: ask the tool's reconcile check") if ask_checks else None
     if call.check == "not_applied":
-        return _pair(call, "not_started", CHECKED_NOT_APPLIED, "redirected after its body started; check: not applied", "check")
+        return _pair(call, "not_started", CHECKED_NOT_APPLIED, f"{how} after its body started; check: not applied", "check")
     return None  # "applied" is settled by the runtime as it records the verdict; "unknown" stays in doubt
 
 

@@ -75,6 +75,7 @@ SCENARIOS: dict[str, list[str]] = {
     "odd": ["safe_set", "unsafe_send"],  # with ODD in the reply's text and in every call's arguments
     "slow_pair": ["slow_safe", "slow_unsafe"],
     "slow_one": ["slow_unsafe"],  # one unsafe body that sleeps: DBOS cancels and signals land during it
+    "slow_one_then_seq": ["slow_seq_unsafe", "seq_b"],  # an unsafe body that sleeps, and a call behind it
     "outage": ["slow_safe", "slow_unsafe"],
     "model_error": [],  # the first model request fails for good (HTTP 400): the failure is the step's reply  # two bodies in flight while a test cuts the database
 }
@@ -181,6 +182,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, name="rec_charge")(_charge("rec_charge")),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, sequential=True, name="rec_seq")(_charge("rec_seq")),
         hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(sequential=True, name="slow_seq_unsafe")(_body("slow_seq_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":
         tools = [t for t in tools if t.name != "safe_set"]

@@ -344,15 +344,20 @@ def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
 
 
 def settle_stop(conn: sa.Connection, run: RunRow, kind: str) -> StepOutcome:
-    """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends."""
+    """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends.
+
+    Every open step is answered, also one whose calls all finished before the stop was honoured
+    (a DBOS cancel that committed mid-body refuses the step commit after it): its saved reply
+    still needs the request answering it, or the transcript would hold calls nobody answered."""
     run_id = run["run_id"]
     agent = env().agent(run["agent_name"])
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
-        if all(c["status"] in CALL_SETTLED for c in calls):
+        if not calls:
             continue
-        apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop"), "stop")
-        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+        if any(c["status"] not in CALL_SETTLED for c in calls):
+            apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop"), "stop")
+            calls = calls_of_step(conn, ref["run_id"], ref["step"])
         store.insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
         store.insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
     status: RunStatus = "interrupted" if kind == "interrupt" else "failed"

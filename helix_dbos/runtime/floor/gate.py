@@ -69,9 +69,11 @@ def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | Non
         return {"action": "done", "status": call["status"], "settled_before": True}
     agent = env().agent(run["agent_name"])
     if run["stop_kind"] is not None:
-        d = decisions(agent, calls, "stop")[dispatch_id]
-        store.settle_call(conn, call, "run_stopped", run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
-        return {"action": "done", "status": "run_stopped"}
+        d = decisions(agent, calls, "stop")[dispatch_id]  # a body that started and left no result: outcome_unknown
+        assert d.status is not None
+        mark_proved(conn, dispatch_id, d)
+        store.settle_call(conn, call, d.status, run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
+        return {"action": "done", "status": d.status}
     d = decisions(agent, calls, "recover")[dispatch_id]
     if d.action in ("run", "run_again", "reattach", "reenter"):
         mark_proved(conn, dispatch_id, d)
