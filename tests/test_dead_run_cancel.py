@@ -26,7 +26,7 @@ def _killed_mid_body(kit: Kit) -> str:
     """The app, SIGKILLed while its unsafe body (and nothing after it) runs: the run id."""
     proc = kit.spawn("start", extra_env={"SCENARIO_DELAY": "30"})
     try:
-        wait_for(lambda: kit.bodies()["slow_seq_unsafe"] == 1 or proc.poll() is not None, "the unsafe body to start")
+        wait_for(lambda: kit.bodies()["slow_seq_unsafe"] == 1 or proc.poll() is not None, "the unsafe body to start", timeout=120)
     finally:
         proc.kill()
         proc.wait(30)

@@ -35,7 +35,7 @@ def test_repeated_signals_during_bodies_leave_the_run_recoverable(db_url: str, t
     rng = random.Random()
     k = Kit(db_url, tmp_path, scenario="slow_pair")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "5"})
-    wait_for(lambda: len(k.lines("bodies")) == 2 or proc.poll() is not None, "both bodies to start")
+    wait_for(lambda: len(k.lines("bodies")) == 2 or proc.poll() is not None, "both bodies to start", timeout=120)
     time.sleep(rng.uniform(0.3, 1.0))
     gaps = []
     for i, sig in enumerate(sigs):

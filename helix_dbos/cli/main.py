@@ -390,7 +390,7 @@ def stop(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Stop the session's run: finished calls keep their results, the rest are answered run_stopped."""
+    """Stop the session's run: finished calls keep their results, calls not started are answered run_stopped."""
     check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:

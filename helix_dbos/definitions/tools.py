@@ -8,7 +8,7 @@ careful, never less.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 import pydantic
 
 from ..errors import ConfigurationError
+from ..threads import in_daemon_thread
 from .context import ToolContext
 from .reconcile import ReconcileCheck
 
@@ -136,7 +137,8 @@ class Tool:
         body = self._body()
         if inspect.iscoroutinefunction(body):
             return await body(*positional, **kwargs)
-        result = await asyncio.to_thread(body, *positional, **kwargs)
+        # a daemon thread: a body stuck for ever never holds the process's exit (``threads.py``)
+        result = await in_daemon_thread(functools.partial(body, *positional, **kwargs), name=f"helix-body-{self.name}")
         if inspect.isawaitable(result):
             return await result
         return result

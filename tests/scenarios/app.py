@@ -76,6 +76,7 @@ SCENARIOS: dict[str, list[str]] = {
     "slow_pair": ["slow_safe", "slow_unsafe"],
     "slow_one": ["slow_unsafe"],  # one unsafe body that sleeps: DBOS cancels and signals land during it
     "slow_one_then_seq": ["slow_seq_unsafe", "seq_b"],  # an unsafe body that sleeps, and a call behind it
+    "stuck": ["stuck_sync"],  # a sync body that never returns (unless SCENARIO_STUCK=0)
     "outage": ["slow_safe", "slow_unsafe"],
     "model_error": [],  # the first model request fails for good (HTTP 400): the failure is the step's reply  # two bodies in flight while a test cuts the database
 }
@@ -153,6 +154,9 @@ def check_charge(ctx: hx.CheckContext) -> hx.Applied | hx.NotApplied | None:
         raise ConnectionError("the payments API is down")
     if how == "timeout":
         time.sleep(5)
+    if how == "forever":  # a check that never returns: answered outcome_unknown, its thread never ends
+        while True:
+            time.sleep(0.5)
     if how == "none":
         return None
     path = EFFECTS / "charges.jsonl"
@@ -162,6 +166,14 @@ def check_charge(ctx: hx.CheckContext) -> hx.Applied | hx.NotApplied | None:
             return hx.Applied(row["receipt"])
     effect("not_applied", tool=ctx.tool_name, dispatch_id=ctx.dispatch_id)  # the verdict that lets the body run again
     return hx.NotApplied()
+
+
+def stuck_sync(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+    """A sync body that never returns: only the process's exit ends it."""
+    effect("bodies", tool="stuck_sync", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key, pid=os.getpid(), t=time.time())
+    while os.environ.get("SCENARIO_STUCK", "1") != "0":
+        time.sleep(0.5)
+    return {"tool": "stuck_sync", "key": key}
 
 
 def build_tools(variant: str) -> list[hx.Tool]:
@@ -182,6 +194,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, name="rec_charge")(_charge("rec_charge")),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, sequential=True, name="rec_seq")(_charge("rec_seq")),
         hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
+        hx.tool(name="stuck_sync")(stuck_sync),
         hx.tool(sequential=True, name="slow_seq_unsafe")(_body("slow_seq_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -31,7 +32,7 @@ from ..floor import commits as step_commits
 from ..floor import registry as process_registry
 from ..floor.registry import Registry
 from ..flow import workflow
-from ..process import dbos_private, leases, polling, trace_export
+from ..process import dbos_private, interrupts, leases, polling, trace_export
 from ..process.config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -380,8 +381,20 @@ class Runtime:
         short-lived process (a script, a CLI command) from leaving it pending for the next launch.
         Anything still running is recovered by this executor id's next launch: DBOS cancels it, and
         the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
-        rather than ``ERROR`` (see ``durable.ProcessStopping``).
+        rather than ``ERROR`` (see ``durable.ProcessStopping``). A Ctrl-C during the shutdown
+        ends the grace period at once and is raised when the shutdown is done
+        (``process/interrupts.py``); any number of them leaves the runs recoverable.
         """
+        hurry = threading.Event()
+        with interrupts.hurried_by_ctrl_c(hurry):
+            self._shutdown(wait_seconds, hurry)
+
+    def _stop_writing(self) -> None:
+        """The grace period is over: a workflow's next ledger operation leaves it ``PENDING``."""
+        if self._registry is not None:
+            self._registry.stopping = True
+
+    def _shutdown(self, wait_seconds: float, hurry: threading.Event) -> None:
         if self._takeover is not None:
             self._takeover.stop()
             self._takeover = None
@@ -389,7 +402,7 @@ class Runtime:
             self._polling.stop()
             self._polling = None
         if self._owns_dbos:
-            dbos_private.destroy(wait_seconds)
+            dbos_private.destroy(wait_seconds, hurry=hurry, before=self._stop_writing)
             self._owns_dbos = False
         trace_export.uninstall()  # after DBOS's stop: the spans its cancelled workflows ended go too
         if self._registry is not None:

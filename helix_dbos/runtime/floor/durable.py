@@ -27,7 +27,7 @@ from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.escape import escape_json, unescape_json
 from ..process import dbos_private, trace_export
-from .registry import env
+from .registry import env, installed
 from .store_retry import retrying
 
 if TYPE_CHECKING:
@@ -53,6 +53,32 @@ class ProcessStopping(BaseException):
     DBOS's ``except Exception``, so no outcome is recorded, the workflow stays ``PENDING`` and this
     executor id's next launch recovers it by the recovery rules, like after a crash.
     """
+
+
+#: What ``asyncio.to_thread`` raises once the interpreter is exiting (its executors refuse work,
+#: Python 3.11) or may no longer start threads (3.12+).
+_EXITING: Final = ("cannot schedule new futures", "can't create new thread at interpreter shutdown")
+
+
+async def off_loop(fn: Callable[..., Any], *args: Any) -> Any:
+    """``asyncio.to_thread(fn, *args)`` for a workflow's own ledger work, which a stopping process
+    never does: ``ProcessStopping`` instead, so DBOS records nothing and the workflow stays ``PENDING``.
+
+    Stopping means ``Runtime.shutdown`` is past its grace period (``Registry.stopping``, or no
+    runtime is installed any more), or the interpreter is exiting with the workflow still running
+    (a second Ctrl-C cut the shutdown short, or a script never called it): its executors then refuse
+    new work with a ``RuntimeError``, which the run would have recorded as its failure (and DBOS as
+    ``ERROR``, which it never recovers) while the ledger stayed ``running``.
+    """
+    launched = installed()
+    if launched is None or launched.stopping:
+        raise ProcessStopping("the process is stopping: the workflow's next ledger operation is left to the next launch")
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except RuntimeError as exc:
+        if any(m in str(exc) for m in _EXITING):
+            raise ProcessStopping(f"the interpreter is exiting ({exc}); the next launch with this executor id recovers the workflow") from exc
+        raise
 
 
 def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:
@@ -101,7 +127,7 @@ async def replayed_reply() -> Any | None:
             done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
         return None if done is None else done[0]
 
-    found = await retrying("reading a recorded model reply", lambda: asyncio.to_thread(look), window=math.inf)
+    found = await retrying("reading a recorded model reply", lambda: off_loop(look), window=math.inf)
     if found is not None:
         ops[REPLY] += 1
     return found
@@ -161,7 +187,7 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         fresh.append(True)
         return out
 
-    out = await retrying(f"running {name}", lambda: asyncio.to_thread(once), window=math.inf)
+    out = await retrying(f"running {name}", lambda: off_loop(once), window=math.inf)
     if fresh:  # committed now (not replayed): its span, and every span before it, leave before a kill can lose them
         await trace_export.flushed()
     return out
@@ -222,7 +248,7 @@ async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
     so ``fn`` must be idempotent across such a retry: the writers passed here are (the attempt gate
     by its token in ``bodies.py``, the result write by its attempt fence).
     """
-    return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: asyncio.to_thread(_short_tx, fn, *args))
+    return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: off_loop(_short_tx, fn, *args))
 
 
 def recorded(value: Any) -> Any:

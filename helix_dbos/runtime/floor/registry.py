@@ -65,6 +65,9 @@ class Registry:
         self.env = env
         #: The process's executor lock; bodies wait on it before they record or run anything.
         self.lock = lock
+        #: Set by ``Runtime.shutdown`` once its grace period is over: from then on a workflow's
+        #: next ledger operation raises ``durable.ProcessStopping`` (it stays ``PENDING``).
+        self.stopping = False
         self._run_workflow: Callable[..., Any] | None = None
         self._companion_workflow: Callable[..., Any] | None = None
 

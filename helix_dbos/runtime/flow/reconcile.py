@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from ...definitions import Applied, CheckContext, NotApplied, Tool
 from ...ledger.records import CheckVerdict
+from ...threads import in_daemon_thread
 from ..floor import gate as attempt_gate
 from ..floor import transcript
 from ..floor.durable import plain_tx
@@ -39,14 +40,14 @@ async def _call(tool: Tool, ctx: CheckContext) -> Any:
     assert check is not None
     if inspect.iscoroutinefunction(check):
         return await check(ctx)
-    value = await asyncio.to_thread(check, ctx)
+    value = await in_daemon_thread(check, ctx, name=f"helix-check-{tool.name}")  # a check stuck for ever never holds the exit
     return await value if inspect.isawaitable(value) else value
 
 
 async def ask(tool: Tool, ctx: CheckContext) -> CheckVerdict:
     """``{"verdict": "applied", "result": ...}``, ``{"verdict": "not_applied"}`` or
-    ``{"verdict": "unknown", "reason": ...}``. A sync check that times out keeps its worker thread
-    until it returns; its answer is then ignored."""
+    ``{"verdict": "unknown", "reason": ...}``. A sync check that times out keeps its (daemon) thread
+    until it returns or the process exits; its answer is then ignored (``helix_dbos/threads.py``)."""
     try:
         value = await asyncio.wait_for(_call(tool, ctx), timeout=tool.reconcile_timeout)
     except TimeoutError:

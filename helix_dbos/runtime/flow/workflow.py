@@ -179,7 +179,7 @@ def failure(exc: BaseException) -> tuple[str, str]:
 async def _refused(run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:
     """Record the refusal (one event, no other write) and give the typed error DBOS will record."""
     message = str(exc) or "refused by the run fence"
-    await asyncio.to_thread(fence.refuse, env().engine, run_id, workflow_id, message)
+    await durable.off_loop(fence.refuse, env().engine, run_id, workflow_id, message)
     return exc if isinstance(exc, RunFencedError) else RunFencedError(message)
 
 
@@ -192,7 +192,7 @@ async def _settle_cancel(run_id: str) -> None:
             if durable.dbos_status(conn, run_id) == "CANCELLED":  # not another execution taking over
                 step_commits.settle_cancel(conn, run_id)
 
-    await asyncio.to_thread(settle)
+    await durable.off_loop(settle)  # a stopping process leaves it to the next launch's wake
 
 
 async def _drive(run_id: str) -> dict[str, Any]:

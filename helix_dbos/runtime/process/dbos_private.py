@@ -9,6 +9,7 @@ so a DBOS upgrade that moves one fails that test loudly rather than a run quietl
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any, Final
@@ -87,7 +88,7 @@ def system_database_engine() -> sa.Engine:
     return engine
 
 
-def destroy(wait_seconds: float) -> None:
+def destroy(wait_seconds: float, *, hurry: threading.Event | None = None, before: Callable[[], None] | None = None) -> None:
     """``DBOS.destroy``, giving workflows in flight up to ``wait_seconds`` to end, without DBOS's
     own minimum of a second.
 
@@ -96,18 +97,27 @@ def destroy(wait_seconds: float) -> None:
     runtime), most often with nothing in flight. Here the same steps run in the same order (stop
     the background threads, so no queue starts another workflow; wait for the active set,
     ``_active_workflows_set``, to empty), looking every 20 ms, and DBOS then destroys with no wait.
+
+    ``hurry`` (set: a second Ctrl-C) cuts the wait short. Whatever ends the wait, also an exception
+    raised into it, ``before`` runs and DBOS is destroyed: its cancellation of the workflows' tasks
+    is what leaves them ``PENDING`` for the next launch, where a process left to exit with them
+    still running would record them ``ERROR``.
     """
     import time
 
     instance = configured_dbos()
-    if instance is not None and wait_seconds > 0:
-        for event in getattr(instance, "background_thread_stop_events", ()):
-            event.set()
-        active = getattr(instance, "_active_workflows_set", None)
-        deadline = time.monotonic() + wait_seconds
-        while active is not None and active.activeList() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=0)
+    try:
+        if instance is not None and wait_seconds > 0:
+            for event in getattr(instance, "background_thread_stop_events", ()):
+                event.set()
+            active = getattr(instance, "_active_workflows_set", None)
+            deadline = time.monotonic() + wait_seconds
+            while active is not None and active.activeList() and time.monotonic() < deadline and not (hurry and hurry.is_set()):
+                time.sleep(0.02)
+    finally:
+        if before is not None:
+            before()
+        DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=0)
 
 
 # --- DBOS's registry of workflows and internal queues ------------------------------------------------

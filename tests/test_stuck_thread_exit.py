@@ -1,0 +1,55 @@
+"""``shutdown()`` and the process's exit are bounded whatever a check or a body does (issue 23, item 6).
+
+A synchronous reconcile check that loops for ever is answered ``outcome_unknown`` after its
+``reconcile_timeout``; a synchronous body that never returns is cut off by the shutdown like any
+body. Neither thread may keep the process alive: they run as daemon threads the exit does not wait
+for (``helix_dbos/threads.py``). Real processes, timed from outside.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from helix_dbos.recovery import OUTCOME_UNKNOWN
+from tests.crashkit import Kit, transcript_problems
+from tests.test_signals import statuses, wait_for
+
+#: How long a process may take from its run's end (or its Ctrl-C) to its exit: generous for a loaded
+#: machine, far below "never".
+EXIT_BOUND = 30.0
+
+
+def test_a_check_that_never_returns_does_not_keep_the_process_alive(db_url: str, tmp_path: Path) -> None:
+    k = Kit(db_url, tmp_path, scenario="reconcile")
+    k.crash("after_body:rec_charge")  # the body ran; its result was never written: the check is asked
+    began = time.monotonic()
+    out = k.run("wake", extra_env={"SCENARIO_CHECK": "forever"}, timeout=120)
+    took = time.monotonic() - began
+    assert out.code == 0 and out.result is not None, out.stderr[-3000:]
+    assert out.result["status"] == "completed", out.result
+    (call,) = [c for c in out.result["calls"] if c["tool"] == "rec_charge"]
+    assert call["status"] == "outcome_unknown" and call["note"] == OUTCOME_UNKNOWN, call  # the check could not tell in time
+    assert len(k.lines("checks")) == 1
+    assert took < EXIT_BOUND + 30, f"the relaunch took {took:.1f} s: the stuck check held its exit"
+    assert statuses(db_url) == (["SUCCESS"], ["completed"])
+    assert transcript_problems(db_url, k.session) == []
+
+
+def test_a_body_that_never_returns_does_not_keep_the_process_alive(db_url: str, tmp_path: Path) -> None:
+    k = Kit(db_url, tmp_path, scenario="stuck")
+    proc = k.spawn("start")
+    wait_for(lambda: k.bodies()["stuck_sync"] == 1 or proc.poll() is not None, "the stuck body to start", timeout=120)
+    proc.send_signal(signal.SIGINT)  # KeyboardInterrupt, then the app's runtime.shutdown()
+    signalled = time.monotonic()
+    wait_for(lambda: proc.poll() is not None, "the process to exit with its body stuck", timeout=EXIT_BOUND)
+    assert time.monotonic() - signalled < EXIT_BOUND
+    assert statuses(db_url) == (["PENDING"], ["running"])  # recoverable, never ERROR
+
+    woke = k.wake(extra_env={"SCENARIO_STUCK": "0"}).result
+    assert woke is not None and woke["status"] == "completed", woke
+    (call,) = woke["calls"][:1]
+    assert call["status"] == "outcome_unknown" and call["note"] == OUTCOME_UNKNOWN, call  # unsafe, started, no result
+    assert k.bodies()["stuck_sync"] == 1
+    assert transcript_problems(db_url, k.session) == []
