@@ -17,6 +17,7 @@ by the database's timeouts, and reusing the executor's threads is cheaper on the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 from collections.abc import Callable
@@ -44,10 +45,8 @@ async def in_daemon_thread(fn: Callable[..., T], *args: Any, name: str = "helix-
             outcome: tuple[bool, Any] = (True, context.run(fn, *args))
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting side, as to_thread does
             outcome = (False, exc)
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the process is stopping and nobody waits
             loop.call_soon_threadsafe(settle, *outcome)
-        except RuntimeError:  # the loop is closed: the process is stopping and nobody waits
-            pass
 
     threading.Thread(target=run, name=name, daemon=True).start()
     return await future

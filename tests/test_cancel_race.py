@@ -67,7 +67,7 @@ def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_
         asked, started, calls = dict(models[sid]), bodies[sid], [c["status"] for c in result["calls"]]
         seen = f"{mode} (slept {row['sleep']}): DBOS {dbos}, ledger {ledger}, model {asked}, bodies {started}, calls {calls}"
 
-        def expect(ok: bool, why: str) -> None:
+        def expect(ok: bool, why: str, seen: str = seen) -> None:
             if not ok:
                 problems.append(f"{why}: {seen}")
 
@@ -91,6 +91,6 @@ def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_
             if dbos == "CANCELLED" and asked.get(1) and cancel is not None:
                 t1 = next(line["t"] for line in _lines(folder, "model") if line["session"] == sid and line["step"] == 1)
                 expect(t1 <= cancel["t"], "asked after the cancel returned")  # asked before the CLI returned: its read came first
-    print("cancel race tally:", dict(tally))
+    print("cancel race tally:", dict(tally))  # noqa: T201 - what -s shows of where the cancels landed
     assert problems == [], "\n".join(problems)
     assert sum(tally.values()) == len(plan) >= 20

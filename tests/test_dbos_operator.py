@@ -70,7 +70,7 @@ def ledger_dump(db_url: str, session_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for table in ("runs", "messages", "checkpoints", "calls"):
         rows = query(db_url, f"SELECT * FROM {helix(db_url, table)} WHERE session_id = :s", s=session_id)
-        out[table] = sorted((json.dumps(r, sort_keys=True, default=str) for r in rows))
+        out[table] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
     out["attempts"] = sorted(
         json.dumps(r, sort_keys=True, default=str)
         for r in query(
