@@ -38,7 +38,7 @@ def _dbos_status(db_url: str, run_id: str) -> str:
 
 def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_url: str, tmp_path: Path) -> None:
     rng = random.Random()
-    plan = [
+    plan: list[dict[str, Any]] = [
         {"session": f"race-{mode}-{i}-{uuid.uuid4().hex[:6]}", "mode": mode, "sleep": round(rng.uniform(0.0, 4.0), 2)}
         for mode, n in MODES.items()
         for i in range(n)
@@ -57,7 +57,7 @@ def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_
     tally: Counter[str] = Counter()
     problems: list[str] = []
     for row in plan:
-        sid, mode = row["session"], row["mode"]
+        sid, mode = str(row["session"]), str(row["mode"])
         result, cancel = out.result[sid], cancels.get(sid)
         dbos = _dbos_status(db_url, result["run_id"])
         tally[f"{mode}:{dbos}"] += 1

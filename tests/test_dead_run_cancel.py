@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from helix_dbos.recovery import OUTCOME_UNKNOWN, RUN_STOPPED
-from tests.crashkit import ROOT, Kit, helix_table, query, transcript_problems
-from tests.procs import SETTINGS_VARS, child_env
+from tests.crashkit import Kit, helix_table, query, transcript_problems
+from tests.procs import ROOT, SETTINGS_VARS, child_env
 from tests.test_dbos_operator import dbos_cli, workflow
 from tests.test_signals import wait_for
 
