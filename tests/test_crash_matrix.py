@@ -5,8 +5,10 @@ Invariants after the relaunch: unsafe bodies <= 1, safe bodies <= 3, every call 
 once, a transcript a provider accepts, and the saved step never sent to the model again; the
 transactional call's row in its own table exactly once and answered ok, the reconciled call's
 outside effect exactly once and answered ok with it. The soak (``pytest -m soak``) does the same
-with random points and random SIGKILLs, SIGINTs and SIGTERMs, and on Postgres random connection cuts
-(``tests/tcpproxy.py``) that the run must ride out with every body run exactly once.
+with random points and random SIGKILLs, SIGINTs and SIGTERMs (one, or a second 0.05-2 s after the
+first), ``dbos workflow cancel`` at random moments (it lands, or comes after the run's end: never a
+mix), and on Postgres random connection cuts (``tests/tcpproxy.py``) that the run must ride out with
+every body run exactly once.
 """
 
 from __future__ import annotations
@@ -15,24 +17,26 @@ import dataclasses
 import os
 import random
 import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.process.faults import STEP_CRASH_POINTS
-from tests.support.crashkit import Kit, transcript_problems
+from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 from tests.support.tcpproxy import TcpProxy
 from tests.test_txtools import tx_rows
 
-UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe"}
+UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe", "slow_unsafe", "slow_seq_unsafe"}
 RECONCILED = {"rec_charge", "rec_seq"}
 
 
-def check_invariants(k: Kit, result: dict) -> None:
+def check_invariants(k: Kit, result: dict[str, Any]) -> None:
     assert result["status"] == "completed", result
     bodies = k.bodies()
     checks = _checks_that_found_nothing(k)
@@ -102,28 +106,89 @@ def test_soak_random_kills(db_url: str, tmp_path: Path, monkeypatch: pytest.Monk
         elif proxy is not None and roll < 0.7:
             k = dataclasses.replace(k, db_url=proxy.url(db_url))
             how = _connection_cut(k, proxy, rng)
-        else:
-            proc = k.spawn("start")
-            deadline = time.monotonic() + 30
-            while not k.lines("model") and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)  # the run is under way once the model has been asked
-            delay = rng.uniform(0.0, 0.4)
-            sig = rng.choice([signal.SIGKILL, signal.SIGINT, signal.SIGTERM])  # Ctrl-C and SIGTERM: the shutdown path
-            time.sleep(delay)
-            proc.send_signal(sig)
-            proc.wait(30)
-            how = f"{signal.Signals(sig).name} {delay:.2f}s after the first model request"
+        elif roll < 0.8:
+            how = _signals(k, rng, double=rng.random() < 0.5)
+        else:  # runs with bodies long enough for the CLI's seconds of start-up to land in them, or not
+            k = dataclasses.replace(k, scenario=rng.choice(["slow_pair", "slow_one_then_seq", "cancel"]))
+            how = _dbos_cancel(k, rng)
         result = k.wake().result
         assert result is not None, how
+        if how.startswith("dbos cancel"):
+            how += _check_cancel(k, result)
+            outcomes.append((k.scenario, how, dict(k.bodies())))
+            continue
         check_invariants(k, result)
         if how.startswith("connection cut"):  # nothing crashed: nothing is in doubt, nothing ran twice
             assert all(c["status"] == "ok" for c in result["calls"]) and set(k.bodies().values()) == {1}, (how, result["calls"])
         outcomes.append((k.scenario + (f" ({os.environ['SCENARIO_ROGUE']})" if k.scenario == "tx_rogue" else ""), how, dict(k.bodies())))
     if proxy is not None:
         proxy.close()
-    print(f"soak: {rounds} rounds, all invariants held")
+    print(f"soak: {rounds} rounds, all invariants held")  # noqa: T201 - what the soak tried, shown with -s
     for o in outcomes:
-        print("  ", o)
+        print("  ", o)  # noqa: T201
+
+
+def _under_way(k: Kit, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while not k.lines("model") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the run is under way once the model has been asked
+
+
+def _signals(k: Kit, rng: random.Random, *, double: bool) -> str:
+    """One signal at a random moment of the run, or two (issue 23: the second Ctrl-C of an impatient
+    operator, or a supervisor's SIGTERM after it), 0.05-2 s apart."""
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "1"})
+    _under_way(k, proc)
+    delay = rng.uniform(0.0, 0.4)
+    time.sleep(delay)
+    sig = rng.choice([signal.SIGKILL, signal.SIGINT, signal.SIGTERM])  # Ctrl-C and SIGTERM: the shutdown path
+    proc.send_signal(sig)
+    how = f"{signal.Signals(sig).name} {delay:.2f}s after the first model request"
+    if double:
+        gap = rng.uniform(0.05, 2.0)
+        time.sleep(gap)
+        second = rng.choice([signal.SIGINT, signal.SIGINT, signal.SIGTERM])
+        if proc.poll() is None:
+            proc.send_signal(second)
+        how += f", then {signal.Signals(second).name} {gap:.2f}s later"
+    proc.wait(60)
+    return how
+
+
+def _dbos_cancel(k: Kit, rng: random.Random) -> str:
+    """``dbos workflow cancel`` (DBOS's own CLI) at a random moment of the run; the app runs on."""
+    from tests.test_dbos_operator import dbos_cli
+
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": f"{rng.uniform(0.5, 4.0):.2f}"})
+    _under_way(k, proc)
+    delay = rng.uniform(0.0, 1.5)
+    time.sleep(delay)
+    run_id = query(k.db_url, f"SELECT current_run_id FROM {helix_table(k.db_url, 'sessions')} WHERE session_id = :s", s=k.session)[0]["current_run_id"]
+    dbos_cli(k.db_url, "cancel", run_id)
+    proc.wait(120)
+    return f"dbos cancel {delay:.2f}s after the first model request"
+
+
+def _check_cancel(k: Kit, result: dict[str, Any]) -> str:
+    """A DBOS cancel either landed (DBOS ``CANCELLED``, the run ``failed`` / ``run_stopped``, every
+    call answered) or came after the run's end (``SUCCESS``, ``completed``), never a mix; bodies and
+    model requests keep their bounds; the session takes its next entry."""
+    from tests.test_dbos_operator import workflow
+
+    first = result["runs"][0]["run_id"] if result.get("runs") else result["run_id"]
+    dbos = (workflow(k.db_url, first) or {}).get("status")
+    run = query(k.db_url, f"SELECT status, error_code FROM {helix_table(k.db_url, 'runs')} WHERE run_id = :r", r=first)[0]
+    if dbos == "CANCELLED":
+        assert (run["status"], run["error_code"]) == ("failed", "run_stopped"), (dbos, run)
+    else:
+        assert dbos == "SUCCESS" and run["status"] == "completed", (dbos, run)
+    assert all(c["status"] in CALL_SETTLED for c in result["calls"]), result["calls"]
+    for tool, n in k.bodies().items():
+        assert n <= (1 if tool in UNSAFE | RECONCILED | {"tx_book"} else 3), (tool, n)
+    assert k.model_steps()[0] == 1 and transcript_problems(k.db_url, k.session) == []
+    nxt = k.entry("turn", message="again")
+    assert nxt.code == 0 and nxt.result is not None and nxt.result["status"] == "completed", nxt.stderr[-2000:]
+    return f": {dbos}"
 
 
 def _connection_cut(k: Kit, proxy: TcpProxy, rng: random.Random) -> str:
