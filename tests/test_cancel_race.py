@@ -19,8 +19,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from tests.crashkit import helix_table, query, transcript_problems
-from tests.procs import child_env, run_module
+from tests.support.crashkit import helix_table, query, transcript_problems
+from tests.support.procs import child_env, run_module
 
 #: Where each run's cancel is spawned from (see the app), and how many runs of each per database.
 MODES: dict[str, int] = {"body": 5, "model0": 4, "model1": 4, "loose": 7}

@@ -173,11 +173,13 @@ def test_resume_of_a_superseded_run_is_refused(db_url: str, tmp_path: Path) -> N
 @pytest.mark.kills
 def test_cancel_of_a_running_run_settles_like_an_abort(db_url: str, tmp_path: Path) -> None:
     kit = Kit(db_url, tmp_path, scenario="cancel")
-    proc = kit.spawn("start", extra_env={"SCENARIO_DELAY": "4"})
+    release = tmp_path / "release"  # the body ends once the cancel committed: DBOS's CLI takes seconds to start
+    proc = kit.spawn("start", extra_env={"SCENARIO_DELAY": "90", "SCENARIO_RELEASE": str(release)})
     try:
         wait_for(lambda: kit.bodies()["slow_seq"] == 1, what="the slow body to start")
         run_id = query(db_url, f"SELECT current_run_id FROM {helix(db_url, 'sessions')} WHERE session_id = :s", s=kit.session)[0]["current_run_id"]
         dbos_cli(db_url, "cancel", run_id)
+        release.touch()
         out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from helix_dbos.recovery import OUTCOME_UNKNOWN, RUN_STOPPED
-from tests.crashkit import Kit, helix_table, query, transcript_problems
-from tests.procs import ROOT, SETTINGS_VARS, child_env
+from tests.support.crashkit import Kit, helix_table, query, transcript_problems
+from tests.support.procs import ROOT, SETTINGS_VARS, child_env
 from tests.test_dbos_operator import dbos_cli, workflow
 from tests.test_signals import wait_for
 
@@ -42,6 +42,7 @@ def _stop_by_cli(kit: Kit) -> None:
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("how", ["cancel-then-wake", "cancel-then-entry", "stop-then-wake"])
 def test_a_started_lost_call_of_a_dead_run_is_outcome_unknown_when_stopped(db_url: str, tmp_path: Path, how: str) -> None:
     kit = Kit(db_url, tmp_path, scenario="slow_one_then_seq")  # an unsafe body, then seq_b behind it (never started)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helix_dbos.recovery import OUTCOME_UNKNOWN
-from tests.crashkit import Kit, transcript_problems
+from tests.support.crashkit import Kit, transcript_problems
 from tests.test_signals import statuses, wait_for
 
 #: (first, second, ...) signals; the gaps between them are drawn per test (0.7-2 s, as the issue's).
@@ -29,6 +29,7 @@ SEQUENCES = {
 }
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("name", list(SEQUENCES))
 def test_repeated_signals_during_bodies_leave_the_run_recoverable(db_url: str, tmp_path: Path, name: str) -> None:
     sigs = SEQUENCES[name]

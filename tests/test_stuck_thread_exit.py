@@ -12,8 +12,10 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from helix_dbos.recovery import OUTCOME_UNKNOWN
-from tests.crashkit import Kit, transcript_problems
+from tests.support.crashkit import Kit, transcript_problems
 from tests.test_signals import statuses, wait_for
 
 #: How long a process may take from its run's end (or its Ctrl-C) to its exit: generous for a loaded
@@ -21,6 +23,7 @@ from tests.test_signals import statuses, wait_for
 EXIT_BOUND = 30.0
 
 
+@pytest.mark.kills
 def test_a_check_that_never_returns_does_not_keep_the_process_alive(db_url: str, tmp_path: Path) -> None:
     k = Kit(db_url, tmp_path, scenario="reconcile")
     k.crash("after_body:rec_charge")  # the body ran; its result was never written: the check is asked
@@ -37,6 +40,7 @@ def test_a_check_that_never_returns_does_not_keep_the_process_alive(db_url: str,
     assert transcript_problems(db_url, k.session) == []
 
 
+@pytest.mark.kills
 def test_a_body_that_never_returns_does_not_keep_the_process_alive(db_url: str, tmp_path: Path) -> None:
     k = Kit(db_url, tmp_path, scenario="stuck")
     proc = k.spawn("start")

@@ -47,7 +47,10 @@ def _body(name: str, delay: float = 0.0) -> Any:
         if delay:
             import asyncio
 
-            await asyncio.sleep(delay)
+            release = os.environ.get("SCENARIO_RELEASE")  # a file the test creates when the body may end
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline and not (release and os.path.exists(release)):
+                await asyncio.sleep(min(0.05, delay) if release else delay)
             effect("body_ends", tool=name, attempt=ctx.attempt, pid=os.getpid(), t=time.time())
         return {"tool": name, "key": key, "dispatch_id": ctx.dispatch_id, "attempt": ctx.attempt}
 
