@@ -39,7 +39,7 @@ def _dbos_status(db_url: str, run_id: str) -> str:
 def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_url: str, tmp_path: Path) -> None:
     rng = random.Random()
     plan: list[dict[str, Any]] = [
-        {"session": f"race-{mode}-{i}-{uuid.uuid4().hex[:6]}", "mode": mode, "sleep": round(rng.uniform(0.0, 4.0), 2)}
+        {"session": f"race-{mode}-{i}-{uuid.uuid4().hex[:6]}", "mode": mode, "sleep": round(rng.uniform(1.0, 7.0), 2)}
         for mode, n in MODES.items()
         for i in range(n)
     ]

@@ -27,6 +27,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
+from helix_dbos.threads import in_daemon_thread
 from tests.scenarios import effects
 
 EFFECTS = Path(".")
@@ -51,6 +53,7 @@ DBOS_CLI = str(Path(sys.executable).parent / "dbos")
 
 
 def _cancel(run_id: str, session: str, where: str) -> dict[str, Any]:
+    """DBOS's CLI, in a thread of its own (never the loop's executor, which the ledger's transactions use)."""
     proc = subprocess.run([DBOS_CLI, "workflow", "cancel", run_id, "-s", DB], capture_output=True, text=True, timeout=120)
     line = {"session": session, "run_id": run_id, "where": where, "code": proc.returncode, "t": time.time(), "stderr": proc.stderr[-500:]}
     effects.append(EFFECTS, "cancels", line)
@@ -82,7 +85,7 @@ async def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     effects.append(EFFECTS, "model", {"session": plan["session"], "step": step, "t": time.time()})
     if plan["mode"] == f"model{step}":
         run_id = await asyncio.to_thread(_current_run, plan["session"])
-        await asyncio.to_thread(_cancel, run_id, plan["session"], f"model{step}")
+        await in_daemon_thread(_cancel, run_id, plan["session"], f"model{step}")
     if step == 0:
         return ModelResponse(parts=[TextPart("on it"), ToolCallPart("race_send", {"key": plan["session"]}, tool_call_id="call-0")])
     return ModelResponse(parts=[TextPart(f"done after {step} steps")])
@@ -96,10 +99,9 @@ async def race_send(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
     plan = PLANS[key]
     effects.append(EFFECTS, "bodies", {"session": key, "dispatch_id": ctx.dispatch_id, "attempt": ctx.attempt, "t": time.time()})
     if plan["mode"] == "body":
-        await asyncio.to_thread(_cancel, ctx.run_id, key, "body")
-    elif plan["mode"] == "loose":
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(None, _cancel, ctx.run_id, key, "loose")  # not awaited: it lands when it lands
+        await in_daemon_thread(_cancel, ctx.run_id, key, "body")
+    elif plan["mode"] == "loose":  # not awaited: it lands when it lands
+        threading.Thread(target=_cancel, args=(ctx.run_id, key, "loose"), daemon=True).start()
         await asyncio.sleep(float(plan["sleep"]))
     effects.append(EFFECTS, "body_ends", {"session": key, "t": time.time()})
     return {"sent": key}
