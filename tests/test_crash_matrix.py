@@ -92,10 +92,12 @@ ROGUE = ["commit", "sql_commit", "rollback", "helix_write"]
 def test_soak_random_kills(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rounds = int(os.environ.get("HELIX_DBOS_SOAK_ROUNDS", "12"))
     rng = random.Random(int(os.environ.get("HELIX_DBOS_SOAK_SEED", "7")))
+    # HELIX_DBOS_SOAK_SCENARIOS=tx_rogue,full: a soak aimed at some scenarios only
+    menu = os.environ.get("HELIX_DBOS_SOAK_SCENARIOS", "mixed,group,sequential,safe,unsafe,tx,reconcile,full,tx_rogue").split(",")
     outcomes = []
     proxy = None if is_sqlite(db_url) else TcpProxy.for_url(db_url)
     for i in range(rounds):
-        k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(["mixed", "group", "sequential", "safe", "unsafe", "tx", "reconcile", "full", "tx_rogue"]))
+        k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(menu))
         if k.scenario == "tx_rogue":
             monkeypatch.setenv("SCENARIO_ROGUE", rng.choice(ROGUE))  # every process of the round inherits it
         roll = rng.random()
