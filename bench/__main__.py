@@ -25,7 +25,7 @@ from typing import Any
 from bench import report
 from bench.dbs import DEFAULT_PG_BASE, default_sqlite_dir, fresh_database
 
-SECTIONS = ("overhead", "cost", "storage", "recovery", "concurrency", "idle", "imports", "takeover")
+SECTIONS = ("overhead", "cost", "storage", "recovery", "concurrency", "idle", "imports", "takeover", "scale")
 TAKEOVER_AFTER = 5.0
 """The lease the takeover section kills workers under (docs/operations.md quotes its figures)."""
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sessions", type=int, default=200, help="sessions started at once (Postgres)")
     p.add_argument("--sqlite-sessions", type=int, default=40, help="sessions at once on SQLite, one process (0: skip)")
     p.add_argument("--workers", type=int, default=2, help="worker processes for the queue case (Postgres only; 0: skip)")
+    p.add_argument("--scale-sessions", type=int, default=1000, help="sessions of the scale section (front end + 1 and 2 workers, Postgres)")
     p.add_argument("--pg-url", default=DEFAULT_PG_BASE, help="any database URL on the Postgres server to use")
     p.add_argument("--sqlite-dir", default=default_sqlite_dir())
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"), help="report to rewrite ('' to skip)")
@@ -175,6 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         _print(report.concurrency_section({"concurrency": {"two_workers": results["concurrency"]["two_workers"]}}))
         lap("concurrency two workers/postgres")
 
+    if "scale" in sections and "postgres" in dbs:
+        from bench.scale import run_scale, scale_section
+
+        with db("postgres", "helix_bench_scale") as url:
+            results["scale"] = run_scale(url, args.scale_sessions)
+        _print(scale_section(results))
+        lap("scale/postgres")
+
     if "imports" in sections:
         from bench.imports import run_imports
 
@@ -211,6 +220,7 @@ def _all_ok(results: dict[str, Any]) -> bool:
     ok &= all(r["all_ok"] for r in results.get("recovery", {}).values())
     for mode in results.get("concurrency", {}).values():
         ok &= all(b["ok"] == b["sessions"] for batches in mode.values() for b in batches)
+    ok &= all(b["ok"] == b["sessions"] for batches in results.get("scale", {}).values() for b in batches)
     return bool(ok)
 
 

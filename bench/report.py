@@ -381,6 +381,7 @@ def generated(results: dict[str, Any], meta: dict[str, Any]) -> str:
         storage_section(results),
         recovery_section(results),
         concurrency_section(results),
+        _scale_section(results),
         idle_section(results),
         imports_section(results),
         takeover_section(results),
@@ -405,3 +406,9 @@ def write(path: str, body: str, preamble: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         f.write(text)
+
+
+def _scale_section(results: dict[str, Any]) -> str:
+    from bench.scale import scale_section  # the section's own module renders it
+
+    return scale_section(results)

@@ -26,6 +26,8 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--db", required=True)
     p.add_argument("--executor", required=True)
+    p.add_argument("--helix-mode", default="process", choices=["process", "worker"], help="worker: serve helix's entry queues (bench/scale.py)")
+    p.add_argument("--concurrency", type=int, default=None, help="helix worker_concurrency of the entry queues (with --helix-mode worker)")
     args = p.parse_args(argv)
 
     from dbos import DBOS
@@ -39,7 +41,10 @@ def main(argv: list[str]) -> int:
     spec = WorkloadSpec()
     configure_dbos(args.db, launch=False, reset=False, executor_id=args.executor, sys_db_pool_size=WORKER_POOLS["dbos"])
     make_bare_dbos_runner(spec)
-    helix = HelixRunner(spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"])
+    helix = HelixRunner(
+        spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"],
+        mode=args.helix_mode, worker_concurrency=args.concurrency,
+    )
     DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

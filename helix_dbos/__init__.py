@@ -48,6 +48,7 @@ from .errors import (
 if TYPE_CHECKING:
     from .definitions import (
         Agent,
+        AgentLimits,
         Applied,
         CheckContext,
         NotApplied,
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
 # for none of them.
 _LAZY = {
     **{name: ".definitions" for name in (
-        "Agent", "Applied", "CheckContext", "NotApplied", "SubAgent", "Tool", "ToolContext",
+        "Agent", "AgentLimits", "Applied", "CheckContext", "NotApplied", "SubAgent", "Tool", "ToolContext",
         "client_tool", "companion_agent", "define_tool", "local_agent", "remote_agent", "tool",
     )},
     "PydanticAgent": ".definitions.pydantic_agent",
@@ -109,6 +110,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AgentLimits",
     "AgentAlreadyRunningError",
     "AnswerKindError",
     "AnswerReceipt",

@@ -107,6 +107,8 @@ class RunRecord(TypedDict):
     executor_id: str | None
     created_at: datetime
     ended_at: datetime | None
+    #: When a worker took it (``queued`` until then), or its admission for a run started where admitted.
+    started_at: datetime | None
 
 
 class CheckpointRecord(TypedDict):
@@ -169,6 +171,10 @@ class SessionView:
     checkpoints: list[CheckpointRecord]
     calls: list[CallView]
     owner: str | None = field(default=None, metadata={"doc": "The principal that started the session (none without authentication)."})
+    queue_position: int | None = field(
+        default=None,
+        metadata={"doc": "While the session's run is queued: how many runs of its queue (and owner) a worker takes before it (0: next)."},
+    )
 
     def call(self, dispatch_id: str) -> CallView:
         """The call ``dispatch_id`` of this session; ``CallNotFoundError`` (not StopIteration) if none."""

@@ -16,7 +16,7 @@ def test_every_named_set_is_drawn_from_its_literal() -> None:
     assert st.CALL_SETTLED | st.CALL_UNRESOLVED | {"pending"} == calls  # every status is settled, unresolved or pending
     assert not st.CALL_SETTLED & st.CALL_UNRESOLVED
     assert st.CALL_IN_DOUBT <= st.CALL_SETTLED
-    assert st.RUN_TERMINAL <= st.RUN_AT_REST <= runs and runs - st.RUN_AT_REST == {"running"}
+    assert st.RUN_TERMINAL <= st.RUN_AT_REST <= runs and runs - st.RUN_AT_REST == st.RUN_LIVE == {"queued", "running"}
     assert st.BODY_KINDS <= kinds
     assert st.REDIRECTING_ENTRIES <= entries
 

@@ -2,6 +2,7 @@
 
 from .agents import FINISH_TOOL, SUBAGENT_PREFIX, Agent, SubAgent, companion_agent, local_agent, remote_agent
 from .context import CheckContext, ToolContext
+from .limits import AgentLimits
 from .reconcile import Applied, NotApplied
 from .tools import Tool, client_tool, define_tool, tool
 
@@ -9,6 +10,7 @@ __all__ = [
     "FINISH_TOOL",
     "SUBAGENT_PREFIX",
     "Agent",
+    "AgentLimits",
     "Applied",
     "CheckContext",
     "NotApplied",

@@ -71,6 +71,7 @@ class RunRow(TypedDict):
     executor_id: str | None
     created_at: datetime
     ended_at: datetime | None
+    started_at: datetime | None
 
 
 class FenceRow(RunRow):

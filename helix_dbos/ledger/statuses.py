@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-RunStatus = Literal["running", "completed", "failed", "interrupted", "suspended_client_tool"]
+#: ``queued``: admitted and waiting on a DBOS queue for a worker (docs/scaling.md); ``running`` from
+#: the moment a worker's first transaction of the run takes it.
+RunStatus = Literal["queued", "running", "completed", "failed", "interrupted", "suspended_client_tool"]
+#: A run whose session refuses another entry: it is waiting for a worker or running in one.
+RUN_LIVE: Final[frozenset[RunStatus]] = frozenset({"queued", "running"})
 RUN_TERMINAL: Final[frozenset[RunStatus]] = frozenset({"completed", "failed", "interrupted"})
 RUN_AT_REST: Final[frozenset[RunStatus]] = RUN_TERMINAL | {"suspended_client_tool"}
 #: A session is ``new`` until its first run is admitted, then carries its current run's status.

@@ -124,13 +124,13 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
     return result.first() is not None
 
 
-def claim_session(conn: sa.Connection, session: SessionRow, run_id: str) -> bool:
+def claim_session(conn: sa.Connection, session: SessionRow, run_id: str, status: str = "running") -> bool:
     """The run-start gate: one compare-and-set on the session's version. True if this entry won."""
     result = conn.execute(
         t.sessions.update()
         .where(t.sessions.c.session_id == session["session_id"], t.sessions.c.version == session["version"])
         .values(
-            status="running",
+            status=status,
             current_run_id=run_id,
             version=t.sessions.c.version + 1,
             run_count=t.sessions.c.run_count + 1,
@@ -143,7 +143,21 @@ def claim_session(conn: sa.Connection, session: SessionRow, run_id: str) -> bool
 def insert_run(conn: sa.Connection, **values: Any) -> None:
     values.setdefault("created_at", now())
     values.setdefault("status", "running")
+    if values["status"] != "queued":  # started where it was admitted (a queued run: when a worker takes it)
+        values.setdefault("started_at", values["created_at"])
     conn.execute(t.runs.insert().values(**values))
+
+
+def start_queued_run(conn: sa.Connection, run_id: str, session_id: str, executor_id: str) -> None:
+    """A worker took a ``queued`` run: it is ``running`` from now, on ``executor_id`` (the session too,
+    while the run is still its current one)."""
+    ts = now()
+    conn.execute(t.runs.update().where(t.runs.c.run_id == run_id, t.runs.c.status == "queued").values(status="running", started_at=ts, executor_id=executor_id))
+    conn.execute(
+        t.sessions.update()
+        .where(t.sessions.c.session_id == session_id, t.sessions.c.current_run_id == run_id, t.sessions.c.status == "queued")
+        .values(status="running", updated_at=ts)
+    )
 
 
 def get_run(conn: sa.Connection, run_id: str) -> RunRow | None:

@@ -64,6 +64,8 @@ runs = sa.Table(
     sa.Column("executor_id", sa.String(128)),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("ended_at", Timestamp),
+    # When a worker turned it running (a queued run) or its admission (a run started where admitted).
+    sa.Column("started_at", Timestamp),
     sa.UniqueConstraint("session_id", "seq", name="uq_runs_session_seq"),
 )
 
@@ -275,4 +277,15 @@ executor_takeovers = sa.Table(
     sa.Column("taken_epoch", sa.Float, nullable=False),
     sa.Column("why", sa.String(16), nullable=False),
     sa.Column("workflow_ids", sa.JSON),
+)
+
+#: An agent's model requests granted in its sliding window (``ledger/rate.py``), on the database's clock.
+rate_grants = sa.Table(
+    "rate_grants",
+    metadata,
+    sa.Column("grant_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("rate_key", sa.String(200), nullable=False),
+    sa.Column("granted_epoch", sa.Float, nullable=False),
+    sa.Column("run_id", sa.String(64)),
+    sa.Index("ix_rate_grants_key_epoch", "rate_key", "granted_epoch"),
 )

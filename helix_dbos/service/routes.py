@@ -153,7 +153,8 @@ async def _allowed(request: Request, caller: auth.Principal, session_id: str, ac
 @public.get("/healthz", operation_id="health", response_model=s.Health, tags=["service"])
 async def health(request: Request) -> s.Health:
     runtime = rt(request)
-    executor_id = runtime.executor_id  # a ConfigurationError (500) if the lifespan never launched it
+    # a ConfigurationError (500) if the lifespan never launched it; a front end runs nothing: no executor ("")
+    executor_id = "" if runtime.is_front_end else runtime.executor_id
     url = runtime.settings.database_url if runtime.settings is not None else ""
     return s.Health(status="ok", executor_id=executor_id, database="sqlite" if is_sqlite(url) else "postgresql")
 

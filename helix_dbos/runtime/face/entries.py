@@ -27,7 +27,7 @@ from ...errors import (
 from ...ledger import store
 from ...ledger import tables as t
 from ...ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
-from ...ledger.statuses import CALL_SETTLED, EntryKind, RunStatus, awaits_answer
+from ...ledger.statuses import CALL_SETTLED, RUN_LIVE, EntryKind, RunStatus, awaits_answer
 from ..floor import commits as step_commits
 from ..floor import pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
@@ -36,7 +36,9 @@ from ..floor.runs import open_run_row
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
 #: ``dbos workflow cancel`` whose process never settled it), "lost" (never started, or its executor
 #: is gone), or None while it lives.
-LivenessCheck = Callable[[dict[str, Any]], str | None]
+#: It reads DBOS's row of the run on the entry's own connection (``conn``): a second connection per
+#: entry would starve the API pool when many entries wait on one session's lock.
+LivenessCheck = Callable[[dict[str, Any], sa.Connection], str | None]
 
 
 def _pending_unanswered(conn: sa.Connection, cp: CheckpointRow | None) -> list[CallRow]:
@@ -58,8 +60,9 @@ def open_run(
     agents: dict[str, Any],
     profile: str,
     executor_id: str | None,
-    is_dead: LivenessCheck = lambda run: None,
+    is_dead: LivenessCheck = lambda run, conn: None,
     owner: str | None = None,
+    queued: Callable[[str], bool] = lambda agent_name: False,
 ) -> OpenedRun:
     """Validate the entry against the session's state, win the gate, and write the run's row.
 
@@ -71,6 +74,9 @@ def open_run(
     ``owner`` stamps a new session; on an existing one it must match, or the session does not exist
     for this caller (checked under the row lock, so a race on a chosen session id cannot hand one
     principal a turn in another's session).
+
+    ``queued(agent_name)``: whether this run waits on a queue for a worker (the caller enqueues it in
+    this same transaction); a session whose run is ``queued`` refuses another entry like a running one.
     """
     session = store.get_session(conn, session_id, for_update=True) if session_id else None
     if session is not None and owner is not None and session["owner"] != owner:
@@ -96,8 +102,8 @@ def open_run(
             raise UnknownAgentError(f"no agent named {session['agent_name']!r} is defined in this process")
     assert session_id is not None
     previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
-    if session["status"] == "running":
-        dead = is_dead(cast(dict[str, Any], previous)) if previous is not None else None  # a RunRow (runtime's check takes a dict)
+    if session["status"] in RUN_LIVE:
+        dead = is_dead(cast(dict[str, Any], previous), conn) if previous is not None else None  # a RunRow (runtime's check takes a dict)
         if previous is not None and dead is None:
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
         if previous is not None and dead == "cancelled":
@@ -112,14 +118,16 @@ def open_run(
     _check_entry(conn, entry, session, previous, message, checkpoint_id)
 
     run_id = store.new_id()
-    agent = agents[session["agent_name"]]
+    agent_name = session["agent_name"]
+    agent = agents[agent_name]
+    waits = queued(agent_name)
     opened = open_run_row(
         conn, session, run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
-        max_steps=agent.max_steps, recovery=profile, executor_id=executor_id,
+        max_steps=agent.max_steps, recovery=profile, executor_id=executor_id, queued=waits,
     )
     if not opened:
         raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
-    return {"run_id": run_id, "session_id": session_id, "entry": entry}
+    return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": agent_name, "owner": session["owner"], "queued": waits}
 
 
 def _check_entry(
@@ -241,7 +249,7 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
     run_id = session["current_run_id"]
-    if session["status"] not in ("running", "suspended_client_tool") or run_id is None:
+    if session["status"] not in ("queued", "running", "suspended_client_tool") or run_id is None:
         raise NothingToResumeError(f"session {session_id!r} has no live run to stop (status {session['status']})")
     first = store.request_stop(conn, session_id, run_id, kind, requested_by)
     if session["status"] == "suspended_client_tool":

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ...definitions import Agent
+from ...definitions.limits import AgentLimits
 from ...definitions.inputs import check_json, check_session_id, check_text
 from ...errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ...ledger import store
@@ -32,7 +33,7 @@ from ..floor import commits as step_commits
 from ..floor import registry as process_registry
 from ..floor.registry import Registry
 from ..flow import workflow
-from ..process import dbos_private, interrupts, leases, polling, trace_export
+from ..process import dbos_private, interrupts, leases, polling, queues, trace_export
 from ..process.config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -54,6 +55,10 @@ log = logging.getLogger("helix_dbos")
 ORPHAN_AFTER = timedelta(seconds=30)
 
 ResumeMode = Literal["continue", "with_message", "from_checkpoint"]
+#: ``process``: entries start their runs here (the default); ``client``: a front end that only admits
+#: and enqueues (no DBOS launch: it runs nothing); ``worker``: serves the run queues (docs/scaling.md).
+Mode = Literal["process", "client", "worker"]
+MODES: tuple[Mode, ...] = ("process", "client", "worker")
 StopKind = Literal["interrupt", "abort"]
 
 
@@ -185,6 +190,10 @@ class Runtime:
         takeover: bool = True,
         api_pool: tuple[int, int] = (10, 10),
         tx_pool: tuple[int, int] = (20, 20),
+        mode: Mode | None = None,
+        limits: Mapping[str, AgentLimits] | None = None,
+        worker_concurrency: int | None = None,
+        owner_share: int | None = None,
     ) -> None:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
@@ -232,6 +241,27 @@ class Runtime:
         self._lease_generation: int | None = None
         # What this launch hands down (its Env, workflows, lock); installed as the process's one.
         self._registry: Registry | None = None
+        # The process's shape (public, like database_url: `helix-dbos worker` / `serve --front-end` set
+        # it before launch); None: HELIX_DBOS_MODE, else "process" (docs/scaling.md).
+        if mode is not None and mode not in MODES:
+            raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode: Mode | None = mode
+        # Per-agent limits that hold across every process on the database (definitions/limits.py).
+        self.limits: dict[str, AgentLimits] = dict(limits or {})
+        for name, lim in self.limits.items():
+            if name not in self.agents:
+                raise ConfigurationError(f"limits name an agent this runtime does not define: {name!r}")
+            if not isinstance(lim, AgentLimits):
+                raise ConfigurationError(f"limits[{name!r}] must be an hx.AgentLimits, not {type(lim).__name__}")
+        for label, value in (("worker_concurrency", worker_concurrency), ("owner_share", owner_share)):
+            if value is not None and not (isinstance(value, int) and value >= 1):
+                raise ConfigurationError(f"{label} must be an int >= 1, not {value!r}")
+        # Runs one worker runs at once from the entry queues (DBOS worker_concurrency; the same for
+        # every worker: it is the queue's row), and of those, runs of one owner (None: no cap).
+        self.worker_concurrency = worker_concurrency
+        self.owner_share = owner_share
+        self._client: Any = None  # the DBOSClient an entry enqueues through (its transaction is the gate's)
+        self._mode: Mode = "process"
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -257,7 +287,46 @@ class Runtime:
             self.shutdown(wait_seconds=0)
             raise
 
+    def _resolve_mode(self) -> Mode:
+        raw = self.mode or os.environ.get("HELIX_DBOS_MODE") or "process"
+        if raw not in MODES:
+            raise ConfigurationError(f"mode (HELIX_DBOS_MODE) must be one of {', '.join(MODES)}, not {raw!r}")
+        return raw  # type: ignore[return-value]  (checked against MODES)
+
+    def _queue_settings(self, url: str) -> queues.QueueSettings:
+        return queues.QueueSettings(self.worker_concurrency, self.owner_share, 0.05 if is_sqlite(url) else 0.1)
+
+    def _launch_client(self) -> Runtime:
+        """A front end: the ledger and DBOS's tables migrated, the entry queues registered, an engine
+        and a ``DBOSClient`` over it. DBOS itself is never configured nor launched here, so this
+        process has no queue thread, no recovery and no executor: it cannot run anything."""
+        from dbos import DBOSClient, DBOSPortableJSONSerializer
+
+        url = resolve_database_url(self.database_url)
+        if is_sqlite(url):
+            ensure_sqlite_wal(url)
+        upgrade(url)
+        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
+        self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
+        dbos_private.run_client_migrations(self._client)
+        queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))
+        # No executor id: nothing runs here (``executor_id`` refuses); the version is what it enqueues under.
+        self.settings = Settings(url, "", resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window)
+        return self
+
+    @property
+    def is_front_end(self) -> bool:
+        """Launched as a front end (``mode="client"``): it admits and enqueues, and runs nothing."""
+        return self._mode == "client" and self._engine is not None
+
+    def _enqueues(self, agent_name: str) -> bool:
+        """Whether an entry into ``agent_name`` enqueues its run rather than starting it here."""
+        return self._mode != "process" or queues.limited(agent_name, self.limits)
+
     def _launch(self) -> Runtime:
+        self._mode = self._resolve_mode()
+        if self._mode == "client":
+            return self._launch_client()
         existing = dbos_private.configured_dbos()
         url = resolve_database_url(self.database_url)
         recovery_poll = resolve_recovery_poll()  # refused typed before anything is written
@@ -280,8 +349,9 @@ class Runtime:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
             self._owns_dbos = True
             self._polling = polling.InternalQueuePolling(recovery_poll)
-            if not self.serve_queue:
-                DBOS.listen_queues([])  # DBOS's own internal queues (recovery) are always served
+            listen = self._listened_queues()
+            if listen is not None:
+                DBOS.listen_queues(listen)  # DBOS's own internal queues (recovery) are always served
         self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
         self._tx_engine = self._create_tx_engine(url)
         env = process_registry.Env(
@@ -292,6 +362,7 @@ class Runtime:
             engine=self._engine,
             queue_name=self.queue_name,
             live_output=self.live_output,
+            limits=self.limits,
         )
         registry = Registry(env, self._lock)
         workflow.register(registry)  # the run and companion workflows, bound to this registry
@@ -304,9 +375,25 @@ class Runtime:
         if not dbos_private.dbos_launched():
             DBOS.launch()
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
+        if self._mode == "worker" or self.limits:
+            from dbos import DBOSClient, DBOSPortableJSONSerializer
+
+            queues.register_entry_queues(DBOS.register_queue, self.agents, self.limits, self._queue_settings(url))
+            self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
         self._settle_cancelled_runs()
         self._start_lease(executor_id)
         return self
+
+    def _listened_queues(self) -> list[str] | None:
+        """The queues DBOS serves here (None: every queue of the app). A worker serves them all; a
+        single process its own entry queues (an agent with a limit) and, if ``serve_queue``, the
+        children's queue; nothing else it would otherwise poll for nothing."""
+        if self._mode == "worker":
+            return None
+        entry = sorted({queues.entry_queue(name, self.limits) for name in self.limits if queues.limited(name, self.limits)})
+        if self.serve_queue:
+            return None if not entry else [self.queue_name, *entry]
+        return entry
 
     def _start_lease(self, executor_id: str) -> None:
         """Register this executor's lease (renewed by the lock's watchdog) and start watching for
@@ -395,6 +482,9 @@ class Runtime:
             self._registry.stopping = True
 
     def _shutdown(self, wait_seconds: float, hurry: threading.Event) -> None:
+        if self._client is not None:
+            self._client.destroy()  # its engine is ours (disposed below)
+            self._client = None
         if self._takeover is not None:
             self._takeover.stop()
             self._takeover = None
@@ -430,6 +520,20 @@ class Runtime:
             if taken_over:
                 lock.on_lost(f"executor {lock.executor_id!r} lost its lease (its runs were taken over by another executor)")
 
+    def drain(self, timeout: float = 30.0) -> list[str]:
+        """Stop dequeuing, let the runs in flight here finish for up to ``timeout`` seconds, shut down.
+
+        What SIGTERM does to ``helix-dbos worker``. Runs never dequeued stay on their queue for the
+        other workers; a run still in flight at the deadline stays ``PENDING`` under this executor
+        and is taken over by another worker once this one's lease is released (at shutdown), where
+        the recovery rules decide its calls. Returns the ids of the runs left in flight.
+        """
+        left: list[str] = []
+        if self._owns_dbos:
+            left = dbos_private.wait_active(timeout)
+        self.shutdown(wait_seconds=0)
+        return left
+
     def __enter__(self) -> Runtime:
         return self.launch()
 
@@ -442,14 +546,34 @@ class Runtime:
         return self._registry
 
     @property
+    def launched_settings(self) -> Settings:
+        if self.settings is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self.settings
+
+    @property
     def executor_id(self) -> str:
+        if self.is_front_end:
+            raise ConfigurationError("a front end (mode='client') has no executor: it runs nothing")
         if self.settings is None:
             raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
         return self.settings.executor_id
 
     # --- entries -------------------------------------------------------------------------------
 
-    def _enter(self, entry: EntryKind, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None) -> RunHandle:
+    def _enqueue(self, conn: sa.Connection, opened: Any, priority: int | None) -> None:
+        options: dict[str, Any] = {
+            "queue_name": queues.entry_queue(opened["agent_name"], self.limits),
+            "workflow_name": workflow.RUN_WORKFLOW,
+            "workflow_id": opened["run_id"],
+            "app_version": self.launched_settings.app_version,
+            "queue_partition_key": queues.partition_key(opened["owner"]),
+        }
+        if priority is not None:
+            options["priority"] = priority
+        self._client.enqueue_in_transaction(conn, options, opened["run_id"])
+
+    def _enter(self, entry: EntryKind, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None, priority: int | None = None) -> RunHandle:
         if deps is not None:
             from ..floor.transcript import jsonable
 
@@ -466,14 +590,19 @@ class Runtime:
                 checkpoint_id=checkpoint_id,
                 agents=self.agents,
                 profile=self.recovery,
-                executor_id=self.executor_id,
+                executor_id=None if self._mode == "client" else self.executor_id,
                 is_dead=self._run_is_dead,
                 owner=owner,
+                queued=self._enqueues,
             )
             if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
                 from ..flow.scopes import store_deps
 
                 store_deps(conn, opened["session_id"], opened["run_id"], deps)
+            if opened["queued"]:  # the workflow's row in the same transaction: admitted iff queued
+                self._enqueue(conn, opened, priority)
+        if opened["queued"]:
+            return RunHandle(self, opened["run_id"], opened["session_id"])
         try:
             with SetWorkflowID(opened["run_id"]):
                 handle = DBOS.start_workflow(self._launched_registry().run_workflow, opened["run_id"])
@@ -483,18 +612,18 @@ class Runtime:
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
 
-    def _run_is_dead(self, run: dict[str, Any]) -> str | None:
+    def _run_is_dead(self, run: dict[str, Any], conn: sa.Connection) -> str | None:
         """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""
-        status = DBOS.get_workflow_status(run["run_id"])
-        if status is None:
+        row = dbos_private.workflow_row(conn, run["run_id"])
+        if row is None:
             created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=store.now().tzinfo)
             return "lost" if store.now() - created > ORPHAN_AFTER else None
-        if status.status == "CANCELLED":
+        status, owner = row
+        if status == "CANCELLED":
             return "cancelled"
-        if status.status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
+        if status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
             return "lost"
-        owner = status.executor_id
-        if status.status != "PENDING" or not owner or owner == self.executor_id:
+        if status != "PENDING" or not owner or (self._mode != "client" and owner == self.executor_id):
             return None
         probe = ExecutorLock(self.settings.database_url if self.settings else "")
         try:
@@ -503,22 +632,27 @@ class Runtime:
             return None  # its executor is alive (or may be, until its lease lapses) and will finish it
         finally:
             probe.release()
-        DBOS.cancel_workflow(run["run_id"])  # its executor is gone: make sure a restart never resumes it
+        # its executor is gone: make sure a restart never resumes it
+        (self._client.cancel_workflow if self._mode == "client" else DBOS.cancel_workflow)(run["run_id"])
         return "lost"
 
-    def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *, owner: str | None = None) -> RunHandle:
+    def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *, owner: str | None = None, priority: int | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
 
         ``deps``: JSON stored for the session's runs; a pydantic-ai agent's deps factory rebuilds
         ``RunContext.deps`` from it in whichever process runs a step (kept until a start replaces it).
 
         ``owner`` (the service's authenticated principal) is stamped on a new session; an existing
-        ``session_id`` owned by someone else is then ``session_not_found``.
+        ``session_id`` owned by someone else is then ``session_not_found``. It is also the run's
+        fairness partition on the queue, when the run is enqueued (docs/scaling.md); ``priority``
+        (DBOS's, lower first, 1 to 2**31-1) orders an enqueued run within its owner's partition.
         """
         if session_id is not None:
             check_session_id(session_id)
         _check_entry_input(message, None)
-        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps, owner=owner)
+        if priority is not None and not (isinstance(priority, int) and 1 <= priority <= 2**31 - 1):
+            raise ValidationError(f"priority must be an int from 1 to 2**31-1, not {priority!r}")
+        return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps, owner=owner, priority=priority)
 
     def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
         check_session_id(session_id)

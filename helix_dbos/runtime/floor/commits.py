@@ -86,7 +86,7 @@ def redirect_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
     Once the prepare transaction has committed (a replay of the workflow), there is nothing to ask:
     the calls are answered, and the latest checkpoint is already this run's own.
     """
-    run = fence.check(conn, run_id, "read saved calls")
+    run = fence.check(conn, run_id, "read saved calls", admit_queued=True)
     if run["entry"] not in REDIRECTING_ENTRIES or durable.tx_committed(conn, run_id, PREPARE_TX):
         return []
     target = store.get_checkpoint(conn, run["checkpoint_id"]) if run["checkpoint_id"] else store.latest_checkpoint(conn, run["session_id"])
@@ -96,7 +96,9 @@ def redirect_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
 
 def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
     """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
-    run = fence.check(conn, run_id, "prepare")
+    run = fence.check(conn, run_id, "prepare", admit_queued=True)
+    if run["status"] == "queued":  # a worker dequeued it: from here on it runs, on this executor
+        store.start_queued_run(conn, run_id, run["session_id"], env().settings.executor_id)
     sid, entry, agent = run["session_id"], run["entry"], env().agent(run["agent_name"])
     plan: EntryPlan = {
         "session_id": sid,

@@ -40,9 +40,11 @@ def current_workflow_id() -> str | None:
     return DBOS.workflow_id
 
 
-def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tuple[str | None, FenceRow | RunRow | None]:
+def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None, *, admit_queued: bool = False) -> tuple[str | None, FenceRow | RunRow | None]:
     """Why a workflow may not write for ``run_id`` now (None: it may), and the run's row: the
-    fence's (a ``FenceRow``) unless a fork was refused before the fence read (a plain ``RunRow``)."""
+    fence's (a ``FenceRow``) unless a fork was refused before the fence read (a plain ``RunRow``).
+
+    ``admit_queued``: a ``queued`` run passes too (its first transaction, which turns it running)."""
     if workflow_id is not None and workflow_id != run_id:
         return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
     row = store.fetch_one(conn, _fence_statement(conn.dialect.name), {"w_run_id": run_id})
@@ -54,7 +56,7 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None) -> tu
         row["dbos_status"] = dbos_status
     if current != run_id:
         return f"run {run_id!r} was superseded by run {current!r} of session {row['session_id']!r}", cast(FenceRow, row)
-    if row["status"] != "running":
+    if row["status"] != "running" and not (admit_queued and row["status"] == "queued"):
         return f"run {run_id!r} is no longer running (status {row['status']})", cast(FenceRow, row)
     return None, cast(FenceRow, row)
 
@@ -138,7 +140,7 @@ def why_refused_fork(run_id: str, workflow_id: str | None) -> str:
     )
 
 
-def check(conn: sa.Connection, run_id: str, operation: str) -> FenceRow:
+def check(conn: sa.Connection, run_id: str, operation: str, *, admit_queued: bool = False) -> FenceRow:
     """Pass the fence or raise ``RunFencedError``; returns the run's row (read under the fence).
 
     A run DBOS cancelled (``dbos workflow cancel``) raises DBOS's own cancellation here, as a DBOS
@@ -146,7 +148,7 @@ def check(conn: sa.Connection, run_id: str, operation: str) -> FenceRow:
     workflow settles the cancel like an abort (``workflow._settle_cancel``).
     """
     workflow_id = current_workflow_id()
-    reason, run = why_refused(conn, run_id, workflow_id)
+    reason, run = why_refused(conn, run_id, workflow_id, admit_queued=admit_queued)
     if reason is None and workflow_id is not None and run is not None and run.get("dbos_status") == "CANCELLED":
         raise dbos_private.DBOSWorkflowCancelledError(f"workflow {workflow_id} was cancelled ({operation})")
     if reason is not None:

@@ -131,7 +131,14 @@ def read_session(conn: sa.Connection, session_id: str) -> SessionView:
         checkpoints=[pick(CheckpointRecord, c) for c in store.list_checkpoints(conn, session_id)],
         calls=[_call_view(c, attempts[c["dispatch_id"]]) for c in calls],
         owner=session["owner"],
+        queue_position=_queue_position(conn, session["current_run_id"]) if session["status"] == "queued" else None,
     )
+
+
+def _queue_position(conn: sa.Connection, run_id: str | None) -> int | None:
+    from ..process.dbos_private import queue_position  # DBOS's tables: imported by the read that needs them
+
+    return queue_position(conn, run_id) if run_id else None
 
 
 @functools.cache

@@ -269,6 +269,10 @@ class OpenedRun(TypedDict):
     run_id: str
     session_id: str
     entry: EntryKind
+    agent_name: str
+    owner: str | None
+    #: Enqueued for a worker (in the admitting transaction), not started here.
+    queued: bool
 
 
 class Answered(TypedDict):

@@ -17,13 +17,14 @@ one launch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ...definitions import Agent
+from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
 from ...recovery import Profile
 from ..process.config import Settings
@@ -44,6 +45,8 @@ class Env:
     queue_name: str
     #: Model output deltas go to the run's DBOS stream as they come (``runtime/flow/live.py``).
     live_output: bool = False
+    #: Per-agent limits (``definitions/limits.py``): the model request rate is kept by ``flow/model_request``.
+    limits: Mapping[str, AgentLimits] = field(default_factory=dict)
     #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     #: The first model request's read, made by the entry's prepare (by run id: ``handoff.py``).

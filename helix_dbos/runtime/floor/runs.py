@@ -27,14 +27,17 @@ def open_run_row(
     recovery: str,
     executor_id: str | None,
     checkpoint_id: str | None = None,
+    queued: bool = False,
 ) -> bool:
     """Win ``session``'s run-start gate for ``run_id`` and write the run's row; False if another entry won.
 
     ``session`` is the row as read before the claim (under its lock): the run's ``seq`` follows its
     ``run_count`` and its ``previous_run_id`` is the run it takes over from, its ``current_run_id``.
     ``executor_id`` is the process that admits the run (not necessarily the one that will run it).
+    ``queued``: the run waits on a queue for a worker (``queued``, not ``running``, until one takes it).
     """
-    if not store.claim_session(conn, session, run_id):
+    status = "queued" if queued else "running"
+    if not store.claim_session(conn, session, run_id, status):
         return False
     store.insert_run(
         conn,
@@ -49,5 +52,6 @@ def open_run_row(
         max_steps=max_steps,
         recovery=recovery,
         executor_id=executor_id,
+        status=status,
     )
     return True

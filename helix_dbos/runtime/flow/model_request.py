@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from ...definitions import Agent
 from ...errors import StoreUnavailableError
+from ...ledger import rate
 from ...ledger import tables as t
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
@@ -271,12 +272,28 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
         raise ModelRequestFailed(exc) from exc
 
 
+async def _rate_turn(e: Env, agent_name: str, run_id: str) -> None:
+    """Wait for this request's turn in the agent's model-request rate (``AgentLimits.model_requests``),
+    counted across every process on the database (``ledger/rate.py``). Over the rate, it waits: it
+    never fails. Only a request that is really about to be made takes a grant (a replay asks nothing)."""
+    lim = e.limits.get(agent_name)
+    if lim is None or lim.model_requests is None:
+        return
+    n, period = lim.model_requests
+    while True:
+        grant = await plain_tx(rate.try_grant, f"agent:{agent_name}", n, period, run_id)
+        if grant.epoch is not None:
+            return
+        await asyncio.sleep(grant.wait)
+
+
 async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> ModelReply:
     loaded += transcript.load([body for _, body in rows])
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
     messages = transcript.for_model(_with_instructions(list(loaded), await agent.instructions_for(scope)))
+    await _rate_turn(e, agent.name, run_id)
     if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
         from .live import streamed_request
 

@@ -316,7 +316,7 @@ async def _refresh(run_id: str) -> None:
 
 def _run_row(conn: Any, run_id: str) -> dict[str, Any]:
     """The run's row, read under the run fence like every ledger transaction of a run."""
-    return dict(fence.check(conn, run_id, "tool listing"))
+    return dict(fence.check(conn, run_id, "tool listing", admit_queued=True))
 
 
 async def _saved_step(

@@ -33,7 +33,7 @@ SYSTEM_SCHEMA: Final = "dbos"
 
 #: The columns of DBOS's tables that helix_dbos and bench/ read with plain SQL (the test checks them).
 SYSTEM_COLUMNS: Final[Mapping[str, frozenset[str]]] = {
-    "workflow_status": frozenset({"workflow_uuid", "status", "executor_id", "created_at", "updated_at"}),
+    "workflow_status": frozenset({"workflow_uuid", "status", "executor_id", "created_at", "updated_at", "queue_name", "queue_partition_key", "priority"}),
     "operation_outputs": frozenset({"workflow_uuid", "function_name", "output"}),
     "workflow_input": frozenset({"workflow_uuid", "inputs"}),
 }
@@ -118,6 +118,89 @@ def destroy(wait_seconds: float, *, hurry: threading.Event | None = None, before
         if before is not None:
             before()
         DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=0)
+
+
+def stop_background() -> None:
+    """Stop DBOS's background threads, the queue thread first among them: no queue (the run
+    queues, the internal recovery queue) starts another workflow in this process. What is in flight
+    goes on. DBOS stops them only inside ``destroy``; a drain needs it without destroying."""
+    instance = configured_dbos()
+    for event in getattr(instance, "background_thread_stop_events", ()) if instance is not None else ():
+        event.set()
+
+
+def active_workflow_ids() -> list[str]:
+    """The workflows this process is executing now (DBOS's ``_active_workflows_set``)."""
+    instance = configured_dbos()
+    active = getattr(instance, "_active_workflows_set", None) if instance is not None else None
+    return [str(w) for w in active.activeList()] if active is not None else []
+
+
+def wait_active(wait_seconds: float) -> list[str]:
+    """Stop dequeuing, then wait up to ``wait_seconds`` (looking every 20 ms) for the workflows in
+    flight here to end; the ids still in flight."""
+    import time
+
+    stop_background()
+    deadline = time.monotonic() + wait_seconds
+    while (left := active_workflow_ids()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
+def run_client_migrations(client: Any) -> None:
+    """Create or upgrade DBOS's system tables from a ``DBOSClient`` (``_sys_db.run_migrations``):
+    a front end may be the first process on a fresh database, and the client never migrates."""
+    client._sys_db.run_migrations()
+
+
+def workflow_row(conn: sa.Connection, workflow_id: str) -> tuple[str, str | None] | None:
+    """DBOS's (status, executor id) of a workflow, read on the caller's connection; None if no row
+    (what ``DBOS.get_workflow_status`` says, without a launched DBOS: a front end has none)."""
+    sql = f"SELECT status, executor_id FROM {_table(conn, 'workflow_status')} WHERE workflow_uuid = :id"
+    row = conn.execute(sa.text(sql), {"id": workflow_id}).first()
+    return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
+
+
+def queue_position(conn: sa.Connection, workflow_id: str) -> int | None:
+    """How many workflows of its queue partition DBOS will dequeue before this one (0: next), as
+    DBOS orders a partition (priority, then enqueue time); None unless it waits ``ENQUEUED``.
+
+    DBOS's enqueue time is in whole seconds on SQLite, so runs enqueued in one second are ordered
+    by the ledger's admission time (microseconds), then by id."""
+    from ...ledger import tables as t
+
+    sqlite = conn.dialect.name == "sqlite"
+    ws = sa.table(
+        "workflow_status",
+        *(sa.column(c) for c in ("workflow_uuid", "status", "queue_name", "queue_partition_key", "priority", "created_at")),
+        schema=None if sqlite else SYSTEM_SCHEMA,
+    )
+    me = conn.execute(
+        sa.select(ws.c.queue_name, ws.c.queue_partition_key, ws.c.priority, ws.c.created_at, t.runs.c.created_at.label("admitted"))
+        .select_from(ws.outerjoin(t.runs, t.runs.c.run_id == ws.c.workflow_uuid))
+        .where(ws.c.workflow_uuid == workflow_id, ws.c.status == "ENQUEUED")
+    ).first()
+    if me is None or me.queue_name is None:
+        return None
+    same_time = sa.and_(ws.c.priority == me.priority, ws.c.created_at == me.created_at)
+    earlier = sa.or_(
+        ws.c.priority < me.priority,
+        sa.and_(ws.c.priority == me.priority, ws.c.created_at < me.created_at),
+        sa.and_(same_time, t.runs.c.created_at < me.admitted) if me.admitted is not None else sa.false(),
+        sa.and_(same_time, t.runs.c.created_at == me.admitted, ws.c.workflow_uuid < workflow_id) if me.admitted is not None else sa.false(),
+    )
+    ahead = conn.execute(
+        sa.select(sa.func.count())
+        .select_from(ws.outerjoin(t.runs, t.runs.c.run_id == ws.c.workflow_uuid))
+        .where(
+            ws.c.queue_name == me.queue_name,
+            ws.c.status == "ENQUEUED",
+            sa.func.coalesce(ws.c.queue_partition_key, "") == (me.queue_partition_key or ""),
+            earlier,
+        )
+    ).scalar()
+    return int(ahead or 0)
 
 
 # --- DBOS's registry of workflows and internal queues ------------------------------------------------

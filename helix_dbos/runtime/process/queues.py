@@ -1,0 +1,72 @@
+"""The DBOS queues runs wait on when an entry enqueues them instead of starting them (docs/scaling.md).
+
+An entry enqueues its run, in the gate's own transaction, when the process is a front end
+(``mode="client"``) or a worker, or when the run's agent has ``max_running``. Such an agent has a
+queue of its own, ``helix_entries.<agent>``, whose DBOS ``global_concurrency`` is that limit; every
+other agent's runs share ``helix_entries``. Every entry queue is partitioned by the session's owner,
+so DBOS dequeues owners in random order and one owner's burst does not stand in front of another's.
+
+A queue's configuration is one row of ``dbos.queues``: every process registers the same rows from
+the same agents and settings (the last registration wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...definitions.limits import AgentLimits
+
+ENTRY_QUEUE = "helix_entries"
+#: The partition of sessions without an owner (no authentication): DBOS wants a key on every enqueue.
+NO_OWNER = "-"
+#: Without a per-owner share, a partition's own per-worker limit must still be set (any partition
+#: limit is what makes a DBOS queue partitioned): one no worker reaches.
+UNCAPPED = 1_000_000
+
+
+def limited(agent_name: str, limits: Mapping[str, AgentLimits]) -> bool:
+    lim = limits.get(agent_name)
+    return lim is not None and lim.max_running is not None
+
+
+def entry_queue(agent_name: str, limits: Mapping[str, AgentLimits]) -> str:
+    """The queue ``agent_name``'s entries wait on."""
+    return f"{ENTRY_QUEUE}.{agent_name}" if limited(agent_name, limits) else ENTRY_QUEUE
+
+
+def partition_key(owner: str | None) -> str:
+    return owner if owner else NO_OWNER
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """How the entry queues are registered: runs per worker, runs per owner per worker, polling."""
+
+    worker_concurrency: int | None
+    owner_share: int | None
+    polling_interval: float
+
+
+def register_entry_queues(register: Callable[..., Any], agent_names: Iterable[str], limits: Mapping[str, AgentLimits], settings: QueueSettings) -> list[str]:
+    """Register (upsert) every entry queue of these agents with ``register`` (``DBOS.register_queue``
+    or ``DBOSClient.register_queue``); their names."""
+    queues: dict[str, int | None] = {ENTRY_QUEUE: None}
+    for name in agent_names:
+        if limited(name, limits):
+            queues[entry_queue(name, limits)] = limits[name].max_running
+    for queue, global_concurrency in queues.items():
+        worker = settings.worker_concurrency
+        if worker is not None and global_concurrency is not None:
+            worker = min(worker, global_concurrency)
+        share = min(v for v in (settings.owner_share, worker, global_concurrency, UNCAPPED) if v is not None)
+        register(
+            queue,
+            global_concurrency=global_concurrency,
+            worker_concurrency=worker,
+            partition_worker_concurrency=share,
+            polling_interval_sec=settings.polling_interval,
+            on_conflict="always_update",
+        )
+    return list(queues)
