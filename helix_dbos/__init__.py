@@ -110,8 +110,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
-    "AgentLimits",
     "AgentAlreadyRunningError",
+    "AgentLimits",
     "AnswerKindError",
     "AnswerReceipt",
     "Applied",

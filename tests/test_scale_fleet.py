@@ -143,6 +143,7 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
+@pytest.mark.kills
 def test_front_end_runs_nothing_workers_take_over_and_drain(fleet: Callable[..., Fleet]) -> None:
     f = fleet(FLEET_DELAY="3", FLEET_WORKER_CONCURRENCY="2")
     # No worker yet: the front end admits and enqueues; every run waits `queued`, its place visible.

@@ -23,10 +23,13 @@ class AgentLimits:
     model_requests: tuple[int, float] | None = None
 
     def __post_init__(self) -> None:
-        if self.max_running is not None and not (isinstance(self.max_running, int) and self.max_running >= 1):
-            raise ConfigurationError(f"max_running must be an int >= 1, not {self.max_running!r}")
-        if self.model_requests is not None:
-            ok = isinstance(self.model_requests, tuple) and len(self.model_requests) == 2
-            n, period = self.model_requests if ok else (0, 0.0)
-            if not (ok and isinstance(n, int) and n >= 1 and isinstance(period, (int, float)) and 0 < period <= 86400):
+        # read as plain objects: a caller's value is checked, not trusted to match the annotation
+        max_running: object = self.max_running
+        if max_running is not None and not (type(max_running) is int and max_running >= 1):
+            raise ConfigurationError(f"max_running must be an int >= 1, not {max_running!r}")
+        requests: object = self.model_requests
+        if requests is not None:
+            ok = isinstance(requests, tuple) and len(requests) == 2
+            n, period = requests if isinstance(requests, tuple) and ok else (0, 0.0)
+            if not (ok and type(n) is int and n >= 1 and isinstance(period, (int, float)) and 0 < period <= 86400):
                 raise ConfigurationError(f"model_requests must be (n >= 1, period in seconds, 0 < period <= 86400), not {self.model_requests!r}")

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ...definitions import Agent
-from ...definitions.limits import AgentLimits
 from ...definitions.inputs import check_json, check_session_id, check_text
+from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, ExecutorIdInUseError, ValidationError
 from ...ledger import store
 from ...ledger import tables as t
@@ -106,6 +106,10 @@ def _collect_agents(agents: Iterable[Agent]) -> dict[str, Agent]:
     return found
 
 
+def _positive_int(value: object) -> bool:
+    return type(value) is int and value >= 1
+
+
 def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
     """What an entry takes besides the session id: refused before the gate, so nothing is written."""
     check_text("message", message)
@@ -159,6 +163,7 @@ class AnswerReceipt:
 CONFIGURATION: frozenset[str] = frozenset({
     "agents", "api_pool", "auto_continue", "database_url", "live_output", "queue_name", "recovery",
     "serve_queue", "store_retry_window", "takeover", "takeover_after", "tx_pool",
+    "mode", "limits", "worker_concurrency", "owner_share",
 })
 
 
@@ -166,7 +171,7 @@ class Runtime:
     """Agents as DBOS workflows over the Helix ledger. One per process (DBOS is one per process)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in CONFIGURATION and getattr(self, "_registry", None) is not None:
+        if name in CONFIGURATION and (getattr(self, "_registry", None) is not None or getattr(self, "_engine", None) is not None):
             raise ConfigurationError(f"Runtime.{name} is fixed once the runtime is launched; set it before launch()")
         object.__setattr__(self, name, value)
 
@@ -254,7 +259,7 @@ class Runtime:
             if not isinstance(lim, AgentLimits):
                 raise ConfigurationError(f"limits[{name!r}] must be an hx.AgentLimits, not {type(lim).__name__}")
         for label, value in (("worker_concurrency", worker_concurrency), ("owner_share", owner_share)):
-            if value is not None and not (isinstance(value, int) and value >= 1):
+            if value is not None and not _positive_int(value):
                 raise ConfigurationError(f"{label} must be an int >= 1, not {value!r}")
         # Runs one worker runs at once from the entry queues (DBOS worker_concurrency; the same for
         # every worker: it is the queue's row), and of those, runs of one owner (None: no cap).
@@ -291,7 +296,7 @@ class Runtime:
         raw = self.mode or os.environ.get("HELIX_DBOS_MODE") or "process"
         if raw not in MODES:
             raise ConfigurationError(f"mode (HELIX_DBOS_MODE) must be one of {', '.join(MODES)}, not {raw!r}")
-        return raw  # type: ignore[return-value]  (checked against MODES)
+        return raw  # narrowed by the check against MODES
 
     def _queue_settings(self, url: str) -> queues.QueueSettings:
         return queues.QueueSettings(self.worker_concurrency, self.owner_share, 0.05 if is_sqlite(url) else 0.1)
@@ -650,7 +655,7 @@ class Runtime:
         if session_id is not None:
             check_session_id(session_id)
         _check_entry_input(message, None)
-        if priority is not None and not (isinstance(priority, int) and 1 <= priority <= 2**31 - 1):
+        if priority is not None and not (_positive_int(priority) and priority <= 2**31 - 1):
             raise ValidationError(f"priority must be an int from 1 to 2**31-1, not {priority!r}")
         return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps, owner=owner, priority=priority)
 
