@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         lap("concurrency two workers/postgres")
 
     if "scale" in sections and "postgres" in dbs:
-        from bench.scale import run_scale, scale_section
+        from bench.report import scale_section
+        from bench.scale import run_scale
 
         with db("postgres", "helix_bench_scale") as url:
             results["scale"] = run_scale(url, args.scale_sessions)

@@ -381,7 +381,7 @@ def generated(results: dict[str, Any], meta: dict[str, Any]) -> str:
         storage_section(results),
         recovery_section(results),
         concurrency_section(results),
-        _scale_section(results),
+        scale_section(results),
         idle_section(results),
         imports_section(results),
         takeover_section(results),
@@ -408,7 +408,20 @@ def write(path: str, body: str, preamble: str) -> None:
         f.write(text)
 
 
-def _scale_section(results: dict[str, Any]) -> str:
-    from bench.scale import scale_section  # the section's own module renders it
-
-    return scale_section(results)
+def scale_section(results: dict[str, Any]) -> str:
+    scale = results.get("scale", {})
+    if not scale:
+        return ""
+    rows = []
+    for workers, batches in scale.items():
+        bare = next((b for b in batches if b["runner"].startswith("bare_dbos")), None)
+        for b in batches:
+            ratio = b["total_s"] / bare["total_s"] if bare else float("nan")
+            execs = ", ".join(f"{k}: {v}" for k, v in sorted(b["by_executor"].items())) or "-"
+            rows.append([b["runner"], b["sessions"], f"{b['ok']}/{b['sessions']}", b["enqueue_s"], b["total_s"], b["runs_per_s"], b["p50_s"], b["p95_s"], b["max_s"], ratio, execs])
+    return "\n".join([
+        "### Scale: a front end that only enqueues, 1 and 2 workers, Postgres (`bench/scale.py`)\n",
+        "Each worker count has fresh worker processes; bare DBOS enqueues with `DBOSClient.enqueue`, helix through "
+        "`Runtime(mode=\"client\").start` (gate + enqueue in one transaction). Latency: enqueue to rest, from the database.\n",
+        _table(["runner", "sessions", "ok", "enqueue s", "total s", "runs/s", "p50 s", "p95 s", "max s", "total x bare", "runs per worker"], rows, nd=2),
+    ]) + "\n"

@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bench.concurrency import BatchStats, _count, _start_worker, _stop_worker, _wait_bare, _wait_helix
+from bench.concurrency import BatchStats, _count, _stop_worker, _wait_bare, _wait_helix
 from bench.workload import WorkloadSpec, expected_answer
 
 
@@ -69,7 +69,7 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
                 t0 = time.time()
                 with ThreadPoolExecutor(max_workers=5) as pool:
                     ids = list(pool.map(
-                        lambda _: client.enqueue({"queue_name": BARE_QUEUE, "workflow_name": "bench.bare.agent_run", "app_version": APP_VERSION}, spec.prompt).get_workflow_id(),
+                        lambda _, c=client: c.enqueue({"queue_name": BARE_QUEUE, "workflow_name": "bench.bare.agent_run", "app_version": APP_VERSION}, spec.prompt).get_workflow_id(),
                         range(sessions),
                     ))
                 enq = time.time() - t0
@@ -81,7 +81,7 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
 
                 t0 = time.time()
                 with ThreadPoolExecutor(max_workers=5) as pool:
-                    ids = list(pool.map(lambda _: front.start(AGENT_NAME, spec.prompt).run_id, range(sessions)))
+                    ids = list(pool.map(lambda _, rt=front: rt.start(AGENT_NAME, spec.prompt).run_id, range(sessions)))
                 enq = time.time() - t0
                 rows = _wait_helix(engine, ids, timeout)
                 end = max(r["ended_at"].timestamp() for r in rows)
@@ -98,24 +98,3 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
             for proc in procs:
                 _stop_worker(proc)
     return out
-
-
-def scale_section(results: dict[str, Any]) -> str:
-    from bench.report import _table
-
-    scale = results.get("scale", {})
-    if not scale:
-        return ""
-    rows = []
-    for workers, batches in scale.items():
-        bare = next((b for b in batches if b["runner"].startswith("bare_dbos")), None)
-        for b in batches:
-            ratio = b["total_s"] / bare["total_s"] if bare else float("nan")
-            execs = ", ".join(f"{k}: {v}" for k, v in sorted(b["by_executor"].items())) or "-"
-            rows.append([b["runner"], b["sessions"], f"{b['ok']}/{b['sessions']}", b["enqueue_s"], b["total_s"], b["runs_per_s"], b["p50_s"], b["p95_s"], b["max_s"], ratio, execs])
-    return "\n".join([
-        "### Scale: a front end that only enqueues, 1 and 2 workers, Postgres (`bench/scale.py`)\n",
-        "Each worker count has fresh worker processes; bare DBOS enqueues with `DBOSClient.enqueue`, helix through "
-        "`Runtime(mode=\"client\").start` (gate + enqueue in one transaction). Latency: enqueue to rest, from the database.\n",
-        _table(["runner", "sessions", "ok", "enqueue s", "total s", "runs/s", "p50 s", "p95 s", "max s", "total x bare", "runs per worker"], rows, nd=2),
-    ]) + "\n"
