@@ -75,10 +75,12 @@ class Fleet:
         self.procs.append(proc)
         return proc
 
-    def enqueue(self, prefix: str, count: int, *, agent: str = "fleet", owner: str | None = None) -> dict[str, Any]:
+    def enqueue(self, prefix: str, count: int, *, agent: str = "fleet", owner: str | None = None, then_owner: str | None = None) -> dict[str, Any]:
         args = [sys.executable, "-m", "tests.scenarios.fleet_app", "--db", self.db_url, "enqueue", "--agent", agent, "--count", str(count), "--prefix", prefix]
         if owner:
             args += ["--owner", owner]
+        if then_owner:
+            args += ["--then-owner", then_owner]
         done = subprocess.run(args, cwd=ROOT, env=child_env(extra=self.env), capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         return dict(json.loads(done.stdout.splitlines()[-1]))
@@ -221,12 +223,11 @@ def test_one_owners_burst_does_not_hold_back_another(fleet: Callable[..., Fleet]
     then ``solo`` one; solo's run starts within one run's time, ahead of burst runs queued before it."""
     f = fleet(FLEET_DELAY="2", FLEET_WORKER_CONCURRENCY="2", FLEET_OWNER_SHARE="1")
     f.worker("w1")
-    f.enqueue("b", 10, owner="burst")
-    solo = f.enqueue("solo", 1, owner="solo")
+    f.enqueue("b", 10, owner="burst", then_owner="solo")
     runs = wait_for("every run at rest", lambda: f.all_at_rest(11), timeout=240)
     assert [r["status"] for r in runs] == ["completed"] * 11
     mine = {r["session_id"]: r for r in runs}
-    s = mine[solo["sessions"][0]]
+    s = mine["solo-0"]
     burst = [r for sid, r in mine.items() if sid.startswith("b-")]
     one_run = min(_seconds(r["ended_at"]) - _seconds(r["started_at"]) for r in burst)
     assert _seconds(s["started_at"]) - _seconds(s["created_at"]) <= one_run

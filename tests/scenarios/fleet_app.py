@@ -97,6 +97,7 @@ def main(argv: list[str]) -> int:
     e.add_argument("--owner")
     e.add_argument("--count", type=int, default=1)
     e.add_argument("--prefix", required=True)
+    e.add_argument("--then-owner", help="then one more session, `solo-0`, owned by this owner (same process, right after)")
     args = p.parse_args(argv)
     rt = runtime("client", args.db).launch()
     try:
@@ -104,6 +105,8 @@ def main(argv: list[str]) -> int:
         for i in range(args.count):
             handle = rt.start(args.agent, "go", session_id=f"{args.prefix}-{i}", owner=args.owner)
             out["sessions"].append(handle.session_id)
+        if args.then_owner:
+            out["sessions"].append(rt.start(args.agent, "go", session_id="solo-0", owner=args.then_owner).session_id)
         for sid in out["sessions"]:
             view = rt.session(sid)
             out["statuses"].append(view.status)
