@@ -15,7 +15,7 @@ from helix_dbos.ledger import rate
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.migrate import upgrade
-from tests.procs import ROOT, child_env
+from tests.support.procs import ROOT, child_env
 
 LIMIT, PERIOD, EACH = 5, 0.5, 8
 

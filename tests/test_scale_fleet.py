@@ -21,8 +21,8 @@ from typing import IO, Any
 
 import pytest
 
-from tests.crashkit import helix_table, query
-from tests.procs import ROOT, child_env
+from tests.support.crashkit import helix_table, query
+from tests.support.procs import ROOT, child_env
 
 APP = "tests.scenarios.fleet_app:runtime"
 LEASE = 3.0
