@@ -161,7 +161,7 @@ def _dbos_cancel(k: Kit, rng: random.Random) -> str:
     """``dbos workflow cancel`` (DBOS's own CLI) at a random moment of the run; the app runs on."""
     from tests.test_dbos_operator import dbos_cli
 
-    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": f"{rng.uniform(0.5, 4.0):.2f}"})
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": f"{rng.uniform(2.0, 10.0):.2f}"})
     _under_way(k, proc)
     delay = rng.uniform(0.0, 1.5)
     time.sleep(delay)

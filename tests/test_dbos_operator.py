@@ -32,7 +32,7 @@ DBOS_CLI = str(Path(sys.executable).parent / "dbos")
 
 def dbos_cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The real ``dbos workflow ...`` command, as an operator types it."""
-    proc = subprocess.run([DBOS_CLI, "workflow", *args, "-s", db_url], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([DBOS_CLI, "workflow", *args, "-s", db_url], capture_output=True, text=True, timeout=240)  # its start-up alone took 50 s on a loaded machine
     assert proc.returncode == 0, f"dbos workflow {' '.join(args)} failed: {proc.stdout}\n{proc.stderr}"
     return proc
 
