@@ -24,8 +24,8 @@ from ...errors import (
     UnknownAgentError,
     ValidationError,
 )
+from ...ledger import calls as call_rows
 from ...ledger import store
-from ...ledger import tables as t
 from ...ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
 from ...ledger.statuses import CALL_SETTLED, RUN_LIVE, EntryKind, RunStatus, awaits_answer
 from ..floor import commits as step_commits
@@ -200,13 +200,8 @@ def answer(
     if not suspended_here:
         raise StaleAnswerError(_stale_reason(call, session))
     run_id = str(session["current_run_id"])
-    ts = store.now()
     if kind == "approval":
-        conn.execute(
-            t.calls.update()
-            .where(t.calls.c.dispatch_id == dispatch_id)
-            .values(approved=bool(approved), approval_reason=reason, approval_actor=actor, answered_at=ts)
-        )
+        call_rows.record_approval(conn, dispatch_id, bool(approved), reason, actor)
         store.emit(conn, session_id, run_id, "approval_decided", {"dispatch_id": dispatch_id, "approved": bool(approved), "reason": reason, "actor": actor})
         if not approved:
             fresh = store.get_call(conn, dispatch_id)
@@ -216,7 +211,7 @@ def answer(
         ok, value = transcript.jsonable(result)
         if not ok:
             raise ValidationError(str(value))
-        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(answered_at=ts))
+        call_rows.mark_answered(conn, dispatch_id)
         fresh = store.get_call(conn, dispatch_id)
         assert fresh is not None
         if error is not None:

@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from ...errors import CallNotFoundError, RunNotFoundError, RunTimeoutError, SessionNotFoundError
-from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import prefixes, runs, store
 from ...views import (
     CallRecord,
     EventPage,
@@ -89,8 +88,7 @@ class Reader:
 
     def session_ids_starting(self, prefix: str, limit: int = 50) -> list[str]:
         """Session ids that start with ``prefix`` (tables print ids shortened; a user types a prefix)."""
-        stmt = sa.select(t.sessions.c.session_id).where(t.sessions.c.session_id.startswith(prefix, autoescape=True)).limit(limit)
-        return self._read(lambda conn: [str(r) for r in conn.execute(stmt).scalars()])
+        return self._read(lambda conn: prefixes.session_ids_starting(conn, prefix, limit))
 
     def messages(self, session_id: str) -> list[MessageRecord]:
         """The active transcript as stored, one record a message (``SessionView.messages`` loads them)."""
@@ -174,8 +172,7 @@ class Reader:
         return pick(CallRecord, row)  # type: ignore[no-any-return]
 
     def dispatch_ids_starting(self, session_id: str, prefix: str, limit: int = 50) -> list[str]:
-        stmt = sa.select(t.calls.c.dispatch_id).where(t.calls.c.session_id == session_id, t.calls.c.dispatch_id.startswith(prefix, autoescape=True)).limit(limit)
-        return self._read(lambda conn: [str(r) for r in conn.execute(stmt).scalars()])
+        return self._read(lambda conn: prefixes.dispatch_ids_starting(conn, session_id, prefix, limit))
 
     def executors(self) -> list[ExecutorRecord]:
         """Every executor with its lease, the workflows DBOS still holds pending for it, and its takeovers."""
@@ -184,8 +181,7 @@ class Reader:
         return [pick(ExecutorRecord, r) for r in self._read(list_executors)]
 
     def executor_ever_ran(self, executor_id: str) -> bool:
-        stmt = sa.select(sa.func.count()).select_from(t.runs).where(t.runs.c.executor_id == executor_id)
-        return bool(self._read(lambda conn: conn.execute(stmt).scalar()))
+        return bool(self._read(lambda conn: runs.count_of_executor(conn, executor_id)))
 
 
 #: While a run's workflow is under way in this process, the wait reads the ledger after this long,

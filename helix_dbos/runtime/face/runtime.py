@@ -22,8 +22,7 @@ from ...definitions import Agent
 from ...definitions.inputs import check_json, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, ExecutorIdInUseError, ValidationError
-from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import executors, runs, store
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...ledger.statuses import EntryKind
@@ -406,11 +405,11 @@ class Runtime:
         assert self._lock is not None
         lease = self._lock.lease
         with self.engine.begin() as conn:
-            generation = self._lease_generation = leases.register(conn, executor_id, lease)
+            generation = self._lease_generation = executors.register(conn, executor_id, lease)
 
         def renew() -> bool | None:
             with self.engine.begin() as conn:
-                return leases.renew(conn, executor_id, generation)
+                return executors.renew(conn, executor_id, generation)
 
         self._lock.set_renewer(renew, leases.renew_interval(lease))
         if self.takeover:
@@ -450,10 +449,7 @@ class Runtime:
         ours was alive to notice: DBOS will never run them again, so settle them as an abort now
         (the wake's counterpart of the live run settling its own cancel)."""
         with self.engine.begin() as conn:
-            running = conn.execute(
-                sa.select(t.runs.c.run_id).where(t.runs.c.status == "running", t.runs.c.executor_id == self.executor_id)
-            ).scalars().all()
-            for run_id in running:
+            for run_id in runs.running_of_executor(conn, self.executor_id):
                 if dbos_private.workflow_status(conn, run_id) == "CANCELLED":
                     step_commits.settle_cancel(conn, run_id)
 
@@ -509,7 +505,7 @@ class Runtime:
         if self._engine is not None and self._lease_generation is not None and self.settings is not None:
             try:
                 with self._engine.begin() as conn:
-                    taken_over = not leases.release(conn, self.settings.executor_id, self._lease_generation)
+                    taken_over = not executors.release(conn, self.settings.executor_id, self._lease_generation)
             except Exception:  # the database is gone: the lease lapses instead
                 log.warning("could not release executor %s's lease", self.settings.executor_id, exc_info=True)
             self._lease_generation = None
@@ -754,13 +750,13 @@ class Runtime:
             probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
             # Held while the runs are handed over, so that executor cannot relaunch and recover them too.
             with self.engine.begin() as conn:
-                row = conn.execute(sa.select(t.executors.c.generation).where(t.executors.c.executor_id == executor_id)).first()
-                claimed = row is not None and leases.claim(conn, executor_id, int(row.generation), self.executor_id, "operator")
+                generation = executors.generation_of(conn, executor_id)
+                claimed = generation is not None and executors.claim(conn, executor_id, generation, self.executor_id, "operator")
             recovered = self._recover_workflows(executor_id)
             if claimed:
-                assert row is not None
+                assert generation is not None
                 with self.engine.begin() as conn:
-                    leases.record_taken(conn, executor_id, int(row.generation), recovered)
+                    executors.record_taken(conn, executor_id, generation, recovered)
         finally:
             probe.release()
         return recovered

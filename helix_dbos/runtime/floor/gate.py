@@ -14,7 +14,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from ...ledger import attempts, store
-from ...ledger import tables as t
+from ...ledger import calls as call_rows
 from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ...ledger.statuses import CALL_SETTLED, CallStatus
 from ...recovery.decide import BodyAction
@@ -106,7 +106,7 @@ def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tupl
         if head is not None:
             return head, calls
     fenced = fence.check(conn, run_id, "attempt gate")
-    saver = where or conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
+    saver = where or call_rows.step_of(conn, dispatch_id)
     assert saver is not None
     return fenced, calls_of_step(conn, saver[0], saver[1], for_update=True)
 

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
-from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import calls, store
 from ...ledger.statuses import RUN_AT_REST
 from ...recovery import Profile
 from ..floor import fence
@@ -60,7 +59,7 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
             max_steps=sub.agent.max_steps, recovery=profile, executor_id=executor_id,
         )
         assert opened, "a fresh child session has no other entry to race"
-        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_sid))
+        calls.bind_child(conn, dispatch_id, child_sid)
         store.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})
         return {**gate, "child_session_id": child_sid, "attach": "enqueue"}

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Final, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Final, Literal, TypedDict
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
-from ...ledger import store
-from ...ledger import tables as t
-from ...ledger.records import CompanionRow
+from ...ledger import calls, store
+from ...ledger import companions as companion_rows
 from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST
 from ..floor import durable, fence
 from ..floor import gate as attempt_gate
@@ -116,37 +115,6 @@ def workflow_id_of(companion_session_id: str, incarnation: int) -> str:
     return f"companion-{companion_session_id}-{incarnation}"
 
 
-# --- ledger ---------------------------------------------------------------------------------------
-
-
-def get_companion(conn: sa.Connection, *, companion_session_id: str | None = None,
-                  parent_session_id: str | None = None, agent_name: str | None = None,
-                  for_update: bool = False) -> CompanionRow | None:
-    stmt = sa.select(t.companions)
-    if companion_session_id is not None:
-        stmt = stmt.where(t.companions.c.companion_session_id == companion_session_id)
-    else:
-        stmt = stmt.where(t.companions.c.parent_session_id == parent_session_id, t.companions.c.agent_name == agent_name)
-    if for_update and conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    row = conn.execute(stmt).mappings().first()
-    return cast("CompanionRow | None", dict(row) if row is not None else None)
-
-
-def _waiting_turns(conn: sa.Connection, companion_session_id: str) -> list[str]:
-    """Calls bound to this companion, still unanswered, whose turn has not begun: someone is waiting."""
-    begun = sa.select(t.runs.c.run_id).where(t.runs.c.session_id == companion_session_id)
-    rows = conn.execute(
-        sa.select(t.calls.c.dispatch_id).where(
-            t.calls.c.child_session_id == companion_session_id,
-            t.calls.c.kind == "companion",
-            t.calls.c.status.not_in(CALL_SETTLED),
-            t.calls.c.dispatch_id.not_in(begun),
-        )
-    )
-    return [r[0] for r in rows]
-
-
 # --- the parent's side -------------------------------------------------------------------------------
 
 
@@ -156,9 +124,9 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
     if call is None:
         return gate
     if call["child_session_id"] is not None:
-        comp = get_companion(conn, companion_session_id=call["child_session_id"], for_update=True)
+        comp = companion_rows.get(conn, companion_session_id=call["child_session_id"], for_update=True)
     elif sub is not None:
-        comp = get_companion(conn, parent_session_id=call["session_id"], agent_name=sub.agent.name, for_update=True)
+        comp = companion_rows.get(conn, parent_session_id=call["session_id"], agent_name=sub.agent.name, for_update=True)
     else:
         return unavailable(conn, run_id, gate, call["tool_name"])
     ts = store.now()
@@ -179,7 +147,7 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
             "created_at": ts,
             "updated_at": ts,
         }
-        conn.execute(t.companions.insert().values(**comp))
+        companion_rows.insert(conn, dict(comp))
         start = True
         store.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": sid, "agent": sub.agent.name, "mode": "companion"})
@@ -187,17 +155,13 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
         # Idled out, served its turns, or its workflow ended or vanished: the next incarnation takes over.
         incarnation = int(comp["incarnation"]) + 1
         comp["incarnation"], comp["workflow_id"], comp["status"] = incarnation, workflow_id_of(comp["companion_session_id"], incarnation), "live"
-        conn.execute(
-            t.companions.update()
-            .where(t.companions.c.companion_session_id == comp["companion_session_id"])
-            .values(incarnation=incarnation, workflow_id=comp["workflow_id"], status="live", updated_at=ts)
-        )
+        companion_rows.new_incarnation(conn, comp["companion_session_id"], incarnation, comp["workflow_id"], ts)
         start = True
         store.emit(conn, call["session_id"], run_id, "companion_incarnation",
                    {"dispatch_id": dispatch_id, "child_session_id": comp["companion_session_id"], "incarnation": incarnation})
     sid = comp["companion_session_id"]
     if call["child_session_id"] is None:
-        conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=sid))
+        calls.bind_child(conn, dispatch_id, sid)
     turn = store.get_run(conn, dispatch_id)
     # answered: read it from the ledger; begun: wait for it; otherwise (re-)send the turn.
     attach: Literal["send", "answered", "await"] = "send" if turn is None else ("answered" if turn["status"] in RUN_AT_REST else "await")
@@ -225,11 +189,7 @@ def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, st
     if out.get("refused"):
         return out
     if state["state"] == "lost" and state["cause"] == "companion_gone":
-        conn.execute(
-            t.companions.update()
-            .where(t.companions.c.workflow_id == workflow_id, t.companions.c.status == "live")
-            .values(status="lost", updated_at=store.now())
-        )
+        companion_rows.mark_lost(conn, workflow_id)
     return out
 
 
@@ -273,26 +233,18 @@ def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) 
         return {"answered": False}
     if turn["status"] == "running":
         store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error="the turn's workflow ended without an outcome")
-    conn.execute(
-        t.companions.update()
-        .where(t.companions.c.companion_session_id == companion_session_id)
-        .values(last_dispatch_id=dispatch_id, updated_at=store.now())
-    )
+    companion_rows.turn_answered(conn, companion_session_id, dispatch_id)
     return {"answered": True}
 
 
 def _close_if_idle(conn: sa.Connection, companion_session_id: str, workflow_id: str) -> Closed:
     """End this incarnation unless a turn is waiting for it (same row lock as the parent's gate)."""
-    comp = get_companion(conn, companion_session_id=companion_session_id, for_update=True)
+    comp = companion_rows.get(conn, companion_session_id=companion_session_id, for_update=True)
     if comp is None or comp["workflow_id"] != workflow_id:
         return {"closed": True}  # a newer incarnation took over: this one has nothing left to serve
-    if _waiting_turns(conn, companion_session_id):
+    if companion_rows.waiting_turns(conn, companion_session_id):
         return {"closed": False}
-    conn.execute(
-        t.companions.update()
-        .where(t.companions.c.companion_session_id == companion_session_id)
-        .values(status="closed", updated_at=store.now())
-    )
+    companion_rows.close(conn, companion_session_id)
     store.emit(conn, comp["parent_session_id"], None, "companion_closed",
                {"child_session_id": companion_session_id, "incarnation": comp["incarnation"]})
     return {"closed": True}
@@ -325,4 +277,4 @@ async def _companion(registry: Registry, companion_session_id: str, idle: float)
         served += 1
 
 
-__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "get_companion", "register", "settle"]
+__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "register", "settle"]

@@ -14,8 +14,7 @@ import sqlalchemy as sa
 from ...definitions import Agent
 from ...definitions.context import RunScope
 from ...errors import ValidationError
-from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import session_deps, store
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
 
@@ -26,14 +25,12 @@ def store_deps(conn: sa.Connection, session_id: str, run_id: str, deps: Any) -> 
     if not ok:
         raise ValidationError(f"deps must be JSON (the factory rebuilds the object in any process): {value}")
     row = {"session_id": session_id, "data": value, "run_id": run_id, "updated_at": store.now()}
-    updated = conn.execute(sa.update(t.session_deps).where(t.session_deps.c.session_id == session_id).values(**row))
-    if not updated.rowcount:
-        conn.execute(sa.insert(t.session_deps).values(**row))
+    session_deps.put(conn, session_id, row)
 
 
 def read_deps(conn: sa.Connection, run_id: str, session_id: str) -> Any:
     fence.check(conn, run_id, "deps read")
-    return conn.execute(sa.select(t.session_deps.c.data).where(t.session_deps.c.session_id == session_id)).scalar()
+    return session_deps.data_of(conn, session_id)
 
 
 async def scope_of(agent: Agent, run_id: str, session_id: str, step: int = 0) -> RunScope:

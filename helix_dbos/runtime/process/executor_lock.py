@@ -45,6 +45,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import ConfigurationError, ExecutorIdInUseError
+from ...ledger import executor_locks
 from ...ledger.engine import create_sync_engine, is_sqlite, sqlite_path
 
 MAX_DEFAULT_SLOTS = 64
@@ -66,26 +67,7 @@ LOCK_LOST_EXIT_CODE = 75
 #: The lock connection's application_name, so operators (and tests) can tell it apart.
 APPLICATION_NAME = "helix-executor-lock"
 
-TABLE = "helix_private.executor_locks"
 log = logging.getLogger("helix_dbos")
-
-_HOLDER = sa.text(
-    "SELECT has_table_privilege(a.usesysid, 'helix_private.executor_locks', 'UPDATE') AS runtime "
-    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND l.classid::bigint = :hi AND l.objid::bigint = :lo"
-)
-_CONFIRM = sa.text(
-    f"UPDATE {TABLE} SET confirmed_at = clock_timestamp() WHERE executor_id = :e AND generation = :g "
-    "AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
-    "AND pid = pg_backend_pid() AND classid::bigint = :hi AND objid::bigint = :lo)"
-)
-
-
-def _halves(key: int) -> dict[str, int]:
-    """How ``pg_locks`` shows a bigint advisory key: high and low 32 bits (classid, objid)."""
-    return {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF}
 
 
 def exit_loudly(message: str) -> None:
@@ -183,30 +165,18 @@ class ExecutorLock:
         return self._engine.connect()
 
     def _lock_row(self, conn: sa.Connection, executor_id: str) -> sa.Row[Any]:
-        conn.execute(
-            sa.text(f"INSERT INTO {TABLE} (executor_id, lock_key) VALUES (:e, :k) ON CONFLICT (executor_id) DO NOTHING"),
-            {"e": executor_id, "k": secrets.randbits(63)},
-        )
-        return conn.execute(
-            sa.text(
-                f"SELECT lock_key, generation, host, pid, lease_seconds, EXTRACT(EPOCH FROM clock_timestamp() - confirmed_at) AS age "
-                f"FROM {TABLE} WHERE executor_id = :e FOR UPDATE"
-            ),
-            {"e": executor_id},
-        ).one()
+        return executor_locks.lock_row(conn, executor_id, secrets.randbits(63))
 
     def _take_key(self, conn: sa.Connection, executor_id: str, key: int) -> int | None:
         """Lock ``key``, or a fresh key if ``key`` is held by a role that is no runtime; None if a runtime holds it."""
-        if conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+        if executor_locks.try_lock(conn, key):
             return key
-        holders = conn.execute(_HOLDER, _halves(key)).scalars().all()
-        if any(holders):
+        if executor_locks.held_by_runtime(conn, key):
             return None
         fresh = secrets.randbits(63)  # held by an intruder (or just released): never wait for it
-        conn.execute(sa.text(f"UPDATE {TABLE} SET lock_key = :k WHERE executor_id = :e"), {"k": fresh, "e": executor_id})
+        executor_locks.set_key(conn, executor_id, fresh)
         log.warning("executor %s: its lock key was held by a role that is no runtime; drew a new key", executor_id)
-        got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": fresh}).scalar()
-        return fresh if got else None
+        return fresh if executor_locks.try_lock(conn, fresh) else None
 
     def _try_pg(self, executor_id: str, wait: bool = True) -> bool:
         conn = self._conn = self._conn or self._connect()
@@ -220,17 +190,11 @@ class ExecutorLock:
             if float(row.age) < lease + TAKEOVER_MARGIN:
                 # Its holder may be alive and cut off: leave it everything (generation, marker) as it was.
                 conn.rollback()
-                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                executor_locks.unlock(conn, key)
                 conn.commit()
                 return False
         generation = int(row.generation) + 1
-        conn.execute(
-            sa.text(
-                f"UPDATE {TABLE} SET generation = :g, confirmed_at = clock_timestamp(), host = :h, pid = :p, "
-                "lease_seconds = :l WHERE executor_id = :e"
-            ),
-            {"g": generation, "e": executor_id, "h": socket.gethostname(), "p": os.getpid(), "l": self.lease},
-        )
+        executor_locks.acquired(conn, executor_id, generation, socket.gethostname(), os.getpid(), self.lease)
         conn.commit()
         self._key, self._generation = key, generation
         if row.age is not None and not _gone_from_this_host(row.host, row.pid):
@@ -345,7 +309,7 @@ class ExecutorLock:
         if self._conn is None or self._key is None:
             return False
         try:
-            done = self._conn.execute(_CONFIRM, {"e": self.executor_id, "g": self._generation, **_halves(self._key)}).rowcount == 1
+            done = executor_locks.confirm(self._conn, self.executor_id, self._generation, self._key)
             self._conn.commit()
             return done
         except sa.exc.DBAPIError:
@@ -374,7 +338,7 @@ class ExecutorLock:
             if key is None:
                 conn.rollback()
                 return False
-            conn.execute(sa.text(f"UPDATE {TABLE} SET confirmed_at = clock_timestamp() WHERE executor_id = :e"), {"e": self.executor_id})
+            executor_locks.regained(conn, self.executor_id)
             conn.commit()
             self._key = key
             return True
@@ -449,10 +413,7 @@ class ExecutorLock:
         if self._conn is not None:
             try:
                 if self._generation is not None and self.executor_id is not None:
-                    self._conn.execute(
-                        sa.text(f"UPDATE {TABLE} SET confirmed_at = NULL WHERE executor_id = :e AND generation = :g"),
-                        {"e": self.executor_id, "g": self._generation},
-                    )
+                    executor_locks.released(self._conn, self.executor_id, self._generation)
                     self._conn.commit()
             except sa.exc.DBAPIError:  # the connection is gone, and the lock with it
                 log.debug("could not mark executor %s released", self.executor_id, exc_info=True)

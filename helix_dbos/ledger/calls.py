@@ -1,0 +1,35 @@
+"""Writes to a ``calls`` row beyond its settle: the child session it is bound to, a client's answer.
+
+Settling and reopening a call (with its attempts and events) stay with ``store``.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from . import tables as t
+from .store import now
+
+
+def bind_child(conn: sa.Connection, dispatch_id: str, child_session_id: str) -> None:
+    """Bind the call to the session that answers it (a sub-agent's, or a companion's)."""
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_session_id))
+
+
+def record_approval(conn: sa.Connection, dispatch_id: str, approved: bool, reason: str | None, actor: str | None) -> None:
+    conn.execute(
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == dispatch_id)
+        .values(approved=approved, approval_reason=reason, approval_actor=actor, answered_at=now())
+    )
+
+
+def mark_answered(conn: sa.Connection, dispatch_id: str) -> None:
+    """A client answered the call (its result is settled separately)."""
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(answered_at=now()))
+
+
+def step_of(conn: sa.Connection, dispatch_id: str) -> tuple[str, int] | None:
+    """The (run id, step) whose reply made the call."""
+    row = conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
+    return None if row is None else (row[0], row[1])
