@@ -178,6 +178,12 @@ def test_union_output_runs_and_stores_the_member(make_runtime: Any) -> None:
     assert "final_result (the run's output)" in shown and "unsafe" not in shown and "safe" not in shown, shown
     saved = next(e for e in rt.reader.events(result.session_id).events if e["type"] == "call_saved")
     assert describe(saved, {}).startswith("output given through final_result"), describe(saved, {})
+    # ... and so does the operator's page (/ui): the event line and the calls table
+    from helix_dbos.service import ui
+
+    assert ui._event_text(saved, {}).startswith("output given through final_result"), ui._event_text(saved, {})
+    page_row = ui._call_rows([row], {}, {}, result.session_id)
+    assert "final_result (the run&#x27;s output)" in page_row and "safe" not in page_row, page_row
 
 
 def test_output_types_supported_or_refused_by_construct() -> None:

@@ -189,6 +189,8 @@ def _event_text(ev: dict[str, Any], tools: dict[str, str]) -> str:
         return f"run {str(ev.get('run_id') or '')[:8]} {d.get('status')}{entry}{error}"
     if kind == "model_text":
         return f"model (step {d.get('step')}): {compact(d.get('text', ''), 300)}"
+    if kind == "call_saved" and d.get("kind") == "finish":  # the run's output tool: not a call, nothing to replay
+        return f"output given through {ref} {compact(d.get('args'), 120)}"
     if kind == "call_saved":
         return f"saved {ref} {compact(d.get('args'), 120)}: dispatch id {dispatch}"
     if kind == "checkpoint":
@@ -223,6 +225,8 @@ def _call_rows(calls: list[dict[str, Any]], decisions: dict[str, list[str]], att
                 approval = "awaiting approval"
             else:
                 approval = ("approved" if c["approved"] else "denied") + (f" by {c.get('approval_actor')}" if c.get("approval_actor") else "") + (f": {c.get('approval_reason')}" if c.get("approval_reason") else "")
+        output = c.get("kind") == "finish"  # the run's output tool (as helix-dbos calls shows it): no body, no replay
+        tool_text = f"{c['tool_name']} (the run's output)" if output else str(c["tool_name"])
         tries = attempts.get(did, [])
         attempt_text = ", ".join(f"#{a['attempt']} {a.get('outcome') or 'lost'} on {a.get('executor_id') or '?'}" for a in tries) or "none"
         actions = ""
@@ -238,8 +242,8 @@ def _call_rows(calls: list[dict[str, Any]], decisions: dict[str, list[str]], att
             )
         out.append(
             f'<tr class="call" data-dispatch="{e(did)}" data-tool="{e(c["tool_name"])}" data-status="{e(c["status"])}">'
-            f'<td><code title="{e(did)}">{e(did)}</code></td><td>{e(c["step"])}.{e(c["position"])}</td><td>{e(c["tool_name"])}</td><td class="args">{e(compact(c["args"]))}</td>'
-            f'<td>{e(c["replay"])}</td><td>{status_tag(c["status"])}</td><td class="attempts">{e(attempt_text)}</td>'
+            f'<td><code title="{e(did)}">{e(did)}</code></td><td>{e(c["step"])}.{e(c["position"])}</td><td>{e(tool_text)}</td><td class="args">{e(compact(c["args"]))}</td>'
+            f'<td>{e("-" if output else c["replay"])}</td><td>{status_tag(c["status"])}</td><td class="attempts">{e(attempt_text)}</td>'
             f'<td class="recovery">{e("; ".join(decisions.get(did, [])) or "-")}</td><td class="told">{e(told)}</td><td class="approval">{e(approval)}</td><td>{actions}</td></tr>'
         )
     return "".join(out) or '<tr><td colspan="11" class="empty">No calls.</td></tr>'
