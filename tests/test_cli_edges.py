@@ -26,9 +26,9 @@ from helix_dbos.cli.main import app as cli
 from helix_dbos.ledger import store
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.test_cli import helix, wide_console  # noqa: F401 (fixtures)
-from tests.test_service import snapshot
 from tests.support.procs import SETTINGS_VARS, child_env
+from tests.test_cli import helix, wide_console  # noqa: F401 (fixtures)
+from tests.test_service import free_port, snapshot
 
 
 def _refused(args: list[str]) -> tuple[dict[str, Any], str]:
@@ -167,6 +167,40 @@ def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> N
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "configuration_error" in proc.stderr and "--insecure" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "x.sqlite").exists()  # refused before the runtime touched the database
+
+
+def test_serve_says_where_it_listens_and_stops_cleanly_on_ctrl_c(tmp_path: Any) -> None:
+    """`helix-dbos serve` prints one line naming its address, /docs and /ui (uvicorn at "warning" says
+    nothing), answers /healthz, and a Ctrl-C (SIGINT) ends it with status 0 and no traceback."""
+    import signal
+    import time
+
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "helix_dbos.cli", "serve", "--port", str(port), "--db", f"sqlite:///{tmp_path}/s.sqlite"],
+        env=child_env(SETTINGS_VARS), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the service never answered /healthz"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert f"serving on http://127.0.0.1:{port}" in err and "/docs" in err and "/ui" in err, err
+    assert "Traceback" not in err, err
 
 
 def test_cli_md_says_exactly_which_commands_take_db_and_json() -> None:

@@ -604,7 +604,9 @@ def serve(
     if front_end:
         os.environ["HELIX_DBOS_MODE"] = "client"  # the runtime the app defines resolves its mode from here
     app_ = create_app(app_spec=app_spec, database_url=database_url(db) if db else None)
-    uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
+    err_console.print(f"helix-dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it")
+    uvicorn.run(app_, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
 
 
 @app.command()

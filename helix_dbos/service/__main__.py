@@ -33,6 +33,8 @@ def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str |
             "set HELIX_DBOS_ALLOWED_HOSTS to the names clients use (400 host_not_allowed otherwise)",
             file=sys.stderr,
         )
+    # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
+    print(f"helix_dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it", file=sys.stderr)
     uvicorn.run(app, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
 
 
