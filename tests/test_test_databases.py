@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 import sqlalchemy as sa
 
 from tests import conftest
@@ -38,6 +39,7 @@ def test_a_postgres_test_gets_a_fresh_clone_of_the_template(pg_url: str) -> None
     assert re.fullmatch(r"helix_t_[0-9a-f]{12}", pg_url.rsplit("/", 1)[1])
 
 
+@pytest.mark.kills
 def test_a_session_drops_its_template_and_sweeps_a_dead_sessions(pg_url: str) -> None:
     mine = conftest.TEMPLATE  # this session's template exists (pg_url made it) and must survive the child
     orphan = f"{conftest.TEMPLATE.rsplit('_', 1)[0]}_{uuid.uuid4().hex[:8]}"  # as a killed session leaves it

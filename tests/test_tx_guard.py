@@ -24,7 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import helix_dbos as hx
 from helix_dbos.errors import ToolConnectionError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
-from tests.crashkit import Kit, helix_table, query, transcript_problems
+from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 
