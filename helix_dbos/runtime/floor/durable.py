@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlalchemy as sa
 from dbos import DBOS, StepOptions
 
-from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import tx_outputs
 from ...ledger.escape import escape_json, unescape_json
 from ..process import dbos_private, trace_export
 from .registry import env, installed
@@ -100,8 +99,6 @@ def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], regist
     return workflow
 
 
-_RECORDED = sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id == sa.bindparam("w_workflow_id"), t.tx_outputs.c.op == sa.bindparam("w_op"))
-_RECORD = t.tx_outputs.insert()
 
 
 #: A model request's record (``record_reply``): its reply, the failure it raised, or the stop it read.
@@ -124,7 +121,7 @@ async def replayed_reply() -> Any | None:
 
     def look() -> Any | None:
         with env().tx_engine.connect() as conn:
-            done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
+            done = tx_outputs.recorded(conn, workflow_id, op)
         return None if done is None else done[0]
 
     found = await retrying("reading a recorded model reply", lambda: off_loop(look), window=math.inf)
@@ -170,15 +167,15 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             with engine.begin() as conn:
                 if ops[_REPLAYING]:
-                    done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
+                    done = tx_outputs.recorded(conn, workflow_id, op)
                     if done is not None:
                         return done[0]
                 out = fn(conn, *args)
-                conn.execute(_RECORD, {"workflow_id": workflow_id, "op": op, "output": out, "created_at": store.now()})
+                tx_outputs.record(conn, workflow_id, op, out)
         except sa.exc.IntegrityError:
             # another execution of this workflow committed this operation first: its output is the answer
             with engine.connect() as conn:
-                done = conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
+                done = tx_outputs.recorded(conn, workflow_id, op)
             if done is None:
                 raise
             return done[0]
@@ -211,8 +208,7 @@ async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Conn
 
 def tx_committed(conn: sa.Connection, workflow_id: str, name: str) -> bool:
     """Whether the workflow's first ``tx`` called ``name`` has committed (a replay is past it)."""
-    record = t.tx_outputs
-    return conn.execute(sa.select(record.c.op).where(record.c.workflow_id == workflow_id, record.c.op == f"{name}#0")).first() is not None
+    return tx_outputs.exists(conn, workflow_id, f"{name}#0")
 
 
 def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:

@@ -28,14 +28,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import zlib
 from typing import Any, cast
 
 import pydantic
 import sqlalchemy as sa
 
 from ...definitions import Tool, ToolContext
-from ...ledger import attempts, body_guard, store
+from ...ledger import attempts, body_guard, body_lock, store
 from ...ledger.engine import unbounded_waits
 from ..floor import fence, transcript
 from ..floor import gate as attempt_gate
@@ -46,9 +45,6 @@ from ..process.faults import crash_point
 
 log = logging.getLogger("helix_dbos")
 
-#: The Postgres advisory lock every transactional body holds for its transaction (a fixed key in the
-#: ledger's own namespace: ``crc32("helix.transactional")``).
-_PG_BODY_LOCK = zlib.crc32(b"helix.transactional")
 _POLL_FIRST, _POLL_MAX = 0.01, 0.25
 
 
@@ -63,10 +59,10 @@ class _Unusable(Exception):
 def _serialize(conn: sa.Connection) -> None:
     """Take the transactional bodies' one lock before anything is read."""
     if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("BEGIN IMMEDIATE")  # the driver sees the open transaction and adds no BEGIN of its own
+        body_lock.begin_immediate(conn)
         return
     delay = _POLL_FIRST
-    while not conn.execute(sa.text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": _PG_BODY_LOCK}).scalar():
+    while not body_lock.try_lock(conn):  # the Postgres advisory lock every transactional body holds for its transaction
         time.sleep(delay)
         delay = min(delay * 2, _POLL_MAX)
 
