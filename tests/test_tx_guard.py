@@ -256,3 +256,46 @@ def test_the_docs_book_slot_books_a_slot_once_when_called_twice_in_one_reply(db_
         with engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM bookings"))
         engine.dispose()
+
+
+def test_a_connection_dropped_under_the_body_retries_the_whole_transaction(pg_url: str) -> None:
+    """The store drops every connection while a transactional body's transaction is open: the
+    body's writes rolled back with it, so the whole transaction (body included) is tried again
+    within the retry window, as any ledger transaction is; one effect row, the call ``ok`` on its
+    first attempt, the run completed (it used to fail ``run_error``)."""
+    import uuid
+
+    from tests.support.tcpproxy import TcpProxy
+
+    _create(pg_url, meta)
+    proxy = TcpProxy.for_url(pg_url)
+    bodies: list[int] = []
+
+    @hx.tool(transactional=True)
+    def record(ctx: hx.ToolContext) -> dict[str, Any]:
+        """Write one effect row."""
+        conn = ctx.require_connection()
+        conn.execute(effects.insert().values(dispatch_id=ctx.require_dispatch_id()))
+        bodies.append(1)
+        if len(bodies) == 1:
+            with proxy.outage(1.0):  # the database goes away under the open transaction, and comes back
+                pass
+        return {"bodies": len(bodies)}
+
+    model, read = _one_call("record", {})
+    rt = hx.Runtime([hx.Agent("dropped", model, tools=[record])], database_url=proxy.url(pg_url),
+                    executor_id=f"test-{uuid.uuid4().hex[:8]}", store_retry_window=60)
+    rt.launch()
+    try:
+        result = rt.start("dropped", "go").result(timeout=120)
+        [call] = rt.session(result.session_id).calls
+    finally:
+        rt.shutdown()
+        proxy.close()
+    assert proxy.dropped > 0
+    assert (result.status, result.error_code) == ("completed", None), result
+    assert call.status == "ok" and len(call.attempts) == 1 and call.result == {"bodies": 2}, call
+    assert len(bodies) == 2  # the first body's transaction was lost with its connection
+    assert _count(pg_url, "guard_effects", dispatch_id=call.dispatch_id) == 1
+    assert read == [{"bodies": 2}]
+    assert transcript_problems(pg_url, result.session_id) == []

@@ -20,7 +20,7 @@ the 3-body limit and carries no effect. Then one transaction on the ledger's eng
 A crash anywhere before the commit rolls the body's writes back with the missing result; a refused
 result write (a newer attempt, a lost session) rolls them back too. A body that raises is rolled
 back and its error is written in a transaction of its own; a transient store error (an outage) is
-not the body's error and is raised as it is.
+not the body's error: the whole transaction is tried again within ``store_retry_window``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..floor import fence, transcript
 from ..floor import gate as attempt_gate
 from ..floor.records import RecordOutcome
 from ..floor.registry import env
-from ..floor.store_retry import is_transient
+from ..floor.store_retry import Backoff, is_transient
 from ..process.faults import crash_point
 
 log = logging.getLogger("helix_dbos")
@@ -90,8 +90,43 @@ def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt
 
 
 def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
-    """Blocking (a worker thread): the body and its result commit together or not at all."""
+    """Blocking (a worker thread): the body and its result commit together or not at all.
+
+    A store that drops the connection under the body (an outage, a restart) rolled the body's
+    writes back with it: the whole transaction, body included, is tried again within
+    ``store_retry_window``, as every other ledger transaction is. Before each retry the call is
+    read: a commit whose acknowledgement was lost has already answered it with this attempt, and
+    then that answer stands (the body never runs twice to an effect)."""
     engine = env().engine
+    backoff = Backoff(f"running transactional tool {tool.name!r}")
+    retried = False
+    while True:
+        started = time.monotonic()
+        try:
+            if retried:
+                with engine.connect() as conn:
+                    done = _answered_by(conn, dispatch_id, attempt)
+                if done is not None:
+                    log.warning("run %s: transactional tool %r had committed before the store dropped the connection", run_id, tool.name)
+                    return done
+            return _run_once(engine, run_id, dispatch_id, attempt, tool, raw_args, ctx)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            retried = True
+            time.sleep(backoff.next_delay(exc, started))  # raises StoreUnavailableError past the window
+
+
+def _answered_by(conn: sa.Connection, dispatch_id: str, attempt: int) -> RecordOutcome | None:
+    """The call's answer if this attempt already wrote it (its commit's acknowledgement was lost)."""
+    call = store.get_call(conn, dispatch_id)
+    if call is not None and call["attempts"] == attempt and call["status"] in ("ok", "error"):
+        return cast(RecordOutcome, {"status": call["status"], "written": True})
+    return None
+
+
+def _run_once(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
+    """One try: the body's transaction, or its error's; a transient store error is raised as it is."""
     try:
         args = tool.validate(raw_args)
         with engine.begin() as conn:
