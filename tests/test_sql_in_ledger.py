@@ -28,7 +28,6 @@ NOT_YET_MOVED: set[str] = {
     "floor/commits.py",
     "floor/fence.py",
     "floor/pairing.py",
-    "floor/reads.py",
     "flow/model_request.py",
 }
 

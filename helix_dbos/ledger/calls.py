@@ -5,10 +5,13 @@ Settling and reopening a call (with its attempts and events) stay with ``store``
 
 from __future__ import annotations
 
+from typing import cast
+
 import sqlalchemy as sa
 
 from . import tables as t
-from .store import now
+from .records import CallRow
+from .store import fetch_all, now
 
 
 def bind_child(conn: sa.Connection, dispatch_id: str, child_session_id: str) -> None:
@@ -33,3 +36,9 @@ def step_of(conn: sa.Connection, dispatch_id: str) -> tuple[str, int] | None:
     """The (run id, step) whose reply made the call."""
     row = conn.execute(sa.select(t.calls.c.run_id, t.calls.c.step).where(t.calls.c.dispatch_id == dispatch_id)).first()
     return None if row is None else (row[0], row[1])
+
+
+def pending_of_session(conn: sa.Connection, session_id: str) -> list[CallRow]:
+    """The session's pending calls, in reply order."""
+    stmt = sa.select(t.calls).where(t.calls.c.session_id == session_id, t.calls.c.status == "pending").order_by(t.calls.c.step, t.calls.c.position)
+    return cast("list[CallRow]", fetch_all(conn, stmt))

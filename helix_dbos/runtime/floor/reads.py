@@ -8,15 +8,15 @@ import the face.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from ...errors import RunNotFoundError, SessionNotFoundError
+from ...ledger import calls as call_rows
 from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import usage as usage_rows
 from ...ledger.statuses import RUN_AT_REST, awaits_answer
 from ...views import (
     AttemptRecord,
@@ -47,12 +47,7 @@ def pending_calls(conn: sa.Connection, run: Mapping[str, Any]) -> list[PendingCa
     session = store.get_session(conn, run["session_id"])
     if session is None or session["current_run_id"] != run["run_id"]:
         return []
-    rows = store.fetch_all(
-        conn,
-        sa.select(t.calls)
-        .where(t.calls.c.session_id == run["session_id"], t.calls.c.status == "pending")
-        .order_by(t.calls.c.step, t.calls.c.position),
-    )
+    rows = call_rows.pending_of_session(conn, run["session_id"])
     return [
         PendingCall(r["dispatch_id"], r["tool_name"], "client" if r["kind"] == "client" else "approval", r["args"], r["tool_call_id"])
         for r in rows
@@ -61,17 +56,12 @@ def pending_calls(conn: sa.Connection, run: Mapping[str, Any]) -> list[PendingCa
 
 
 def run_usage(conn: sa.Connection, run_id: str) -> Usage:
-    row = conn.execute(
-        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(t.usage.c.input_tokens), 0), sa.func.coalesce(sa.func.sum(t.usage.c.output_tokens), 0)).where(
-            t.usage.c.run_id == run_id
-        )
-    ).one()
-    return Usage(int(row[0]), int(row[1]), int(row[2]))
+    return Usage(*usage_rows.totals_of_run(conn, run_id))
 
 
 def read_result(conn: sa.Connection, run_id: str, run: Mapping[str, Any] | None = None) -> RunResult:
     """The run's result; ``run``: its row when the caller has just read it (one read, not two),
-    with its usage when read by ``_run_and_usage``."""
+    with its usage when read by ``ledger.usage.run_with_usage``."""
     row: Mapping[str, Any] | None = run if run is not None else store.get_run(conn, run_id)
     if row is None:
         raise RunNotFoundError(f"no run {run_id!r}")
@@ -141,21 +131,8 @@ def _queue_position(conn: sa.Connection, run_id: str | None) -> int | None:
     return queue_position(conn, run_id) if run_id else None
 
 
-@functools.cache
-def _run_and_usage() -> sa.Select[Any]:
-    """A run's row and its usage in one statement: what a wait reads each time it looks."""
-    u = t.usage.c
-    of_run = u.run_id == t.runs.c.run_id
-    return sa.select(
-        t.runs,
-        sa.select(sa.func.count()).select_from(t.usage).where(of_run).scalar_subquery().label("usage_requests"),
-        sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0)).where(of_run).scalar_subquery().label("usage_input"),
-        sa.select(sa.func.coalesce(sa.func.sum(u.output_tokens), 0)).where(of_run).scalar_subquery().label("usage_output"),
-    ).where(t.runs.c.run_id == sa.bindparam("w_run_id"))
-
-
 def at_rest(conn: sa.Connection, run_id: str) -> RunResult | None:
-    run = store.fetch_one(conn, _run_and_usage(), {"w_run_id": run_id})
+    run = usage_rows.run_with_usage(conn, run_id)
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r}")
     return read_result(conn, run_id, run) if run["status"] in RUN_AT_REST else None

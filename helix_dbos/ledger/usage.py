@@ -1,0 +1,40 @@
+"""The ``usage`` table read with its run: what a run's model requests used (a result's ``usage``).
+
+Built once: a wait reads ``run_with_usage`` each time it looks.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import sqlalchemy as sa
+
+from . import tables as t
+from .store import fetch_one
+
+
+def totals_of_run(conn: sa.Connection, run_id: str) -> tuple[int, int, int]:
+    """(requests, input tokens, output tokens) the run recorded."""
+    u = t.usage.c
+    row = conn.execute(
+        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(u.input_tokens), 0), sa.func.coalesce(sa.func.sum(u.output_tokens), 0)).where(u.run_id == run_id)
+    ).one()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def run_with_usage(conn: sa.Connection, run_id: str) -> dict[str, Any] | None:
+    """A run's row and its usage (``usage_requests``, ``usage_input``, ``usage_output``) in one statement."""
+    return fetch_one(conn, _run_and_usage(), {"w_run_id": run_id})
+
+
+@functools.cache
+def _run_and_usage() -> sa.Select[Any]:
+    u = t.usage.c
+    of_run = u.run_id == t.runs.c.run_id
+    return sa.select(
+        t.runs,
+        sa.select(sa.func.count()).select_from(t.usage).where(of_run).scalar_subquery().label("usage_requests"),
+        sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0)).where(of_run).scalar_subquery().label("usage_input"),
+        sa.select(sa.func.coalesce(sa.func.sum(u.output_tokens), 0)).where(of_run).scalar_subquery().label("usage_output"),
+    ).where(t.runs.c.run_id == sa.bindparam("w_run_id"))
