@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from . import tables as t
 from .records import CallRow
+from .statuses import CALL_SETTLED
 from .store import fetch_all, now
 
 
@@ -42,3 +43,14 @@ def pending_of_session(conn: sa.Connection, session_id: str) -> list[CallRow]:
     """The session's pending calls, in reply order."""
     stmt = sa.select(t.calls).where(t.calls.c.session_id == session_id, t.calls.c.status == "pending").order_by(t.calls.c.step, t.calls.c.position)
     return cast("list[CallRow]", fetch_all(conn, stmt))
+
+
+def unanswered_steps_superseded_by(conn: sa.Connection, run_id: str) -> list[tuple[str, int]]:
+    """(saver run, step) of every unanswered call on the branch ``run_id``'s rewind superseded."""
+    superseded = sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.superseded_by == run_id)
+    rows = conn.execute(
+        sa.select(t.calls.c.run_id, t.calls.c.step)
+        .where(t.calls.c.checkpoint_id.in_(superseded), t.calls.c.status.not_in(CALL_SETTLED))
+        .distinct()
+    ).all()
+    return [(r[0], r[1]) for r in rows]

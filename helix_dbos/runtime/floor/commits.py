@@ -23,8 +23,8 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from ...definitions import Agent
+from ...ledger import calls as call_rows
 from ...ledger import step_rows, store
-from ...ledger import tables as t
 from ...ledger.records import RunRow
 from ...ledger.statuses import BODY_KINDS, CALL_SETTLED, REDIRECTING_ENTRIES, RunStatus
 from . import durable, fence, transcript
@@ -64,12 +64,7 @@ def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
     refused when answered. They are paired as a redirect pairs them (``not_started`` if no body ever
     started, else ``outcome_unknown``; a client call ``outcome_unknown``), by the pure recovery function.
     """
-    superseded = sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.superseded_by == run_id)
-    steps = conn.execute(
-        sa.select(t.calls.c.run_id, t.calls.c.step)
-        .where(t.calls.c.checkpoint_id.in_(superseded), t.calls.c.status.not_in(CALL_SETTLED))
-        .distinct()
-    ).all()
+    steps = call_rows.unanswered_steps_superseded_by(conn, run_id)
     for saver, step in sorted(steps, key=lambda ref: (ref[1], ref[0])):
         calls = calls_of_step(conn, saver, step)
         # a superseded branch asks no check: no run or model reaches it again
