@@ -239,3 +239,22 @@ def pytest_report_header(config: pytest.Config) -> str:
     error = _pg_available()
     where = f"PostgreSQL at {PG_URL}: " + ("reachable" if error is None else f"NOT reachable ({error})")
     return where + ("; required (CI)" if REQUIRE_PG else "") + f"; test databases helix_t_* cloned from template {TEMPLATE}"
+
+
+def _sendable(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\udXXX`` escapes (everything else unchanged)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Tests store lone surrogates on purpose (what a tool produces is kept whatever its bytes), and
+    the runtime logs such values; pytest-xdist sends each report's captured output to the controller
+    as UTF-8, which cannot carry a lone surrogate and crashes the worker. Reports carry them escaped."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [(title, _sendable(text)) for title, text in report.sections]
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        if _sendable(text) != text:
+            report.longrepr = _sendable(text)
