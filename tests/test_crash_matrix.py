@@ -34,9 +34,12 @@ from tests.test_txtools import tx_rows
 
 UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe", "slow_unsafe", "slow_seq_unsafe"}
 RECONCILED = {"rec_charge", "rec_seq"}
+#: Decided by the database: each committed its effect with its result exactly once (asserted by rows).
+TRANSACTIONAL = {"tx_book", "tx_rogue"}
 
 
-def check_invariants(k: Kit, result: dict[str, Any]) -> None:
+def check_invariants(k: Kit, result: dict[str, Any], cut: bool = False) -> None:
+    """``cut``: the store dropped connections in this round (no crash)."""
     assert result["status"] == "completed", result
     bodies = k.bodies()
     checks = _checks_that_found_nothing(k)
@@ -50,6 +53,8 @@ def check_invariants(k: Kit, result: dict[str, Any]) -> None:
     step0 = [c for c in result["calls"] if c["step"] == 0]
     assert all(c["status"] in CALL_SETTLED for c in result["calls"]), result["calls"]
     for c in step0:
+        if cut and c["tool"] in TRANSACTIONAL:  # a try whose transaction the store dropped committed nothing
+            continue  # and is tried again under the same attempt (docs/writing-tools.md): one row, below
         assert c["attempts"] >= bodies.get(c["tool"], 0), c  # a body never runs without its attempt record
     assert transcript_problems(k.db_url, k.session) == []
     steps = k.model_steps()
@@ -119,9 +124,11 @@ def test_soak_random_kills(db_url: str, tmp_path: Path, monkeypatch: pytest.Monk
             how += _check_cancel(k, result)
             outcomes.append((k.scenario, how, dict(k.bodies())))
             continue
-        check_invariants(k, result)
+        check_invariants(k, result, cut=how.startswith("connection cut"))
         if how.startswith("connection cut"):  # nothing crashed: nothing is in doubt, nothing ran twice
-            assert all(c["status"] == "ok" for c in result["calls"]) and set(k.bodies().values()) == {1}, (how, result["calls"])
+            # (a transactional body whose transaction was cut starts again; its one row is checked above)
+            ran = {tool: n for tool, n in k.bodies().items() if tool not in TRANSACTIONAL}
+            assert all(c["status"] == "ok" for c in result["calls"]) and set(ran.values()) <= {1}, (how, result["calls"])
         outcomes.append((k.scenario + (f" ({os.environ['SCENARIO_ROGUE']})" if k.scenario == "tx_rogue" else ""), how, dict(k.bodies())))
     if proxy is not None:
         proxy.close()
