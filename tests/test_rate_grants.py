@@ -16,6 +16,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.migrate import upgrade
 from tests.support.procs import ROOT, child_env
+from tests.support.rates import max_in_window
 
 LIMIT, PERIOD, EACH = 5, 0.5, 8
 
@@ -35,16 +36,6 @@ for _ in range(int(sys.argv[2])):
 engine.dispose()
 """
 
-
-def max_in_window(epochs: list[float], period: float) -> int:
-    """The most grants any half-open window of ``period`` seconds holds (each grant opens one)."""
-    epochs = sorted(epochs)
-    best, lo = 0, 0
-    for hi, e in enumerate(epochs):
-        while epochs[lo] <= e - period:
-            lo += 1
-        best = max(best, hi - lo + 1)
-    return best
 
 
 def test_rate_window_holds_across_processes(db_url: str) -> None:

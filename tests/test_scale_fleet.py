@@ -9,7 +9,6 @@ runs and queue times are read from the ledger (``runs.started_at`` / ``ended_at`
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import pytest
 
 from tests.support.crashkit import helix_table, query
 from tests.support.procs import ROOT, child_env
+from tests.support.rates import max_in_window
 
 APP = "tests.scenarios.fleet_app:runtime"
 LEASE = 3.0
@@ -123,16 +123,6 @@ def fleet(pg_url: str, tmp_path: Path) -> Iterator[Callable[..., Fleet]]:
 def _seconds(ts: Any) -> float:
     return float(ts.timestamp())
 
-
-def max_in_window(epochs: list[float], period: float) -> int:
-    """The most grants any half-open window of ``period`` seconds holds."""
-    epochs = sorted(epochs)
-    best, lo = 0, 0
-    for hi, e in enumerate(epochs):
-        while epochs[lo] <= e - period:
-            lo += 1
-        best = max(best, hi - lo + 1)
-    return best
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
