@@ -169,6 +169,7 @@ def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> N
     assert not (tmp_path / "x.sqlite").exists()  # refused before the runtime touched the database
 
 
+@pytest.mark.kills
 def test_serve_says_where_it_listens_and_stops_cleanly_on_ctrl_c(tmp_path: Any) -> None:
     """`helix-dbos serve` prints one line naming its address, /docs and /ui (uvicorn at "warning" says
     nothing), answers /healthz, and a Ctrl-C (SIGINT) ends it with status 0 and no traceback."""
