@@ -21,6 +21,7 @@ from rich.text import Text
 
 from .. import apikeys
 from ..errors import NotFoundError, RunTimeoutError, ValidationError
+from . import serving
 from .common import (
     MAX_LIMIT,
     DbOption,
@@ -574,73 +575,7 @@ def api_key(
     console.print(f"add this entry to {apikeys.ENV} (comma- or newline-separated):\n  {esc(entry)}")
 
 
-@app.command()
-@typed_errors
-def serve(
-    host: Annotated[str, typer.Option("--host", envvar="HELIX_DBOS_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", envvar="HELIX_DBOS_PORT", callback=int_range("--port", 0, 65535))] = 8000,
-    app_spec: Annotated[str | None, typer.Option("--app", help="package.module:runtime (default: HELIX_DBOS_APP, then the examples).")] = None,
-    insecure: Annotated[bool, typer.Option("--insecure", help="Serve beyond loopback without authentication (a gateway in front authenticates).")] = False,
-    front_end: Annotated[bool, typer.Option("--front-end", help="Only admit and enqueue: run nothing here; `helix-dbos worker` processes run the runs (docs/scaling.md).")] = False,
-    db: DbOption = None,
-) -> None:
-    """Run the HTTP service in the foreground (what `dbos start` runs). Takes --db, but no --json.
-
-    Beyond loopback it refuses to start without HELIX_DBOS_API_KEYS or HELIX_DBOS_AUTHENTICATE,
-    unless --insecure (docs/service.md, "Deploying"). With --front-end the process never launches
-    DBOS: it runs no body, no model request and no recovered run (HELIX_DBOS_MODE=client).
-    """
-    import importlib
-
-    import uvicorn
-
-    # The one command that runs the service hands over to it by name: nothing else in the CLI
-    # depends on the service (its reads and JSON go through the runtime's reader and wire.py).
-    create_app = importlib.import_module("helix_dbos.service.app").create_app
-
-    os.environ["HELIX_DBOS_HOST"] = host  # the service's settings read the bound address from here
-    if insecure:
-        os.environ["HELIX_DBOS_INSECURE"] = "1"
-    if front_end:
-        os.environ["HELIX_DBOS_MODE"] = "client"  # the runtime the app defines resolves its mode from here
-    app_ = create_app(app_spec=app_spec, database_url=database_url(db) if db else None)
-    # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
-    err_console.print(f"helix-dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it")
-    uvicorn.run(app_, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
-
-
-@app.command()
-@typed_errors
-def worker(
-    app_spec: Annotated[str | None, typer.Option("--app", help="package.module:runtime (default: HELIX_DBOS_APP, then the examples).")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Runs one worker runs at once (DBOS worker_concurrency of the run queues).")] = None,
-    drain_timeout: Annotated[float, typer.Option("--drain-timeout", min=0, help="Seconds SIGTERM lets runs in flight finish before they are left to takeover.")] = 30.0,
-    db: DbOption = None,
-) -> None:
-    """Serve the run queues in the foreground: run what front ends enqueue (docs/scaling.md).
-
-    Prints one JSON line once serving. SIGTERM (or Ctrl-C) drains: no more dequeues, runs in
-    flight get --drain-timeout seconds to finish, the rest stay pending for another worker's
-    takeover. Exit 0 once drained.
-    """
-    import signal
-    import threading
-
-    from ..loader import load_runtime
-
-    runtime = load_runtime(app_spec, database_url=database_url(db) if db else None)
-    runtime.mode = "worker"
-    if concurrency is not None:
-        runtime.worker_concurrency = concurrency
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    runtime.launch()
-    typer.echo(json.dumps({"worker": runtime.executor_id, "pid": os.getpid()}))
-    while not stop.wait(0.5):
-        pass
-    left = runtime.drain(drain_timeout)
-    typer.echo(json.dumps({"drained": runtime.executor_id if runtime.settings else None, "left_pending": left}))
+serving.register(app)  # last, so `--help` lists them where they always were
 
 
 if __name__ == "__main__":

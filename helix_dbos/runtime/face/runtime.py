@@ -2,6 +2,10 @@
 
 Sync methods block the caller's thread; each has an ``_async`` twin that runs it in a worker
 thread, so the blocking engine never runs on an event loop and workflows always run on DBOS's own.
+
+The class is assembled from halves kept beside it: the process's shape (``modes.py``), its
+executor lease and takeovers (``executor_leases.py``), its shutdown and drain (``drain.py``),
+over the state a launch fills in (``launched.py``).
 """
 
 from __future__ import annotations
@@ -10,9 +14,7 @@ import asyncio
 import functools
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
@@ -21,18 +23,17 @@ from dbos import DBOS, SetWorkflowID
 from ...definitions import Agent
 from ...definitions.inputs import check_json, check_session_id, check_text
 from ...definitions.limits import AgentLimits
-from ...errors import ConfigurationError, ExecutorIdInUseError, ValidationError
-from ...ledger import executors, runs, store
+from ...errors import ConfigurationError, ValidationError
+from ...ledger import store
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...ledger.statuses import EntryKind
 from ...recovery import Profile
 from ...views import RunResult, SessionView, StopReceipt
-from ..floor import commits as step_commits
 from ..floor import registry as process_registry
 from ..floor.registry import Registry
 from ..flow import workflow
-from ..process import dbos_private, interrupts, leases, polling, queues, trace_export
+from ..process import dbos_private, leases, polling, queues, trace_export
 from ..process.config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -44,20 +45,18 @@ from ..process.config import (
 )
 from ..process.executor_lock import ExecutorLock
 from . import entries
+from .agents import adapt, collect_agents
+from .drain import Stopping
+from .executor_leases import ExecutorLeases
+from .launched import MODES, Mode
+from .modes import Modes
 from .reader import Reader
 
 P = ParamSpec("P")
 R = TypeVar("R")
 log = logging.getLogger("helix_dbos")
 
-#: A gate-admitted run whose workflow does not exist after this long is taken to have never started.
-ORPHAN_AFTER = timedelta(seconds=30)
-
 ResumeMode = Literal["continue", "with_message", "from_checkpoint"]
-#: ``process``: entries start their runs here (the default); ``client``: a front end that only admits
-#: and enqueues (no DBOS launch: it runs nothing); ``worker``: serves the run queues (docs/scaling.md).
-Mode = Literal["process", "client", "worker"]
-MODES: tuple[Mode, ...] = ("process", "client", "worker")
 StopKind = Literal["interrupt", "abort"]
 
 
@@ -68,41 +67,6 @@ def _async_twin(fn: Callable[P, R]) -> Callable[P, Any]:
 
     twin.__doc__ = f"Async twin of ``{fn.__name__}`` (runs it in a worker thread)."
     return twin
-
-
-def _adapt(agents: Iterable[Any], tool_policies: Mapping[str, Any] | None, deps_factories: Mapping[str, Any] | None) -> list[Agent]:
-    """``pydantic_ai.Agent``s are read into definitions as they are (see ``definitions/pydantic_agent.py``)."""
-    from pydantic_ai import Agent as PydanticAIAgent
-
-    from ...definitions.pydantic_agent import from_pydantic_ai
-    from ...definitions.pydantic_names import infer_agent_name
-
-    out: list[Agent] = []
-    for agent in agents:
-        if isinstance(agent, PydanticAIAgent):
-            name = infer_agent_name(agent)  # as pydantic-ai names an unnamed agent (definitions/pydantic_names.py)
-            agent = from_pydantic_ai(
-                agent, name=name, tool_policies=(tool_policies or {}).get(name), deps_factory=(deps_factories or {}).get(name)
-            )
-        elif not isinstance(agent, Agent):
-            raise ConfigurationError(f"agents must be hx.Agent or pydantic_ai.Agent, not {type(agent).__name__}")
-        out.append(agent)
-    return out
-
-
-def _collect_agents(agents: Iterable[Agent]) -> dict[str, Agent]:
-    """Every agent reachable from ``agents``, sub-agents included: child runs resolve them by name."""
-    found: dict[str, Agent] = {}
-    stack = list(agents)
-    while stack:
-        agent = stack.pop()
-        other = found.get(agent.name)
-        if other is not None and other is not agent:
-            raise ConfigurationError(f"two different agents are named {agent.name!r}")
-        if other is None:
-            found[agent.name] = agent
-            stack.extend(s.agent for s in agent.sub_agents)
-    return found
 
 
 def _positive_int(value: object) -> bool:
@@ -166,7 +130,7 @@ CONFIGURATION: frozenset[str] = frozenset({
 })
 
 
-class Runtime:
+class Runtime(Modes, ExecutorLeases, Stopping):
     """Agents as DBOS workflows over the Helix ledger. One per process (DBOS is one per process)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -202,7 +166,7 @@ class Runtime:
         if recovery not in ("full", "dbos_compat"):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
         # tool_policies / deps_factories: by agent name, for the pydantic-ai agents handed in as they are
-        self.agents = _collect_agents(_adapt(agents, tool_policies, deps_factories))
+        self.agents = collect_agents(adapt(agents, tool_policies, deps_factories))
         # Postgres connection pools as (pool_size, max_overflow): the API engine (callers' entries,
         # answers, reads) and the workflows' ledger transactions; a process may open up to the sum
         # of both plus DBOS's own system-database pool and one lock connection (SQLite pools nothing)
@@ -269,12 +233,6 @@ class Runtime:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    @property
-    def engine(self) -> sa.Engine:
-        if self._engine is None:
-            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
-        return self._engine
-
     def launch(self) -> Runtime:
         """Configure DBOS (unless the app did), migrate the ledger, launch, and wake this executor's runs.
 
@@ -291,46 +249,11 @@ class Runtime:
             self.shutdown(wait_seconds=0)
             raise
 
-    def _resolve_mode(self) -> Mode:
-        raw = self.mode or os.environ.get("HELIX_DBOS_MODE") or "process"
-        if raw not in MODES:
-            raise ConfigurationError(f"mode (HELIX_DBOS_MODE) must be one of {', '.join(MODES)}, not {raw!r}")
-        return raw  # narrowed by the check against MODES
-
-    def _queue_settings(self, url: str) -> queues.QueueSettings:
-        return queues.QueueSettings(self.worker_concurrency, self.owner_share, 0.05 if is_sqlite(url) else 0.1)
-
-    def _launch_client(self) -> Runtime:
-        """A front end: the ledger and DBOS's tables migrated, the entry queues registered, an engine
-        and a ``DBOSClient`` over it. DBOS itself is never configured nor launched here, so this
-        process has no queue thread, no recovery and no executor: it cannot run anything."""
-        from dbos import DBOSClient, DBOSPortableJSONSerializer
-
-        url = resolve_database_url(self.database_url)
-        if is_sqlite(url):
-            ensure_sqlite_wal(url)
-        upgrade(url)
-        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
-        self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
-        dbos_private.run_client_migrations(self._client)
-        queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))
-        # No executor id: nothing runs here (``executor_id`` refuses); the version is what it enqueues under.
-        self.settings = Settings(url, "", resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window)
-        return self
-
-    @property
-    def is_front_end(self) -> bool:
-        """Launched as a front end (``mode="client"``): it admits and enqueues, and runs nothing."""
-        return self._mode == "client" and self._engine is not None
-
-    def _enqueues(self, agent_name: str) -> bool:
-        """Whether an entry into ``agent_name`` enqueues its run rather than starting it here."""
-        return self._mode != "process" or queues.limited(agent_name, self.limits)
-
     def _launch(self) -> Runtime:
         self._mode = self._resolve_mode()
         if self._mode == "client":
-            return self._launch_client()
+            self._launch_client()
+            return self
         existing = dbos_private.configured_dbos()
         url = resolve_database_url(self.database_url)
         recovery_poll = resolve_recovery_poll()  # refused typed before anything is written
@@ -388,152 +311,10 @@ class Runtime:
         self._start_lease(executor_id)
         return self
 
-    def _listened_queues(self) -> list[str] | None:
-        """The queues DBOS serves here (None: every queue of the app). A worker serves them all; a
-        single process its own entry queues (an agent with a limit) and, if ``serve_queue``, the
-        children's queue; nothing else it would otherwise poll for nothing."""
-        if self._mode == "worker":
-            return None
-        entry = sorted({queues.entry_queue(name, self.limits) for name in self.limits if queues.limited(name, self.limits)})
-        if self.serve_queue:
-            return None if not entry else [self.queue_name, *entry]
-        return entry
-
-    def _start_lease(self, executor_id: str) -> None:
-        """Register this executor's lease (renewed by the lock's watchdog) and start watching for
-        gone executors whose pending runs this process should take over (docs/operations.md)."""
-        assert self._lock is not None
-        lease = self._lock.lease
-        with self.engine.begin() as conn:
-            generation = self._lease_generation = executors.register(conn, executor_id, lease)
-
-        def renew() -> bool | None:
-            with self.engine.begin() as conn:
-                return executors.renew(conn, executor_id, generation)
-
-        self._lock.set_renewer(renew, leases.renew_interval(lease))
-        if self.takeover:
-            self._takeover = leases.Takeover(
-                self.engine,
-                executor_id,
-                poll=max(0.25, min(5.0, lease / 4)),
-                probe_free=self._executor_free,
-                has_pending=self._has_pending,
-                recover=self._recover_workflows,
-            )
-            self._takeover.start()
-
-    def _executor_free(self, executor_id: str) -> bool:
-        probe = ExecutorLock(self.settings.database_url if self.settings else "")
-        try:
-            probe.acquire(executor_id, wait=False)
-            return True
-        except ExecutorIdInUseError:
-            return False
-        finally:
-            probe.release()
-
-    def _has_pending(self, executor_id: str) -> bool:
-        with self.engine.connect() as conn:
-            return dbos_private.pending_workflow_count(conn, executor_id) > 0
-
-    def _recover_workflows(self, executor_id: str) -> list[str]:
-        """Hand a gone executor's pending runs to DBOS's recovery, which re-enqueues them on its
-        internal queue: they start at that queue's next poll, within ``HELIX_DBOS_RECOVERY_POLL``.
-        (Polling fast from here would not help: DBOS's queue thread is asleep for its current
-        interval, and a shorter one only decays in by 10% a poll.)"""
-        return dbos_private.recover_pending_workflows(executor_id)
-
-    def _settle_cancelled_runs(self) -> None:
-        """Runs of this executor that an operator cancelled with DBOS's tools while no process of
-        ours was alive to notice: DBOS will never run them again, so settle them as an abort now
-        (the wake's counterpart of the live run settling its own cancel)."""
-        with self.engine.begin() as conn:
-            for run_id in runs.running_of_executor(conn, self.executor_id):
-                if dbos_private.workflow_status(conn, run_id) == "CANCELLED":
-                    step_commits.settle_cancel(conn, run_id)
-
     def _create_tx_engine(self, url: str) -> sa.Engine:
         """The engine of the workflows' ledger transactions, on its own blocking pool (so API
         callers' threads and the workflows' transactions never starve each other)."""
         return create_sync_engine(url, **self._pool_args(url, self.tx_pool))
-
-    @staticmethod
-    def _pool_args(url: str, pool: tuple[int, int]) -> dict[str, int]:
-        return {} if is_sqlite(url) else {"pool_size": pool[0], "max_overflow": pool[1]}
-
-    def shutdown(self, wait_seconds: int = 2) -> None:
-        """Stop this process's runtime; in-flight runs get ``wait_seconds`` to reach DBOS's own end.
-
-        A run whose ledger is at rest finishes its workflow a moment later; waiting briefly keeps a
-        short-lived process (a script, a CLI command) from leaving it pending for the next launch.
-        Anything still running is recovered by this executor id's next launch: DBOS cancels it, and
-        the run workflow turns the cancellation into ``ProcessStopping`` so it stays ``PENDING``
-        rather than ``ERROR`` (see ``durable.ProcessStopping``). A Ctrl-C during the shutdown
-        ends the grace period at once and is raised when the shutdown is done
-        (``process/interrupts.py``); any number of them leaves the runs recoverable.
-        """
-        hurry = threading.Event()
-        with interrupts.hurried_by_ctrl_c(hurry):
-            self._shutdown(wait_seconds, hurry)
-
-    def _stop_writing(self) -> None:
-        """The grace period is over: a workflow's next ledger operation leaves it ``PENDING``."""
-        if self._registry is not None:
-            self._registry.stopping = True
-
-    def _shutdown(self, wait_seconds: float, hurry: threading.Event) -> None:
-        if self._client is not None:
-            self._client.destroy()  # its engine is ours (disposed below)
-            self._client = None
-        if self._takeover is not None:
-            self._takeover.stop()
-            self._takeover = None
-        if self._polling is not None:
-            self._polling.stop()
-            self._polling = None
-        if self._owns_dbos:
-            dbos_private.destroy(wait_seconds, hurry=hurry, before=self._stop_writing)
-            self._owns_dbos = False
-        trace_export.uninstall()  # after DBOS's stop: the spans its cancelled workflows ended go too
-        if self._registry is not None:
-            process_registry.uninstall(self._registry)  # only this runtime's own: another's stays live
-            self._registry = None
-        if self._lock is not None:
-            self._lock.stop_watching()  # its renewals need the engine disposed below; the release decides
-        taken_over = False
-        if self._engine is not None and self._lease_generation is not None and self.settings is not None:
-            try:
-                with self._engine.begin() as conn:
-                    taken_over = not executors.release(conn, self.settings.executor_id, self._lease_generation)
-            except Exception:  # the database is gone: the lease lapses instead
-                log.warning("could not release executor %s's lease", self.settings.executor_id, exc_info=True)
-            self._lease_generation = None
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
-        if self._tx_engine is not None:
-            self._tx_engine.dispose()
-            self._tx_engine = None
-        if self._lock is not None:
-            lock, self._lock = self._lock, None
-            lock.release()
-            if taken_over:
-                lock.on_lost(f"executor {lock.executor_id!r} lost its lease (its runs were taken over by another executor)")
-
-    def drain(self, timeout: float = 30.0) -> list[str]:
-        """Stop dequeuing, let the runs in flight here finish for up to ``timeout`` seconds, shut down.
-
-        What SIGTERM does to ``helix-dbos worker``. Runs never dequeued stay on their queue for the
-        other workers; a run still in flight at the deadline stays ``PENDING`` under this executor
-        and is taken over by another worker once this one's lease is released (at shutdown), where
-        the recovery rules decide its calls. Returns the ids of the runs left in flight.
-        """
-        left: list[str] = []
-        if self._owns_dbos:
-            left = dbos_private.wait_active(timeout)
-        self.shutdown(wait_seconds=0)
-        return left
 
     def __enter__(self) -> Runtime:
         return self.launch()
@@ -541,38 +322,7 @@ class Runtime:
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
 
-    def _launched_registry(self) -> Registry:
-        if self._registry is None:
-            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
-        return self._registry
-
-    @property
-    def launched_settings(self) -> Settings:
-        if self.settings is None:
-            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
-        return self.settings
-
-    @property
-    def executor_id(self) -> str:
-        if self.is_front_end:
-            raise ConfigurationError("a front end (mode='client') has no executor: it runs nothing")
-        if self.settings is None:
-            raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
-        return self.settings.executor_id
-
     # --- entries -------------------------------------------------------------------------------
-
-    def _enqueue(self, conn: sa.Connection, opened: Any, priority: int | None) -> None:
-        options: dict[str, Any] = {
-            "queue_name": queues.entry_queue(opened["agent_name"], self.limits),
-            "workflow_name": workflow.RUN_WORKFLOW,
-            "workflow_id": opened["run_id"],
-            "app_version": self.launched_settings.app_version,
-            "queue_partition_key": queues.partition_key(opened["owner"]),
-        }
-        if priority is not None:
-            options["priority"] = priority
-        self._client.enqueue_in_transaction(conn, options, opened["run_id"])
 
     def _enter(self, entry: EntryKind, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None, priority: int | None = None) -> RunHandle:
         if deps is not None:
@@ -612,30 +362,6 @@ class Runtime:
                 store.end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=f"{type(exc).__name__}: {exc}")
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
-
-    def _run_is_dead(self, run: dict[str, Any], conn: sa.Connection) -> str | None:
-        """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""
-        row = dbos_private.workflow_row(conn, run["run_id"])
-        if row is None:
-            created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=store.now().tzinfo)
-            return "lost" if store.now() - created > ORPHAN_AFTER else None
-        status, owner = row
-        if status == "CANCELLED":
-            return "cancelled"
-        if status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "SUCCESS"):
-            return "lost"
-        if status != "PENDING" or not owner or (self._mode != "client" and owner == self.executor_id):
-            return None
-        probe = ExecutorLock(self.settings.database_url if self.settings else "")
-        try:
-            probe.acquire(owner, wait=False)
-        except ExecutorIdInUseError:
-            return None  # its executor is alive (or may be, until its lease lapses) and will finish it
-        finally:
-            probe.release()
-        # its executor is gone: make sure a restart never resumes it
-        (self._client.cancel_workflow if self._mode == "client" else DBOS.cancel_workflow)(run["run_id"])
-        return "lost"
 
     def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *, owner: str | None = None, priority: int | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
@@ -743,24 +469,6 @@ class Runtime:
         check_text("run_id", run_id)
         return self.reader.run(run_id)
 
-    def recover_executor(self, executor_id: str) -> list[str]:
-        """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
-        probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self.database_url))
-        try:
-            probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
-            # Held while the runs are handed over, so that executor cannot relaunch and recover them too.
-            with self.engine.begin() as conn:
-                generation = executors.generation_of(conn, executor_id)
-                claimed = generation is not None and executors.claim(conn, executor_id, generation, self.executor_id, "operator")
-            recovered = self._recover_workflows(executor_id)
-            if claimed:
-                assert generation is not None
-                with self.engine.begin() as conn:
-                    executors.record_taken(conn, executor_id, generation, recovered)
-        finally:
-            probe.release()
-        return recovered
-
     start_async = _async_twin(start)
     resume_async = _async_twin(resume)
     retry_async = _async_twin(retry)
@@ -772,4 +480,4 @@ class Runtime:
     session_async = _async_twin(session)
     get_run_async = _async_twin(get_run)
     launch_async = _async_twin(launch)
-    shutdown_async = _async_twin(shutdown)
+    shutdown_async = _async_twin(Stopping.shutdown)

@@ -1,0 +1,99 @@
+"""What a launch fills in on a ``Runtime`` (engines, lock, DBOS client, registry, settings) and
+the checked accessors that refuse before launch.
+
+A base of the ``Runtime`` and of the halves split out of it (``modes.py``, ``executor_leases.py``,
+``drain.py``), so each half names the state it touches without importing ``runtime.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from ...definitions import Agent
+from ...definitions.limits import AgentLimits
+from ...errors import ConfigurationError
+from ...ledger.engine import is_sqlite
+from ...recovery import Profile
+from ..floor.registry import Registry
+from ..process import leases, polling
+from ..process.config import Settings
+from ..process.executor_lock import ExecutorLock
+
+#: ``process``: entries start their runs here (the default); ``client``: a front end that only admits
+#: and enqueues (no DBOS launch: it runs nothing); ``worker``: serves the run queues (docs/scaling.md).
+Mode = Literal["process", "client", "worker"]
+MODES: tuple[Mode, ...] = ("process", "client", "worker")
+
+
+class LaunchedParts:
+    """The configuration a ``Runtime`` holds and the state its launch fills in (declared here,
+    assigned by ``Runtime.__init__``)."""
+
+    # configuration (fixed once launched: runtime.CONFIGURATION)
+    agents: dict[str, Agent]
+    api_pool: tuple[int, int]
+    tx_pool: tuple[int, int]
+    live_output: bool
+    recovery: Profile
+    database_url: str | None
+    queue_name: str
+    auto_continue: bool
+    serve_queue: bool
+    store_retry_window: float
+    takeover_after: float | None
+    takeover: bool
+    mode: Mode | None
+    limits: dict[str, AgentLimits]
+    worker_concurrency: int | None
+    owner_share: int | None
+    _executor_id: str | None
+    _app_version: str | None
+    _app_name: str
+    # what a launch fills in
+    settings: Settings | None
+    _engine: sa.Engine | None
+    _tx_engine: sa.Engine | None
+    _lock: ExecutorLock | None
+    _owns_dbos: bool
+    _takeover: leases.Takeover | None
+    _polling: polling.InternalQueuePolling | None
+    _lease_generation: int | None
+    _registry: Registry | None
+    _client: Any
+    _mode: Mode
+
+    @property
+    def engine(self) -> sa.Engine:
+        if self._engine is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._engine
+
+    @property
+    def is_front_end(self) -> bool:
+        """Launched as a front end (``mode="client"``): it admits and enqueues, and runs nothing."""
+        return self._mode == "client" and self._engine is not None
+
+    def _launched_registry(self) -> Registry:
+        if self._registry is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._registry
+
+    @property
+    def launched_settings(self) -> Settings:
+        if self.settings is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self.settings
+
+    @property
+    def executor_id(self) -> str:
+        if self.is_front_end:
+            raise ConfigurationError("a front end (mode='client') has no executor: it runs nothing")
+        if self.settings is None:
+            raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
+        return self.settings.executor_id
+
+    @staticmethod
+    def _pool_args(url: str, pool: tuple[int, int]) -> dict[str, int]:
+        return {} if is_sqlite(url) else {"pool_size": pool[0], "max_overflow": pool[1]}

@@ -1,0 +1,76 @@
+"""The process's shape (``Runtime(mode=...)``, docs/scaling.md): a front end that only admits and
+enqueues, a worker that serves the entry queues, or one process that runs its own entries; which
+queues each serves and how an entry enqueues its run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import sqlalchemy as sa
+
+from ...errors import ConfigurationError
+from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
+from ...ledger.migrate import upgrade
+from ..flow import workflow
+from ..process import dbos_private, queues
+from ..process.config import Settings, resolve_app_version, resolve_database_url
+from .launched import MODES, LaunchedParts, Mode
+
+
+class Modes(LaunchedParts):
+    """The ``Runtime``'s mode-dependent half: client launch, queue choice, enqueueing."""
+
+    def _resolve_mode(self) -> Mode:
+        raw = self.mode or os.environ.get("HELIX_DBOS_MODE") or "process"
+        if raw not in MODES:
+            raise ConfigurationError(f"mode (HELIX_DBOS_MODE) must be one of {', '.join(MODES)}, not {raw!r}")
+        return raw  # narrowed by the check against MODES
+
+    def _queue_settings(self, url: str) -> queues.QueueSettings:
+        return queues.QueueSettings(self.worker_concurrency, self.owner_share, 0.05 if is_sqlite(url) else 0.1)
+
+    def _launch_client(self) -> None:
+        """A front end: the ledger and DBOS's tables migrated, the entry queues registered, an engine
+        and a ``DBOSClient`` over it. DBOS itself is never configured nor launched here, so this
+        process has no queue thread, no recovery and no executor: it cannot run anything."""
+        from dbos import DBOSClient, DBOSPortableJSONSerializer
+
+        url = resolve_database_url(self.database_url)
+        if is_sqlite(url):
+            ensure_sqlite_wal(url)
+        upgrade(url)
+        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
+        self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
+        dbos_private.run_client_migrations(self._client)
+        queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))
+        # No executor id: nothing runs here (``executor_id`` refuses); the version is what it enqueues under.
+        self.settings = Settings(url, "", resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window)
+
+    def _enqueues(self, agent_name: str) -> bool:
+        """Whether an entry into ``agent_name`` enqueues its run rather than starting it here."""
+        return self._mode != "process" or queues.limited(agent_name, self.limits)
+
+    def _listened_queues(self) -> list[str] | None:
+        """The queues DBOS serves here (None: every queue of the app). A worker serves them all; a
+        single process its own entry queues (an agent with a limit) and, if ``serve_queue``, the
+        children's queue; nothing else it would otherwise poll for nothing."""
+        if self._mode == "worker":
+            return None
+        entry = sorted({queues.entry_queue(name, self.limits) for name in self.limits if queues.limited(name, self.limits)})
+        if self.serve_queue:
+            return None if not entry else [self.queue_name, *entry]
+        return entry
+
+    def _enqueue(self, conn: sa.Connection, opened: Any, priority: int | None) -> None:
+        options: dict[str, Any] = {
+            "queue_name": queues.entry_queue(opened["agent_name"], self.limits),
+            "workflow_name": workflow.RUN_WORKFLOW,
+            "workflow_id": opened["run_id"],
+            "app_version": self.launched_settings.app_version,
+            "queue_partition_key": queues.partition_key(opened["owner"]),
+        }
+        if priority is not None:
+            options["priority"] = priority
+        self._client.enqueue_in_transaction(conn, options, opened["run_id"])
