@@ -43,8 +43,11 @@ EVENT_PAGE = 500
 class Reader:
     """Read-only queries over ``engine``, each in its own short connection.
 
-    ``store_retry_window``: how long a wait rides out a database outage (None: a wait fails on the
-    first transient error, as a plain read does).
+    ``store_retry_window``: how long a read or a wait rides out a database outage (dropped or
+    refused connections, a silent server, SQLite busy) before it raises ``StoreUnavailableError``
+    (``store_unavailable``), the same window the runs' own transactions have: a caller polling
+    ``session()`` through a failover sees the answer late, never a driver's exception. None (the
+    CLI's bare reader): one try, the driver's error as it is, for the CLI to explain.
     """
 
     def __init__(self, engine: sa.Engine, *, store_retry_window: float | None = None, settled: Handoff[str, Any] | None = None) -> None:
@@ -57,6 +60,12 @@ class Reader:
         return time.sleep if self.settled is None or run_id is None else self.settled.sleeper(run_id)
 
     def _read(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` in a short connection, tried again through an outage for ``store_retry_window``."""
+        if self.store_retry_window is None:
+            return self._read_once(fn)
+        return retrying_sync("reading the ledger", lambda: self._read_once(fn), self.store_retry_window)
+
+    def _read_once(self, fn: Callable[[sa.Connection], T]) -> T:
         with self.engine.connect() as conn:
             return fn(conn)
 
@@ -113,7 +122,7 @@ class Reader:
         """
         handoff = self.settled
         settled = (lambda: handoff.take(run_id)) if ended is not None and handoff is not None else None
-        result: RunResult = poll(lambda: self._read(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended, settled=settled,
+        result: RunResult = poll(lambda: self._read_once(lambda conn: at_rest(conn, run_id)), timeout, f"run {run_id}", self.store_retry_window, ended=ended, settled=settled,
                     sleep=self._sleeper(run_id))
         return result
 
@@ -138,7 +147,7 @@ class Reader:
                 sleepers[run_id] = self._sleeper(run_id)
             sleepers[run_id](delay)
 
-        return poll(lambda: self._read(check), timeout, f"session {session_id}", self.store_retry_window, sleep=sleep)
+        return poll(lambda: self._read_once(check), timeout, f"session {session_id}", self.store_retry_window, sleep=sleep)
 
     # --- events --------------------------------------------------------------------------------
 

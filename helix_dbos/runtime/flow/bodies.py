@@ -36,7 +36,7 @@ from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
 from ..floor.registry import env, lock_held, wait_lock_held
 from ..process import trace_export, tracing
 from ..process.faults import crash_point, fail_point
-from . import reconcile, scopes, transactional
+from . import reconcile, scopes, tool_errors, transactional
 from .local_child import run_local_child
 
 log = logging.getLogger("helix_dbos")
@@ -128,8 +128,8 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
             status, result, error = "ok", value, None
         else:
             status, result, error = "error", None, {"type": "result_not_serializable", "message": value}
-    except Exception as exc:
-        log.warning("run %s: tool %r raised; the model is answered with the error", run_id, name, exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - whatever the body raised is the call's answer (logged in tool_errors)
+        tool_errors.tool_raised(run_id, name, dispatch_id, exc)
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
     written: BodyOutcome = await group_commit.write(

@@ -42,6 +42,7 @@ from ..floor.records import RecordOutcome
 from ..floor.registry import env
 from ..floor.store_retry import Backoff, is_transient
 from ..process.faults import crash_point
+from . import tool_errors
 
 log = logging.getLogger("helix_dbos")
 
@@ -50,6 +51,10 @@ _POLL_FIRST, _POLL_MAX = 0.01, 0.25
 
 class _Refused(Exception):
     """The result write may not happen: roll the body's writes back with it."""
+
+
+class _BodyRaised(Exception):
+    """The body itself raised (its exception is ``__cause__``): the call's answer, not the runtime's fault."""
 
 
 class _Unusable(Exception):
@@ -73,7 +78,10 @@ def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt
     if call is None or call["status"] != "running" or call["attempts"] != attempt:
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
     with body_guard.guarded(conn) as guarded, unbounded_waits():
-        value = tool.invoke_sync(args, dataclasses.replace(ctx, connection=guarded))
+        try:
+            value = tool.invoke_sync(args, dataclasses.replace(ctx, connection=guarded))
+        except Exception as exc:
+            raise _BodyRaised() from exc
     ok, value = transcript.jsonable(value)
     if not ok:
         raise _Unusable(value)
@@ -137,12 +145,16 @@ def _run_once(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, to
         return {"status": "refused", "written": False, "refused": str(refused)}
     except _Unusable as unusable:
         error = {"type": "result_not_serializable", "message": str(unusable)}
-    except Exception as exc:  # the body's error: its writes are rolled back, the error is its answer
+    except Exception as raised:  # noqa: BLE001 - its writes are rolled back, the error is its answer (logged in tool_errors)
+        exc = raised.__cause__ if isinstance(raised, _BodyRaised) and raised.__cause__ is not None else raised
         if is_transient(exc):
             # The store failed, not the body: nothing is written as its answer. The attempt has no
             # result (or, if a lost acknowledgement hid a commit, its result): the ledger says which.
-            raise
-        log.warning("run %s: transactional tool %r raised; its writes are rolled back, the error is its answer", run_id, tool.name, exc_info=True)
+            raise exc from None
+        if exc is raised and not isinstance(exc, pydantic.ValidationError):  # not the body's (nor its arguments'): ours
+            tool_errors.runtime_failed(run_id, tool.name, dispatch_id, exc, "its writes are rolled back, the error is its answer")
+        else:
+            tool_errors.tool_raised(run_id, tool.name, dispatch_id, exc, "its writes are rolled back, the model is answered with the error")
         error = {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:
