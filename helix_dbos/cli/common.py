@@ -133,10 +133,11 @@ def ledger(explicit: str | None) -> Iterator[Reader]:
     """A reader of the ledger, without DBOS. A missing ledger is a typed error, not a traceback."""
     import sqlalchemy as sa
 
-    from ..ledger.engine import create_sync_engine, sqlite_path
+    from ..ledger.engine import check_sqlite_folder, create_sync_engine, sqlite_path
     from ..runtime import Reader
 
     url = database_url(explicit)
+    check_sqlite_folder(url)  # a missing folder is not a missing ledger: migrate would not help
     path = sqlite_path(url)
     if path is not None and not path.exists():  # opening it would create an empty file as a side effect
         raise ConfigurationError(f"no database at {path}; run `helix-dbos migrate` or pass --db", detail=url)

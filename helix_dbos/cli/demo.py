@@ -31,7 +31,7 @@ from rich.text import Text
 
 from ..errors import ConfigurationError, HelixError
 from ..examples import effects, payments
-from ..ledger.engine import is_sqlite
+from ..ledger.engine import check_sqlite_folder, is_sqlite
 from ..runtime.floor import transcript
 from ..runtime.process.faults import CRASH_EXIT_CODE
 from .common import console, ledger, print_json, short, workflow_done
@@ -262,6 +262,8 @@ def run_demo(model: str | None, db: str | None, as_json: bool, workdir: Path | N
     """
     check_model(model)
     db = db or os.environ.get("HELIX_DBOS_DATABASE_URL") or None
+    if db is not None:
+        check_sqlite_folder(db)  # here, not as a worker's traceback inside "the demo's first worker failed"
     folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="helix-demo-"))
     folder.mkdir(parents=True, exist_ok=True)
     try:

@@ -64,8 +64,28 @@ def sqlite_path(url: str) -> Path | None:
     return Path(u.database)
 
 
+def check_sqlite_folder(url: str) -> None:
+    """Refuse a SQLite URL whose folder is missing (``configuration_error`` naming it).
+
+    The file is created on first use, its folder never: a mistyped path must not turn into a new
+    directory tree holding an empty ledger, and "run helix-dbos migrate" is no help when the
+    migration could not create the file either.
+    """
+    path = sqlite_path(url)
+    if path is None:
+        return
+    folder = path.parent
+    if not folder.is_dir():
+        shown = folder.absolute()
+        problem = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigurationError(
+            f"the SQLite database's folder {shown} {problem}; create it (mkdir -p {shown}) or fix the path in the database URL",
+            detail={"database_url": url, "folder": str(shown)},
+        )
+
+
 def ensure_sqlite_wal(url: str) -> None:
-    """Create the SQLite file in WAL mode before DBOS opens it.
+    """Create the SQLite file in WAL mode before DBOS opens it (its folder must exist).
 
     DBOS leaves SQLite in rollback-journal mode, where a writer blocks the notification poller
     across its commit and waiters pay their full timeout; WAL lets readers and the one writer
@@ -74,7 +94,7 @@ def ensure_sqlite_wal(url: str) -> None:
     path = sqlite_path(url)
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_sqlite_folder(url)
     con = sqlite3.connect(path)
     try:
         con.execute("PRAGMA journal_mode=WAL")
