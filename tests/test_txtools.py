@@ -259,6 +259,24 @@ def test_a_redirect_asks_the_check_before_it_pairs(db_url: str, tmp_path: Path, 
     assert transcript_problems(db_url, k.session) == []
 
 
+@pytest.mark.kills
+def test_a_queued_new_turn_asks_the_check_and_runs(db_url: str, tmp_path: Path) -> None:
+    """A new turn through an entry queue (``limits``) starts ``queued``: the reconcile check it asks
+    before its pairing transaction (which turns it running) is recorded, and the turn runs; it used to
+    be refused by the fence (``queued``), leaving the run and its session queued for ever."""
+    k = Kit(db_url, tmp_path, scenario="reconcile")
+    k.crash("after_body:rec_charge")
+    out = k.entry("turn", message="again", executor=f"{k.executor}-other", extra_env={"SCENARIO_MAX_RUNNING": "1"})
+    assert out.code == 0 and out.result is not None and out.result["status"] == "completed", out.stderr[-3000:]
+    assert [r["status"] for r in out.result["runs"]] == ["failed", "completed"]
+    call = ledger_call(k, "rec_charge")
+    [effect] = charges(k, call["dispatch_id"])
+    assert (call["status"], call["decided_by"], call["check_outcome"]["verdict"]) == ("ok", "check", "applied")
+    assert call["result"] == effect["receipt"] == told(k, "rec_charge")
+    assert len(k.lines("checks")) == 1 and k.bodies()["rec_charge"] == 1  # asked once, no body ran again
+    assert transcript_problems(db_url, k.session) == []
+
+
 # --- async checks, in process, through a failing run and retry() -------------------------------------
 
 

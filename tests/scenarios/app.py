@@ -264,7 +264,11 @@ def freeze_at(spec: str) -> None:
 
 def build_runtime(args: argparse.Namespace) -> hx.Runtime:
     agent = hx.Agent("crashy", FunctionModel(model_function(args.scenario)), tools=build_tools(args.variant))
-    return hx.Runtime([agent], database_url=args.db, executor_id=args.executor, recovery=args.recovery)
+    # SCENARIO_MAX_RUNNING=N: entries go through the agent's entry queue (their run starts `queued`),
+    # and this process takes over no other executor's runs
+    queued = os.environ.get("SCENARIO_MAX_RUNNING")
+    extra: dict[str, Any] = {"limits": {"crashy": hx.AgentLimits(max_running=int(queued))}, "takeover": False} if queued else {}
+    return hx.Runtime([agent], database_url=args.db, executor_id=args.executor, recovery=args.recovery, **extra)
 
 
 def cli_runtime() -> hx.Runtime:

@@ -118,8 +118,13 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     A gate run again (or a replay, a redirect's or a failure's pairing) then reads the verdict instead
     of asking again. A verdict about an attempt that is no longer the latest (or a call already
     answered) is dropped.
+
+    A ``queued`` run passes the fence: a redirect asks its checks before its entry's first
+    transaction (``prepare_entry``, which turns it running) and records them then, as that entry's
+    own read of the checks does (``commits.redirect_checks``). Turning the run running first would
+    show it running with its saved calls not yet paired; the verdict changes only the call's row.
     """
-    fence.check(conn, run_id, "reconcile verdict")
+    fence.check(conn, run_id, "reconcile verdict", admit_queued=True)
     call = store.get_call(conn, dispatch_id, for_update=True)
     assert call is not None
     if call["status"] in CALL_SETTLED or call["attempts"] != attempts:
