@@ -44,6 +44,7 @@ from .records import (
     CheckTarget,
     EntryPlan,
     ModelReply,
+    NewCallRow,
     PlannedCall,
     StepOutcome,
     StepRef,
@@ -150,10 +151,9 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
 Events = list[tuple[str, Mapping[str, Any]]]
 
 
-def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[PlannedCall]) -> list[dict[str, Any]]:
-    """A fresh dispatch id per call, for the save-first record (the inserted values: a ``CallRow``
-    less the columns the database fills)."""
-    rows = []
+def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned: Sequence[PlannedCall]) -> list[NewCallRow]:
+    """A fresh dispatch id per call, for the save-first record."""
+    rows: list[NewCallRow] = []
     for p in planned:
         rows.append(
             {

@@ -195,15 +195,15 @@ async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Conn
     recorded, the read is only handed back (``runtime/floor/handoff.py``), and None unless this execution
     committed the transaction fresh (a replay or another execution's record returns the recorded
     output without running ``fn``, so nothing was read with it)."""
-    side: dict[str, Any] = {}
+    ran: list[tuple[Any, Any]] = []  # (output, read) of the last time ``fn`` ran in this execution
 
     def work(conn: sa.Connection, *a: Any) -> Any:
         out = fn(conn, *a)
-        side["read"], side["out"] = read(conn, out), out
+        ran[:] = [(out, read(conn, out))]
         return out
 
     out = await tx(name, work, *args)
-    return out, side["read"] if side.get("out") is out else None
+    return out, next((r for o, r in ran if o is out), None)
 
 
 def tx_committed(conn: sa.Connection, workflow_id: str, name: str) -> bool:

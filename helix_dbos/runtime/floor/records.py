@@ -15,6 +15,7 @@ from typing import Any, Literal, NotRequired, Required, TypedDict, final
 
 from ...ledger.records import CheckVerdict
 from ...ledger.statuses import CallKind, CallStatus, EntryKind, RunStatus
+from ...ledger.user_json import JsonObject, ToolArgs
 from ...recovery.decide import BodyAction
 from ...views import StopStatus
 
@@ -43,7 +44,7 @@ class ModelReply(TypedDict):
     """A model request's reply as the ledger records it (``durable.record_reply``) before anything
     acts on it: pydantic-ai's ``ModelResponse`` as JSON, its usage and the calls planned from it."""
 
-    response: dict[str, Any]
+    response: JsonObject
     usage: ReplyUsage
     model_name: str | None
     step: int
@@ -65,14 +66,15 @@ class PlannedCallBase(TypedDict):
     position: int
     tool_call_id: str
     tool_name: str
-    args: Any
+    args: ToolArgs
     replay: str
     concurrency_group: str | None
     sequential: bool
     requires_approval: bool
     transactional: bool
     result: Any
-    error: dict[str, Any] | None
+    #: The call's error as the model reads it (``planning``: an invalid call's ``code`` and ``message``).
+    error: JsonObject | None
     paired_by: str | None
 
 
@@ -82,6 +84,33 @@ class PlannedCall(PlannedCallBase):
 
     kind: CallKind
     status: CallStatus
+
+
+class NewCallRow(TypedDict):
+    """A planned call as the save-first record inserts it (``commits.append_checkpoint``, or a step
+    committed without saving first): a ``CallRow`` less the columns the database fills, with the
+    fresh dispatch id the call keeps for life."""
+
+    dispatch_id: str
+    session_id: str
+    run_id: str
+    checkpoint_id: str
+    step: int
+    position: int
+    tool_call_id: str
+    tool_name: str
+    kind: CallKind
+    args: ToolArgs
+    replay: str
+    concurrency_group: str | None
+    sequential: bool
+    requires_approval: bool
+    transactional: bool
+    status: CallStatus
+    result: Any
+    error: JsonObject | None
+    paired_by: str | None
+    settled_run_id: str | None
 
 
 class StepRef(TypedDict):
@@ -305,6 +334,7 @@ __all__ = [
     "DoneOutcome",
     "GateAction",
     "GateOutcome",
+    "NewCallRow",
     "OpenedRun",
     "ReconcileGate",
     "RecordOutcome",

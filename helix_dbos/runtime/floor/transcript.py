@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from ...ledger.escape import escape_json, has_lone_surrogate, readable_json, unescape_json
+from ...ledger.user_json import JsonObject
 from ...recovery.texts import PAIRING_TEXTS
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _replaced_key(value: Any) -> bool:
     return False
 
 
-def dump(message: ModelMessage) -> dict[str, Any]:
+def dump(message: ModelMessage) -> JsonObject:
     """The message as JSON, exactly: also a lone surrogate in an object key of a tool's result or arguments.
 
     pydantic's JSON mode keeps a lone surrogate in a string value but replaces it with U+FFFD in a
@@ -52,7 +53,7 @@ def dump(message: ModelMessage) -> dict[str, Any]:
     dump, the message is dumped again through the ledger's reversible escape, which is exact.
     """
     adapter = _adapter()
-    body: dict[str, Any] = adapter.dump_python([message], mode="json")[0]
+    body: JsonObject = adapter.dump_python([message], mode="json")[0]
     if not _replaced_key(body):
         return body
     plain = escape_json(adapter.dump_python([message], mode="python"))

@@ -23,9 +23,8 @@ import sqlalchemy as sa
 from ...ledger import store
 from ...ledger.records import RunRow
 from ...ledger.statuses import RUN_AT_REST, RunStatus
-from ..floor import commits as step_commits
-from ..floor import fence
-from ..floor import gate as attempt_gate
+from ...ledger.user_json import JsonObject
+from ..floor import commits, fence, gate
 from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
 from ..floor.records import ChildGate, RecordOutcome
 from ..process.dbos_private import workflow_status as dbos_status
@@ -124,16 +123,17 @@ async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: st
             return state
 
 
-def unavailable(conn: sa.Connection, run_id: str, gate: ChildGate, tool_name: str) -> ChildGate:
+def unavailable(conn: sa.Connection, run_id: str, answer: ChildGate, tool_name: str) -> ChildGate:
     """A sub-agent removed by a deploy before its child ever started: answer the call, start nothing."""
-    attempt_gate.record(
-        conn, run_id, gate["dispatch_id"], gate["attempt"], "error", None,
+    gate.record(
+        conn, run_id, answer["dispatch_id"], answer["attempt"], "error", None,
         {"type": "subagent_unavailable", "message": f"sub-agent tool {tool_name!r} is no longer defined"},
     )
-    return {**gate, "action": "done"}
+    return {**answer, "action": "done"}
 
 
-def _error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+def _error(kind: str, message: str, **extra: str | None) -> JsonObject:
+    """The parent call's error as its model reads it (``type`` and ``message``, as a tool's own)."""
     return {"type": kind, "message": message, **{k: v for k, v in extra.items() if v is not None}}
 
 
@@ -150,7 +150,7 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
     if state["state"] == "done":
         status = state["status"]
         if status == "completed":
-            return attempt_gate.record(conn, run_id, dispatch_id, attempt, "ok", state["output"], None)
+            return gate.record(conn, run_id, dispatch_id, attempt, "ok", state["output"], None)
         if status == "suspended_client_tool":
             error = _error("subagent_unsupported", UNSUPPORTED_SUSPENSION, child_session_id=sid)
         elif status == "interrupted":
@@ -170,12 +170,12 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
             cause=state["cause"],
             child_session_id=child["session_id"] if child is not None else None,
         )
-    out = attempt_gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)
+    out = gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)
     if out["written"] and child is not None:
         # Only the parent attempt that answered the call closes the child: a fenced-off late one must not.
         if child["status"] == "suspended_client_tool":
             store.request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
-            step_commits.settle_stop(conn, child, "abort")
+            commits.settle_stop(conn, child, "abort")
         elif child["status"] == "running" and state["state"] == "lost":
             store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
     return out

@@ -27,8 +27,8 @@ from ...ledger import calls, store
 from ...ledger.statuses import RUN_AT_REST
 from ...recovery import Profile
 from ..floor import fence
-from ..floor import gate as attempt_gate
 from ..floor.durable import tx
+from ..floor.gate import child_gate
 from ..floor.records import ChildGate
 from ..floor.runs import open_run_row
 from ..process.dbos_private import workflow_status as dbos_status
@@ -44,7 +44,7 @@ Gate = ChildGate
 
 def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile, executor_id: str) -> Gate:
     """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
-    gate, call, sub = attempt_gate.child_gate(conn, run_id, dispatch_id, "remote")
+    gate, call, sub = child_gate(conn, run_id, dispatch_id, "remote")
     if call is None:
         return gate
     if call["child_session_id"] is None:

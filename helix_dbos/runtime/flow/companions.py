@@ -42,8 +42,8 @@ from ...ledger import calls, store
 from ...ledger import companions as companion_rows
 from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST
 from ..floor import durable, fence
-from ..floor import gate as attempt_gate
 from ..floor.durable import DBOS_TERMINAL, tx
+from ..floor.gate import child_gate
 from ..floor.records import ChildGate, RecordOutcome
 from ..floor.runs import open_run_row
 from ..process.dbos_private import workflow_status as dbos_status
@@ -120,7 +120,7 @@ def workflow_id_of(companion_session_id: str, incarnation: int) -> str:
 
 def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float) -> ChildGate:
     """The call's gate, then: the companion (minted on first use), a live incarnation, and the binding."""
-    gate, call, sub = attempt_gate.child_gate(conn, run_id, dispatch_id, "companion")
+    gate, call, sub = child_gate(conn, run_id, dispatch_id, "companion")
     if call is None:
         return gate
     if call["child_session_id"] is not None:

@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from dbos import DBOS
 from pydantic_ai.direct import model_request_stream
@@ -39,7 +39,40 @@ FLUSH_SEC = 0.1
 log = logging.getLogger("helix_dbos")
 
 
-def _delta(event: Any) -> dict[str, Any] | None:
+class TextDelta(TypedDict):
+    """Text the model added to its part ``index``."""
+
+    kind: Literal["text"]
+    index: int
+    text: str
+
+
+class ToolCallDelta(TypedDict):
+    """A tool call's name and argument text as they stream (either may be empty in one delta)."""
+
+    kind: Literal["tool_call"]
+    index: int
+    tool_name: str
+    args: str
+
+
+LiveDelta = TextDelta | ToolCallDelta
+
+
+class LiveValue(TypedDict):
+    """One value of the run's ``helix.live`` stream, as readers get it back (JSON through DBOS).
+
+    ``start`` and ``end`` bracket one model request (``request``, fresh per attempt); ``deltas``
+    carries what streamed since the previous flush."""
+
+    best_effort: Literal[True]
+    step: int
+    request: str
+    type: Literal["start", "deltas", "end"]
+    deltas: NotRequired[list[LiveDelta]]
+
+
+def _delta(event: object) -> LiveDelta | None:
     """One stream event as JSON; thinking and other parts are not streamed."""
     if isinstance(event, PartStartEvent):
         part = event.part
@@ -58,7 +91,7 @@ def _delta(event: Any) -> dict[str, Any] | None:
     return None
 
 
-async def _write(value: dict[str, Any]) -> None:
+async def _write(value: LiveValue) -> None:
     try:
         await DBOS.write_stream_async(LIVE_KEY, value)
     except Exception:  # best effort: a lost delta never fails the model step
@@ -82,30 +115,37 @@ async def streamed_request(
     if isinstance(model, FunctionModel) and model.stream_function is None:
         return await model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
     request = uuid.uuid4().hex[:12]
-    base = {"best_effort": True, "step": step, "request": request}
-    buffer: list[dict[str, Any]] = []
+    buffer: list[LiveDelta] = []
     flushed = time.monotonic()
-    await _write({**base, "type": "start"})
+
+    def value(kind: Literal["start", "deltas", "end"]) -> LiveValue:
+        out: LiveValue = {"best_effort": True, "step": step, "request": request, "type": kind}
+        if kind == "deltas":
+            out["deltas"] = buffer
+        return out
+
+    await _write(value("start"))
     async with model_request_stream(model, messages, model_settings=settings, model_request_parameters=parameters) as stream:
         async for event in stream:
             delta = _delta(event)
             if delta is not None:
                 buffer.append(delta)
             if buffer and time.monotonic() - flushed >= FLUSH_SEC:
-                await _write({**base, "type": "deltas", "deltas": buffer})
+                await _write(value("deltas"))
                 buffer, flushed = [], time.monotonic()
         response = stream.get()
     if buffer:
-        await _write({**base, "type": "deltas", "deltas": buffer})
-    await _write({**base, "type": "end"})
+        await _write(value("deltas"))
+    await _write(value("end"))
     return response
 
 
-def read(run_id: str, timeout: float | None = None) -> Iterator[dict[str, Any]]:
+def read(run_id: str, timeout: float | None = None) -> Iterator[LiveValue]:
     """The run's live values in order, until its workflow ends (any process on the database)."""
     yield from DBOS.read_stream(run_id, LIVE_KEY, timeout_seconds=timeout)
 
 
-async def read_async(run_id: str, timeout: float | None = None) -> AsyncIterator[dict[str, Any]]:
+async def read_async(run_id: str, timeout: float | None = None) -> AsyncIterator[LiveValue]:
+    """``read`` for an event loop (the service's server-sent events)."""
     async for value in DBOS.read_stream_async(run_id, LIVE_KEY, timeout_seconds=timeout):
         yield value

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pydantic
 
 from ...definitions import FINISH_TOOL, Agent
 from ...definitions.agents import SubAgentInput
 from ...ledger.statuses import BODY_KINDS
+from ...ledger.user_json import ToolArgs
 from ..floor.records import PlannedCall, PlannedCallBase
 
 log = logging.getLogger("helix_dbos")
@@ -24,8 +25,10 @@ log = logging.getLogger("helix_dbos")
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse, ToolCallPart
 
+    from ...definitions.tools import Tool
 
-def _args_of(part: ToolCallPart) -> tuple[Any, str | None]:
+
+def _args_of(part: ToolCallPart) -> tuple[ToolArgs, str | None]:
     """The arguments as a dict, or the raw text and why it is not one."""
     if isinstance(part.args, str) and part.args.strip():
         try:
@@ -51,12 +54,12 @@ def _errors_text(exc: pydantic.ValidationError) -> str:
     ) + ". Fix the errors and try again."
 
 
-def _needs_approval(tool: Any, args: dict[str, Any]) -> bool:
+def _needs_approval(tool: Tool, args: ToolArgs) -> bool:
     """A rule that raises asks for a human rather than failing the run: the safe side of a broken rule."""
     try:
         return bool(tool.needs_approval(args))
     except Exception:
-        log.warning("approval rule of tool %r raised; asking a human instead", getattr(tool, "name", tool), exc_info=True)
+        log.warning("approval rule of tool %r raised; asking a human instead", tool.name, exc_info=True)
         return True
 
 

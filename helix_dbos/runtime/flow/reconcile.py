@@ -25,8 +25,7 @@ import sqlalchemy as sa
 from ...definitions import Applied, CheckContext, NotApplied, Tool
 from ...ledger.records import CheckVerdict
 from ...threads import in_daemon_thread
-from ..floor import gate as attempt_gate
-from ..floor import transcript
+from ..floor import gate, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import CheckRequest, CheckTarget
 from ..floor.registry import env, lock_held, wait_lock_held
@@ -83,7 +82,7 @@ async def ask_and_record(run_id: str, dispatch_id: str, request: CheckRequest) -
     crash_point("after_check", request["tool_name"])
     if not lock_held():  # a process that lost its executor id records no verdict
         await asyncio.to_thread(wait_lock_held)
-    await plain_tx(attempt_gate.record_check, run_id, dispatch_id, request["attempts"], verdict)
+    await plain_tx(gate.record_check, run_id, dispatch_id, request["attempts"], verdict)
 
 
 async def ask_before(run_id: str, read: Callable[[sa.Connection, str], list[CheckTarget]]) -> int:

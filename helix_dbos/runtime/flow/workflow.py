@@ -17,18 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
+import sqlalchemy as sa
 from dbos import DBOS, StepOptions
 
 from ...definitions import Agent
 from ...errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
 from ...ledger import store
-from ...ledger.records import RunRow
+from ...ledger.records import FenceRow, RunRow
 from ...ledger.statuses import BODY_KINDS
 from ...recovery import lanes
-from ..floor import commits as step_commits
-from ..floor import durable, fence, reads
+from ...views import RunResult
+from ..floor import commits, durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
 from ..floor.records import CallBrief, ChildGate, EntryPlan, LaneCall, Reply, StepOutcome, StepRef
 from ..floor.registry import Registry, current, env
@@ -68,7 +70,7 @@ def register(registry: Registry) -> None:
     launch's closure; children and companions start it from the registry, never from a module.
     """
 
-    async def run(run_id: str) -> dict[str, Any]:
+    async def run(run_id: str) -> StepOutcome:
         return await _run(run_id)
 
     # binds it on the registry for entries, children and companions, and registers the companion workflow
@@ -76,7 +78,7 @@ def register(registry: Registry) -> None:
     companions.register(registry)
 
 
-async def _run(run_id: str) -> dict[str, Any]:
+async def _run(run_id: str) -> StepOutcome:
     """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back.
 
     The run's root span is emitted when this execution ends, whichever way (``_root_span``)."""
@@ -113,12 +115,12 @@ def _read_run(run_id: str) -> RunRow | None:
     return run if run is not None and run["status"] != "running" else None
 
 
-async def _run_once(run_id: str) -> dict[str, Any]:
+async def _run_once(run_id: str) -> StepOutcome:
     workflow_id = DBOS.workflow_id
     if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
         raise await _refused(run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
     try:
-        return dict(recorded(await _drive(run_id)))
+        return _output(await _drive(run_id))
     except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
         # DBOS's cancel clears the workflow's owner, so the run meets either error at its next step.
         await _settle_cancel(run_id)
@@ -132,7 +134,7 @@ async def _run_once(run_id: str) -> dict[str, Any]:
         # DBOS retries this transaction until the store answers: after an outage past the window the
         # failure is written once the database is back, pairing every call the run left unanswered.
         try:
-            return dict(recorded(await _ending("helix.fail", step_commits.fail_run, run_id, code, error)))
+            return _output(await _ending("helix.fail", commits.fail_run, run_id, code, error))
         except Exception as again:
             if fence.is_fenced(again):
                 raise await _refused(run_id, workflow_id, again) from None
@@ -152,7 +154,7 @@ async def _ask_before_failing(run_id: str, code: str) -> None:
     if code == StoreUnavailableError.code:
         return
     try:
-        await reconcile.ask_before(run_id, step_commits.failure_checks)
+        await reconcile.ask_before(run_id, commits.failure_checks)
     except Exception as exc:  # noqa: BLE001 - the failure is written whatever happened here
         if not fence.is_fenced(exc):  # fenced: the failure transaction is refused too, and says so
             log.warning("run %s: reconcile checks before the failure were not asked: %s", run_id, exc)
@@ -190,20 +192,20 @@ async def _settle_cancel(run_id: str) -> None:
     def settle() -> None:
         with env().engine.begin() as conn:
             if durable.dbos_status(conn, run_id) == "CANCELLED":  # not another execution taking over
-                step_commits.settle_cancel(conn, run_id)
+                commits.settle_cancel(conn, run_id)
 
     await durable.off_loop(settle)  # a stopping process leaves it to the next launch's wake
 
 
-async def _drive(run_id: str) -> dict[str, Any]:
+async def _drive(run_id: str) -> StepOutcome:
     await _refresh(run_id)
     # A redirect pairs the saved step's started calls: first ask their reconcile checks (recorded).
     # With no reconciled tool defined here there is nothing to ask (recovery judges a saved call by
     # the tool as it is now), and the read is skipped: one transaction fewer per run.
     if _defines_checks():
-        await reconcile.ask_before(run_id, step_commits.redirect_checks)
-    prepare_entry = tracing.traced(step_commits.PREPARE_TX, step_commits.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
-    plan, first_read = await tx_and_read(step_commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, run_id, plan), run_id)
+        await reconcile.ask_before(run_id, commits.redirect_checks)
+    prepare_entry = tracing.traced(commits.PREPARE_TX, commits.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
+    plan, first_read = await tx_and_read(commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, run_id, plan), run_id)
     if first_read is not None:
         env().prereads.put(run_id, first_read)
     sid: str = plan["session_id"]
@@ -214,29 +216,29 @@ async def _drive(run_id: str) -> dict[str, Any]:
     if plan["mode"] == "recover":
         outcome = await _saved_step(run_id, sid, agent, plan["recover"], None)
         if outcome["status"] != "committed":
-            return dict(outcome)
+            return outcome
     while True:
         if used >= budget:
             raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
         reply = await _model_reply(run_id, sid, agent.name, step_no)
         used += 1
         if "stopped" in reply:
-            return dict(await _ending("helix.stop", step_commits.stop_run, run_id, reply["stopped"]))
+            return await _ending("helix.stop", commits.stop_run, run_id, reply["stopped"])
         crash_point("after_model")
         planned = reply["planned"]
         if starts_a_body(planned):
-            append = tracing.traced("helix.append", step_commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
+            append = tracing.traced("helix.append", commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
             saved = await tx("helix.append", append, run_id, sid, step_no, reply, planned)
             crash_point("after_append")
             outcome = await _saved_step(run_id, sid, agent, saved, saved["calls"])
         else:
             crash_point("before_step_commit")
             fail_point("step_commit")
-            commit = tracing.traced("helix.step_commit", step_commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
+            commit = tracing.traced("helix.step_commit", commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
             outcome = await _ending("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
             crash_point("after_step_commit")
         if outcome["status"] != "committed":
-            return dict(outcome)
+            return outcome
         step_no += 1
 
 
@@ -269,24 +271,24 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
     return cast(Reply, dict(await durable.record_reply(reply)))
 
 
-async def _ending(name: str, fn: Any, run_id: str, *args: Any) -> Any:
+async def _ending(name: str, fn: Callable[..., StepOutcome], run_id: str, *args: Any) -> StepOutcome:
     """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
     does, it also reads the run's result, handed to a caller waiting in this process
     (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
     outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args)
     if result is not None:
         env().settled.put(run_id, result)
-    return outcome
+    return cast(StepOutcome, outcome)
 
 
-def _settled_read(run_id: str) -> Any:
-    def read(conn: Any, outcome: Any) -> Any:
+def _settled_read(run_id: str) -> Callable[[sa.Connection, StepOutcome], RunResult | None]:
+    def read(conn: sa.Connection, outcome: StepOutcome) -> RunResult | None:
         return None if outcome.get("status") == "committed" else reads.at_rest(conn, run_id)
 
     return read
 
 
-def _first_read(conn: Any, run_id: str, plan: EntryPlan) -> Preread | None:
+def _first_read(conn: sa.Connection, run_id: str, plan: EntryPlan) -> Preread | None:
     """The prepare's plan starts at the model: read what its first request reads, in the same
     transaction (``model_request.preread``)."""
     if plan["mode"] != "model":
@@ -294,8 +296,14 @@ def _first_read(conn: Any, run_id: str, plan: EntryPlan) -> Preread | None:
     return preread(conn, run_id, plan["session_id"], plan["step"])
 
 
-def _commit_outcome(out: dict[str, Any]) -> dict[str, Any]:
+def _commit_outcome(out: StepOutcome) -> Mapping[str, object]:
+    """The step commit's span attribute: the run's status after it (``committed``: it goes on)."""
     return {"status": out.get("status")}
+
+
+def _output(outcome: StepOutcome) -> StepOutcome:
+    """The workflow's output as DBOS records it: a plain dict, escaped as step outputs are."""
+    return cast(StepOutcome, dict(recorded(outcome)))
 
 
 def _defines_checks() -> bool:
@@ -314,9 +322,9 @@ async def _refresh(run_id: str) -> None:
         await agent.refresh(await scopes.scope_of(agent, run_id, run["session_id"]))
 
 
-def _run_row(conn: Any, run_id: str) -> dict[str, Any]:
+def _run_row(conn: sa.Connection, run_id: str) -> FenceRow:
     """The run's row, read under the run fence like every ledger transaction of a run."""
-    return dict(fence.check(conn, run_id, "tool listing", admit_queued=True))
+    return fence.check(conn, run_id, "tool listing", admit_queued=True)
 
 
 async def _saved_step(
@@ -324,7 +332,7 @@ async def _saved_step(
 ) -> StepOutcome:
     """Bodies for every unanswered call of a saved step, then its step commit."""
     if calls is None:
-        calls = await tx("helix.saved_calls", step_commits.step_bodies, run_id, ref)
+        calls = await tx("helix.saved_calls", commits.step_bodies, run_id, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
@@ -347,10 +355,10 @@ async def _saved_step(
 
     crash_point("before_step_commit")
     fail_point("step_commit")
-    commit = tracing.traced("helix.step_commit", step_commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
+    commit = tracing.traced("helix.step_commit", commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
     outcome = await _ending("helix.commit", commit, run_id, sid, ref)
     crash_point("after_step_commit")
-    return cast(StepOutcome, dict(outcome))
+    return outcome
 
 
 async def _dispatch_children(run_id: str, calls: list[CallBrief]) -> list[ChildGate]:

@@ -23,12 +23,13 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 import sqlalchemy as sa
 
 from ...ledger import executors
 from ...ledger.executors import candidates, claim, record_taken
+from ...views import ExecutorRecord
 from .dbos_private import pending_workflow_count
 
 log = logging.getLogger("helix_dbos")
@@ -118,10 +119,10 @@ class Takeover:
         return done
 
 
-def list_executors(conn: sa.Connection) -> list[dict[str, Any]]:
+def list_executors(conn: sa.Connection) -> list[ExecutorRecord]:
     """The operator's view: every executor with its lease status (the ``executor_audit`` view), the
     workflows DBOS still holds pending for it, and whose runs it took over."""
-    rows = executors.audit(conn)
+    rows = cast(list[ExecutorRecord], executors.audit(conn))  # the view's columns are the record's
     took = executors.took_over(conn)
     for r in rows:
         r["pending_runs"] = pending_workflow_count(conn, r["executor_id"])

@@ -29,6 +29,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags
+from opentelemetry.util.types import AttributeValue
 
 TRACER = "helix_dbos"
 
@@ -98,7 +99,8 @@ def emit_run_span(run: Mapping[str, Any], **attrs: Any) -> None:
     s.end(end_time=max(time.time_ns(), _ns(run["created_at"])))
 
 
-def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
+def _clean(attrs: Mapping[str, object]) -> dict[str, AttributeValue]:
+    """Our attributes under ``helix.``; a value OpenTelemetry cannot carry (None, a dict) is left out."""
     return {f"helix.{k}": v for k, v in attrs.items() if isinstance(v, (str, bool, int, float))}
 
 
@@ -140,9 +142,10 @@ def annotate(s: Span, **attrs: Any) -> None:
     s.set_attributes(_clean(attrs))
 
 
-def traced(name: str, fn: Callable[..., Any], run_id: str, outcome: Callable[[Any], dict[str, Any]] | None = None, **attrs: Any) -> Callable[..., Any]:
+def traced(name: str, fn: Callable[..., Any], run_id: str, outcome: Callable[[Any], Mapping[str, object]] | None = None, **attrs: Any) -> Callable[..., Any]:
     """``fn(conn, *args)`` inside a span: handed to ``durable.tx``, it runs only when DBOS executes the
-    transaction (a replay returns the recorded output without calling it, so no span twice)."""
+    transaction (a replay returns the recorded output without calling it, so no span twice).
+    ``outcome`` picks the span's attributes from ``fn``'s output (a dict) once it returns."""
 
     def run(conn: Any, *args: Any) -> Any:
         with span(name, run_id, **attrs) as s:
