@@ -138,3 +138,23 @@ def test_no_raw_dict_of_any_passes_between_runtime_modules() -> None:
 def test_the_raw_dict_scan_finds_one() -> None:
     assert RAW_JSON_DICT.findall("def f(x: dict[str, Any]) -> dict[str,typing.Any]: ...") == ["dict[str, Any]", "dict[str,typing.Any]"]
     assert "JsonObject: TypeAlias = dict[str, Any]" in (PACKAGE / "ledger" / "user_json.py").read_text()  # the edge, named once
+
+
+def _loggers(tree: ast.Module) -> tuple[list[str], int]:
+    """A module's top-level ``log = logging.getLogger(...)`` names, and how many ``getLogger`` calls it makes."""
+    top = [t.id for node in tree.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+           and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "getLogger"
+           for t in node.targets if isinstance(t, ast.Name)]
+    calls = sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "getLogger" for n in ast.walk(tree))
+    return top, calls
+
+
+def test_log_is_defined_once_per_runtime_module() -> None:
+    """A module that logs names its logger once, at the top, as ``log``: no second logger, no call in a function."""
+    bad = {}
+    for path in sorted((PACKAGE / "runtime").rglob("*.py")):
+        top, calls = _loggers(ast.parse(path.read_text()))
+        if calls and (top != ["log"] or calls != 1):
+            bad[str(path.relative_to(ROOT))] = (top, calls)
+    assert bad == {}
+    assert _loggers(ast.parse("import logging\nlog = logging.getLogger('x')\ndef f():\n    logging.getLogger('x').info('y')\n")) == (["log"], 2)

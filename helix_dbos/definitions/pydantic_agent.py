@@ -497,7 +497,7 @@ def _never(*_: Any, **__: Any) -> Any:  # pragma: no cover - ToolsetTool.invoke 
 
 def _max_steps(usage_limits: UsageLimits | None, max_steps: int | None, name: str) -> int:
     """``request_limit`` is the run's ``max_steps``; token and tool-call limits are checked in each
-    model step (``runtime/model_step.check_usage_limits``)."""
+    model step (``runtime/flow/model_request.check_usage_limits``)."""
     if usage_limits is None:
         return max_steps or 50
     return usage_limits.request_limit or max_steps or 50

@@ -1,6 +1,6 @@
 """The durable-transaction floor: every ledger transaction a run makes, and the fence they all pass.
 
 The registry a launch hands down, ``tx`` and its retry, the fence, the attempt gate, the step
-commits, the pairings, group commit, and the typed records they answer. Internal. Imports only
-``process``; never the run's flow above it.
+commits, the pairings, group commit, and the typed records they answer. Internal. Of the runtime's
+layers it imports only ``process``; never the run's flow above it.
 """

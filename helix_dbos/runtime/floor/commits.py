@@ -217,7 +217,7 @@ def brief(row: Mapping[str, Any]) -> CallBrief:
     return cast(CallBrief, {k: row[k] for k in ("dispatch_id", "run_id", "step", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")})
 
 
-def step_bodies(conn: sa.Connection, run_id: str, ref: StepRef) -> list[CallBrief]:
+def calls_to_gate(conn: sa.Connection, run_id: str, ref: StepRef) -> list[CallBrief]:
     """The calls of a saved step that still need a gate (a body, a child, or a recovery decision)."""
     fence.check(conn, run_id, "read saved calls")
     return [brief(c) for c in calls_of_step(conn, ref["run_id"], ref["step"]) if c["kind"] in BODY_KINDS and c["status"] not in CALL_SETTLED]

@@ -1,10 +1,14 @@
-"""The one floor of durable work every kind of step work stands on: ledger transactions and DBOS steps.
+"""The durable operations every part of a run stands on: ledger transactions and DBOS steps.
 
 - ``tx``: an exactly-once ledger transaction of a workflow, its output recorded with its work
   (prepare, append, step commits, ends, the delegating gates);
 - ``plain_tx``: a short, idempotent ledger transaction (a call's attempt gate and result write,
   reads), retried through a store outage for ``store_retry_window``;
-- ``step``: a DBOS step whose recorded output a replay sees (the model request, a child's wait);
+- ``tx_and_read``: ``tx``, with a read in the same transaction handed over in memory (``handoff.py``);
+- ``record_reply`` / ``replayed_reply``: a model request's outcome, recorded once as the ledger's
+  ``helix.reply#k`` and read back by a replay;
+- ``step``: a DBOS step whose recorded output a replay sees (the model request with live output, a
+  child's wait);
 - ``workflow_function``: what every workflow function is wrapped in (its operation counter, and
   staying ``PENDING`` when the process stops).
 """
@@ -236,8 +240,9 @@ def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
-    """A short ledger transaction in a worker thread, outside the datasource's once-only bookkeeping
-    (inside a step it belongs to the step: the attempt gate, a result write, a read).
+    """A short ledger transaction in a worker thread with no once-only record of its own (``tx``
+    keeps one): the attempt gate, a result write, a read, each of which answers from the ledger
+    when a replay runs it again.
 
     Transient store errors re-run the whole transaction for up to ``store_retry_window`` seconds,
     then raise ``StoreUnavailableError``. A commit whose acknowledgement was lost may have committed,

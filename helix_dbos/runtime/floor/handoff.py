@@ -1,7 +1,7 @@
 """What a workflow's transaction read for this process, handed over in memory, never recorded.
 
 Two reads ride on a workflow's own transactions instead of costing one of their own: the entry's
-prepare reads the first model request's transcript and fence (``model_step``), and the transaction
+prepare reads the first model request's transcript and fence (``model_request.preread``), and the transaction
 that brings a run to rest reads its result for the caller waiting in this process (``RunHandle``).
 Each is taken once, by key, and only when the transaction committed fresh in this execution
 (``durable.tx_and_read``): a replay, a concurrent execution's record or a process that never took

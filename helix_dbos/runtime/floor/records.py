@@ -1,10 +1,18 @@
-"""What the attempt gate and the result write answer, typed: the records a body passes between them.
+"""The records a run's modules pass each other, typed: the reply, the plan, the gate's answers, the outcomes.
 
-The gate (``gate.gate``) answers one of three shapes, told apart by
-``action``: a body (or a child) goes ahead under a committed attempt (``RunGate``), a reconcile check
-must be asked first (``ReconcileGate``), or the call is answered without a body (``DoneGate``). The
-result write answers a ``RecordOutcome``. Like the ledger's rows (``ledger/records.py``) these stay
-plain dicts at runtime: a workflow records them as JSON and replays them as it recorded them.
+A model request ends with a ``Reply`` (``ModelReply``, whose ``planned`` calls are ``PlannedCall``s,
+or ``StoppedReply``); the entry's transaction answers an ``EntryPlan``; a saved step is a ``StepRef``
+and its calls ``CallBrief``s (ordered into lanes as ``LaneCall``s). The gate (``gate.gate``) answers
+one of three shapes, told apart by ``action``: a body (or a child) goes ahead under a committed
+attempt (``RunGate``), a reconcile check must be asked first (``ReconcileGate``), or the call is
+answered without a body (``DoneGate``); a delegating call's is a ``ChildGate``. The result write
+answers a ``RecordOutcome``, a step commit or a run's end a ``StepOutcome``.
+
+Like the ledger's rows (``ledger/records.py``) the ``TypedDict``s stay plain dicts at runtime: a
+workflow records them as JSON (``durable.tx``, ``durable.record_reply``, DBOS's step outputs) and a
+replay hands back the same keys, so their shapes are part of what a run recorded: a key may be
+added (as ``NotRequired``), never renamed or dropped, or a run started on older code could not
+recover on newer. ``LaneCall`` is never recorded, so it is a frozen dataclass.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ bytes) raises nothing: each try of a transaction with a finite window therefore 
 closed and the try fails like a lost connection; the window counts from the start of the first try
 that failed, so a try that hung for the whole window ends it at once.
 
-DBOS itself retries its system-database writes and its datasource transactions without a deadline
-(``db_retry`` and the datasource's retry loop): those pause the run until the store returns, which is
-the same outcome as a short outage inside the window. This module bounds the waits helix_dbos owns.
+DBOS itself retries its system-database writes without a deadline (``db_retry``): those pause the
+run until the store returns, which is the same outcome as a short outage inside the window. This
+module bounds the waits helix_dbos owns: every ledger transaction (``durable.tx`` retries past the
+window, until the store answers; ``durable.plain_tx`` within it) and the API's waits.
 """
 
 from __future__ import annotations

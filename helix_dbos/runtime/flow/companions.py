@@ -23,7 +23,7 @@ Why nothing is done twice:
   that this re-send reaches a companion that dropped the earlier message because the parent had
   stopped waiting at the time).
 - The companion looks the turn up in the ledger before running it: a turn with a run row is never
-  started again (``begin_turn``), and the run workflow's id is the dispatch id, so even a duplicate
+  started again (``_begin_turn``), and the run workflow's id is the dispatch id, so even a duplicate
   message that reached another incarnation re-awaits the same run instead of starting a second one.
 - An incarnation closes only in a transaction that finds no turn waiting for it, under the same row
   lock the parent's gate takes, so a turn is never sent to a companion that has already decided to end.

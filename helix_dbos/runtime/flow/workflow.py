@@ -155,9 +155,9 @@ async def _ask_before_failing(run_id: str, code: str) -> None:
         return
     try:
         await reconcile.ask_before(run_id, commits.failure_checks)
-    except Exception as exc:  # noqa: BLE001 - the failure is written whatever happened here
+    except Exception as exc:  # the failure is written whatever happened here
         if not fence.is_fenced(exc):  # fenced: the failure transaction is refused too, and says so
-            log.warning("run %s: reconcile checks before the failure were not asked: %s", run_id, exc)
+            log.warning("run %s: reconcile checks before the failure were not asked: %s", run_id, exc, exc_info=exc)
 
 
 def failure(exc: BaseException) -> tuple[str, str]:
@@ -332,7 +332,7 @@ async def _saved_step(
 ) -> StepOutcome:
     """Bodies for every unanswered call of a saved step, then its step commit."""
     if calls is None:
-        calls = await tx("helix.saved_calls", commits.step_bodies, run_id, ref)
+        calls = await tx("helix.saved_calls", commits.calls_to_gate, run_id, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).

@@ -122,7 +122,7 @@ class ExecutorLock:
         self._path: Path | None = None
         self._key: int | None = None
         self._generation: int | None = None
-        self._wait_until: float = 0.0  # monotonic time the newcomer may act (after TAKEOVER_WAIT)
+        self._wait_until: float = 0.0  # monotonic time the newcomer may act (the holder's lease plus TAKEOVER_MARGIN)
         self._held = threading.Event()
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by ``held()`` wanting a fresh confirmation, and by release
