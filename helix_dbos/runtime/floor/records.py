@@ -241,7 +241,7 @@ class DoneOutcome(TypedDict):
     status: CallStatus
 
 
-#: What a call's body answers (``bodies.body_step``).
+#: What a call's body answers (``bodies.run_body``).
 BodyOutcome = RecordOutcome | DoneOutcome
 
 

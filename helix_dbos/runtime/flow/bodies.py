@@ -29,8 +29,7 @@ import sqlalchemy as sa
 from ...definitions import Agent, ToolContext
 from ...ledger import store
 from ...ledger.statuses import CallStatus
-from ..floor import fence, group_commit, transcript
-from ..floor import gate as attempt_gate
+from ..floor import fence, gate, group_commit, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
 from ..floor.registry import env, lock_held, wait_lock_held
@@ -51,14 +50,14 @@ async def _hold_executor_lock() -> None:
 def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> GateOutcome:
     """The attempt gate, plus the call's saved policy (for the span)."""
     tries[0] += 1
-    out = attempt_gate.gate(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
+    out = gate.gate(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
     if "replay" not in out and not out.get("settled_before"):  # answered now without a body: the span still names the call's tool and policy
         call = store.get_call(conn, dispatch_id)
         out = cast(GateOutcome, {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None})
     return cast(GateOutcome, {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")})
 
 
-async def body_step(run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
+async def run_body(run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
     """One call's body: the attempt gate, the body (or the answer recovery gives instead), the result.
 
     Not a DBOS step: the gate and the result write are the ledger's two facts about the call, and a
@@ -89,7 +88,7 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
     e = env()
     if gate["action"] == "done":
         return {"status": gate["status"]}
-    gate = cast(RunGate, gate)  # past the gate's reconcile loop (``body_step``): the body goes ahead
+    gate = cast(RunGate, gate)  # past the gate's reconcile loop (``run_body``): the body goes ahead
     agent: Agent = e.agent(gate["agent_name"])
     name = gate["tool_name"]
     ctx = ToolContext(
@@ -144,4 +143,4 @@ def _record(
     conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, tries: list[int], tool_name: str | None = None
 ) -> RecordOutcome:
     tries[0] += 1
-    return attempt_gate.record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)
+    return gate.record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)

@@ -36,8 +36,7 @@ import sqlalchemy as sa
 from ...definitions import Tool, ToolContext
 from ...ledger import attempts, body_guard, body_lock, store
 from ...ledger.engine import unbounded_waits
-from ..floor import fence, transcript
-from ..floor import gate as attempt_gate
+from ..floor import fence, gate, transcript
 from ..floor.records import RecordOutcome
 from ..floor.registry import env
 from ..floor.store_retry import Backoff, is_transient
@@ -158,4 +157,4 @@ def _run_once(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, to
         error = {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:
-        return cast(RecordOutcome, dict(attempt_gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)))
+        return cast(RecordOutcome, dict(gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)))

@@ -38,7 +38,7 @@ from ..process import trace_export, tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from ..process.faults import crash_point, fail_point
 from . import children, companions, reconcile, scopes
-from .bodies import body_step
+from .bodies import run_body
 from .model_request import (
     MODEL_ATTEMPTS,
     MODEL_RETRY_BACKOFF,
@@ -342,7 +342,7 @@ async def _saved_step(
     # about it, and a replay re-enters the gate, which answers from the ledger what happened.
     async def lane(members: list[LaneCall]) -> None:
         for m in members:
-            await body_step(run_id, m.dispatch_id, (m.run_id, m.step))
+            await run_body(run_id, m.dispatch_id, (m.run_id, m.step))
 
     # Every lane runs to its end before a failure or a cancellation propagates: a body in flight
     # finishes and records its result, so a cancel settles it as finished, not as stopped.
