@@ -57,3 +57,30 @@ def test_a_body_that_never_returns_does_not_keep_the_process_alive(db_url: str, 
     assert call["status"] == "outcome_unknown" and call["note"] == OUTCOME_UNKNOWN, call  # unsafe, started, no result
     assert k.bodies()["stuck_sync"] == 1
     assert transcript_problems(db_url, k.session) == []
+
+
+@pytest.mark.kills
+def test_a_transactional_body_that_never_returns_does_not_keep_the_process_alive(db_url: str, tmp_path: Path) -> None:
+    """The same for a transactional body, which runs inside its transaction on a worker thread: it
+    ran on the loop's default executor, whose threads the exit joins, so the process never exited.
+
+    On SQLite the stuck body holds the database's write lock until the process is gone, so the
+    shutdown's lease writes wait out SQLite's busy timeout (30 s) first: the bound is wider there.
+    """
+    k = Kit(db_url, tmp_path, scenario="stuck_tx")
+    proc = k.spawn("start")
+    wait_for(lambda: k.bodies()["stuck_tx"] == 1 or proc.poll() is not None, "the stuck body to start", timeout=120)
+    assert proc.poll() is None, "the process ended before its body got stuck"
+    proc.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    bound = EXIT_BOUND + (2 * 30 if db_url.startswith("sqlite") else 0)
+    wait_for(lambda: proc.poll() is not None, "the process to exit with its transactional body stuck", timeout=bound)
+    assert time.monotonic() - signalled < bound
+    assert statuses(db_url) == (["PENDING"], ["running"])  # recoverable, never ERROR
+
+    woke = k.wake(extra_env={"SCENARIO_STUCK": "0"}).result
+    assert woke is not None and woke["status"] == "completed", woke
+    (call,) = woke["calls"][:1]
+    assert call["status"] == "ok", call  # its transaction never committed: no effect, so it ran again
+    assert k.bodies()["stuck_tx"] == 2
+    assert transcript_problems(db_url, k.session) == []

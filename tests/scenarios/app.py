@@ -80,6 +80,7 @@ SCENARIOS: dict[str, list[str]] = {
     "slow_one": ["slow_unsafe"],  # one unsafe body that sleeps: DBOS cancels and signals land during it
     "slow_one_then_seq": ["slow_seq_unsafe", "seq_b"],  # an unsafe body that sleeps, and a call behind it
     "stuck": ["stuck_sync"],  # a sync body that never returns (unless SCENARIO_STUCK=0)
+    "stuck_tx": ["stuck_tx"],  # the same, transactional: it never returns inside its transaction
     "outage": ["slow_safe", "slow_unsafe"],
     "model_error": [],  # the first model request fails for good (HTTP 400): the failure is the step's reply  # two bodies in flight while a test cuts the database
 }
@@ -173,10 +174,10 @@ def check_charge(ctx: hx.CheckContext) -> hx.Applied | hx.NotApplied | None:
 
 def stuck_sync(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
     """A sync body that never returns: only the process's exit ends it."""
-    effect("bodies", tool="stuck_sync", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key, pid=os.getpid(), t=time.time())
+    effect("bodies", tool=ctx.tool_name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key, pid=os.getpid(), t=time.time())
     while os.environ.get("SCENARIO_STUCK", "1") != "0":
         time.sleep(0.5)
-    return {"tool": "stuck_sync", "key": key}
+    return {"tool": ctx.tool_name, "key": key}
 
 
 def build_tools(variant: str) -> list[hx.Tool]:
@@ -198,6 +199,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, sequential=True, name="rec_seq")(_charge("rec_seq")),
         hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
         hx.tool(name="stuck_sync")(stuck_sync),
+        hx.tool(transactional=True, name="stuck_tx")(stuck_sync),
         hx.tool(sequential=True, name="slow_seq_unsafe")(_body("slow_seq_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
     ]
     if variant == "removed":

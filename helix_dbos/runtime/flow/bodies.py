@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from ...definitions import Agent, ToolContext
 from ...ledger import store
 from ...ledger.statuses import CallStatus
+from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
@@ -108,7 +109,8 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
     await _hold_executor_lock()  # nor does it start the body
     tool = agent.tool(name)
     if gate.get("transactional") and tool is not None and tool.transactional:
-        out = await asyncio.to_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx)
+        # a daemon thread, as for any sync body: a transactional body stuck for ever never holds the exit
+        out = await in_daemon_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx, name=f"helix-body-{name}")
         fence.raise_if_refused(out)
         crash_point("after_result", name)
         return cast(RecordOutcome, dict(out))
