@@ -9,6 +9,7 @@ import threading
 
 from ...ledger import executors
 from ..floor import registry as process_registry
+from ..flow import transactional
 from ..process import dbos_private, interrupts, trace_export
 from .launched import LaunchedParts
 
@@ -37,6 +38,7 @@ class Stopping(LaunchedParts):
         """The grace period is over: a workflow's next ledger operation leaves it ``PENDING``."""
         if self._registry is not None:
             self._registry.stopping = True
+            transactional.abandon_open()  # SQLite: a stuck body's write lock would hold DBOS's destroy
 
     def _shutdown(self, wait_seconds: float, hurry: threading.Event) -> None:
         if self._client is not None:

@@ -25,8 +25,10 @@ not the body's error: the whole transaction is tried again within ``store_retry_
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import threading
 import time
 from typing import Any, cast
 
@@ -37,8 +39,9 @@ from ...definitions import Tool, ToolContext
 from ...ledger import attempts, body_guard, body_lock, store
 from ...ledger.engine import unbounded_waits
 from ..floor import fence, gate, transcript
+from ..floor.durable import ProcessStopping
 from ..floor.records import RecordOutcome
-from ..floor.registry import env
+from ..floor.registry import env, installed
 from ..floor.store_retry import Backoff, is_transient
 from ..process.faults import crash_point
 from . import tool_errors
@@ -60,6 +63,38 @@ class _Unusable(Exception):
     """The body returned a value that cannot be a result: roll back, answer the call with an error."""
 
 
+#: The DBAPI connections of the SQLite transactional bodies in flight in this process (``abandon_open``).
+_open: set[Any] = set()
+_open_guard = threading.Lock()
+
+
+def _stopping() -> bool:
+    launched = installed()
+    return launched is None or launched.stopping
+
+
+def abandon_open() -> int:
+    """The shutdown's grace period is over: close the connection of every SQLite transactional body
+    still in flight, rolling its transaction back (its writes and its missing result: the next
+    launch's recovery runs it again, the database proving it had no effect); how many.
+
+    On SQLite the body's transaction holds the database's one write lock for as long as the body
+    runs: a body that never returns kept every other writer of the process waiting (DBOS's own
+    threads, which its destroy joins, and the lease release), so the shutdown took the sum of their
+    busy timeouts. The body's thread is a daemon the exit does not wait for; whatever it does once
+    abandoned fails on the closed connection and writes nothing (``_run_once`` sees the stop).
+    Postgres needs none of this: the server ends the transaction when the process's connection goes."""
+    with _open_guard:
+        conns = list(_open)
+        _open.clear()
+    for dbapi_conn in conns:
+        if dbapi_conn is None:  # Postgres
+            continue
+        with contextlib.suppress(Exception):  # already closed, or closing under a body: either way it rolled back
+            dbapi_conn.close()
+    return len(conns)
+
+
 def _serialize(conn: sa.Connection) -> None:
     """Take the transactional bodies' one lock before anything is read."""
     if conn.dialect.name == "sqlite":
@@ -67,6 +102,8 @@ def _serialize(conn: sa.Connection) -> None:
         return
     delay = _POLL_FIRST
     while not body_lock.try_lock(conn):  # the Postgres advisory lock every transactional body holds for its transaction
+        if _stopping():  # the body never started: the next launch recovers the call
+            raise ProcessStopping("the process is stopping: a transactional body waiting for its lock does not start")
         time.sleep(delay)
         delay = min(delay * 2, _POLL_MAX)
 
@@ -137,14 +174,23 @@ def _run_once(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, to
     try:
         args = tool.validate(raw_args)
         with engine.begin() as conn:
-            return _body_and_result(conn, run_id, dispatch_id, attempt, tool, args, ctx)
+            held = conn.connection.dbapi_connection if conn.dialect.name == "sqlite" else None
+            with _open_guard:
+                _open.add(held)
+            try:
+                return _body_and_result(conn, run_id, dispatch_id, attempt, tool, args, ctx)
+            finally:
+                with _open_guard:
+                    _open.discard(held)
     except _Refused as refused:
         with engine.begin() as conn:
             attempts.refuse_attempt(conn, dispatch_id, attempt)
         return {"status": "refused", "written": False, "refused": str(refused)}
     except _Unusable as unusable:
         error = {"type": "result_not_serializable", "message": str(unusable)}
-    except Exception as raised:  # noqa: BLE001 - its writes are rolled back, the error is its answer (logged in tool_errors)
+    except Exception as raised:  # its writes are rolled back, the error is its answer (logged in tool_errors)
+        if _stopping():  # abandoned by the shutdown (``abandon_open``): nothing is its answer, the next launch recovers it
+            raise ProcessStopping(f"the process stopped under transactional tool {tool.name!r}") from raised
         exc = raised.__cause__ if isinstance(raised, _BodyRaised) and raised.__cause__ is not None else raised
         if is_transient(exc):
             # The store failed, not the body: nothing is written as its answer. The attempt has no
