@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, TypeVarTuple, cast
 
 import sqlalchemy as sa
 from dbos import DBOS, StepOptions
@@ -30,6 +30,7 @@ from dbos import DBOS, StepOptions
 from ...ledger import tx_outputs
 from ...ledger.escape import escape_json, unescape_json
 from ..process import dbos_private, trace_export
+from .records import RecordedReply
 from .registry import env, installed
 from .store_retry import retrying
 
@@ -39,11 +40,16 @@ if TYPE_CHECKING:
 #: DBOS statuses after which a workflow will never write again: its ledger outcome is final or lost.
 DBOS_TERMINAL: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
-_run_workflow: Callable[..., Any] | None = None
 #: The running workflow execution's count of ledger transactions by name (see ``tx``).
 _ops: ContextVar[Counter[str] | None] = ContextVar("helix_workflow_ops", default=None)
 _REPLAYING = "\0replaying"
 log = logging.getLogger("helix_dbos")
+
+T = TypeVar("T")
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
+#: One kind of recorded model reply, handed back as it was given.
+Rec = TypeVar("Rec", bound=RecordedReply)
 
 
 class ProcessStopping(BaseException):
@@ -63,7 +69,7 @@ class ProcessStopping(BaseException):
 _EXITING: Final = ("cannot schedule new futures", "can't create new thread at interpreter shutdown")
 
 
-async def off_loop(fn: Callable[..., Any], *args: Any) -> Any:
+async def off_loop(fn: Callable[[*Ts], T], *args: *Ts) -> T:
     """``asyncio.to_thread(fn, *args)`` for a workflow's own ledger work, which a stopping process
     never does: ``ProcessStopping`` instead, so DBOS records nothing and the workflow stays ``PENDING``.
 
@@ -109,7 +115,7 @@ def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], regist
 REPLY: Final = "helix.reply"
 
 
-async def replayed_reply() -> Any | None:
+async def replayed_reply() -> RecordedReply | None:
     """The model reply this point of the workflow recorded before, when replaying; else None.
 
     A model reply is not a DBOS step (whose lookup and record were two transactions): it is the
@@ -123,10 +129,10 @@ async def replayed_reply() -> Any | None:
         return None
     workflow_id, op = DBOS.workflow_id, f"{REPLY}#{ops[REPLY]}"
 
-    def look() -> Any | None:
+    def look() -> RecordedReply | None:
         with env().tx_engine.connect() as conn:
             done = tx_outputs.recorded(conn, workflow_id, op)
-        return None if done is None else done[0]
+        return None if done is None else cast(RecordedReply, done[0])
 
     found = await retrying("reading a recorded model reply", lambda: off_loop(look), window=math.inf)
     if found is not None:
@@ -134,16 +140,16 @@ async def replayed_reply() -> Any | None:
     return found
 
 
-def _the_reply(conn: sa.Connection, reply: Any) -> Any:
+def _the_reply(conn: sa.Connection, reply: Rec) -> Rec:
     return reply
 
 
-async def record_reply(reply: Any) -> Any:
+async def record_reply(reply: Rec) -> Rec:
     """Record a model request's outcome, exactly once, before anything acts on it (the ``after_model`` boundary)."""
     return await tx(REPLY, _the_reply, reply)
 
 
-async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.
 
@@ -156,6 +162,10 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     It runs the blocking engine in a worker thread, so a transaction is one tight unit of work: on
     SQLite the write lock is never held across event-loop turns. In an outage it is re-run until the
     store answers, with no deadline (a lost commit acknowledgement finds its record and returns it).
+
+    The record is JSON (the ledger's ``Json`` column), so what ``fn`` returns must read back as it
+    was written: a ``TypedDict`` of ``runtime/floor/records.py`` or ``ledger/records.py``, a list of
+    them, a string. A replay hands back the same keys; a tuple would come back a list.
     """
     workflow_id = DBOS.workflow_id
     assert workflow_id is not None, "ledger transactions run in a workflow"
@@ -167,13 +177,13 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     engine = env().tx_engine
     fresh: list[bool] = []
 
-    def once() -> Any:
+    def once() -> T:
         try:
             with engine.begin() as conn:
                 if ops[_REPLAYING]:
                     done = tx_outputs.recorded(conn, workflow_id, op)
                     if done is not None:
-                        return done[0]
+                        return cast(T, done[0])
                 out = fn(conn, *args)
                 tx_outputs.record(conn, workflow_id, op, out)
         except sa.exc.IntegrityError:
@@ -182,7 +192,7 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
                 done = tx_outputs.recorded(conn, workflow_id, op)
             if done is None:
                 raise
-            return done[0]
+            return cast(T, done[0])
         # Operations commit in workflow order, so once one is new to the record every later one is too.
         ops[_REPLAYING] = 0
         fresh.append(True)
@@ -194,14 +204,14 @@ async def tx(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     return out
 
 
-async def tx_and_read(name: str, fn: Callable[..., Any], read: Callable[[sa.Connection, Any], Any], *args: Any) -> tuple[Any, Any]:
+async def tx_and_read(name: str, fn: Callable[[sa.Connection, *Ts], T], read: Callable[[sa.Connection, T], R], *args: *Ts) -> tuple[T, R | None]:
     """``tx``, and ``read(conn, output)`` in the same transaction after its work: the output is
     recorded, the read is only handed back (``runtime/floor/handoff.py``), and None unless this execution
     committed the transaction fresh (a replay or another execution's record returns the recorded
     output without running ``fn``, so nothing was read with it)."""
-    ran: list[tuple[Any, Any]] = []  # (output, read) of the last time ``fn`` ran in this execution
+    ran: list[tuple[T, R]] = []  # (output, read) of the last time ``fn`` ran in this execution
 
-    def work(conn: sa.Connection, *a: Any) -> Any:
+    def work(conn: sa.Connection, *a: *Ts) -> T:
         out = fn(conn, *a)
         ran[:] = [(out, read(conn, out))]
         return out
@@ -234,12 +244,12 @@ def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Reg
     return workflow
 
 
-def _short_tx(fn: Callable[..., Any], *args: Any) -> Any:
+def _short_tx(fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     with env().tx_engine.begin() as conn:
         return fn(conn, *args)
 
 
-async def plain_tx(fn: Callable[..., Any], *args: Any) -> Any:
+async def plain_tx(fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     """A short ledger transaction in a worker thread with no once-only record of its own (``tx``
     keeps one): the attempt gate, a result write, a read, each of which answers from the ledger
     when a replay runs it again.
@@ -263,14 +273,14 @@ def recorded(value: Any) -> Any:
     return escape_json(value)
 
 
-async def step(options: StepOptions, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+async def step(options: StepOptions, fn: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
     """A DBOS step (at-least-once; its recorded output is what a replay sees), recorded escaped.
     ``options`` are DBOS's own, ``name`` among them."""
 
     async def body(*a: Any) -> Any:
         return recorded(await fn(*a))
 
-    return unescape_json(await DBOS.run_step_async(options, body, *args))
+    return cast(T, unescape_json(await DBOS.run_step_async(options, body, *args)))  # as ``fn`` returned it
 
 
 #: Kept for ``workflow.py``'s cancel settling; new callers use ``dbos_private.workflow_status``.

@@ -70,6 +70,18 @@ class StoppedReply(TypedDict):
 Reply = ModelReply | StoppedReply
 
 
+@final
+class RaisedReply(TypedDict):
+    """The request raised: the run's ``error_code`` and ``error`` for it (``workflow.failure``),
+    recorded as a reply is, so a replay fails the same way without asking the model again."""
+
+    raised: list[str]
+
+
+#: What ``durable.record_reply`` records for one model request, and a replay reads back.
+RecordedReply = ModelReply | StoppedReply | RaisedReply
+
+
 class PlannedCallBase(TypedDict):
     position: int
     tool_call_id: str
@@ -344,8 +356,10 @@ __all__ = [
     "GateOutcome",
     "NewCallRow",
     "OpenedRun",
+    "RaisedReply",
     "ReconcileGate",
     "RecordOutcome",
+    "RecordedReply",
     "RunGate",
     "StepOutcome",
     "StopRequested",

@@ -32,7 +32,16 @@ from ...recovery import lanes
 from ...views import RunResult
 from ..floor import commits, durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
-from ..floor.records import CallBrief, ChildGate, EntryPlan, LaneCall, Reply, StepOutcome, StepRef
+from ..floor.records import (
+    CallBrief,
+    ChildGate,
+    EntryPlan,
+    LaneCall,
+    RaisedReply,
+    Reply,
+    StepOutcome,
+    StepRef,
+)
 from ..floor.registry import Registry, current, env
 from ..process import trace_export, tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
@@ -265,7 +274,8 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
     try:
         reply = await ask(run_id, sid, agent_name, step_no)
     except ModelRequestFailed as failed:  # the request's outcome, recorded as a reply is: never asked again
-        await durable.record_reply({"raised": list(failure(failed.cause))})
+        raised: RaisedReply = {"raised": list(failure(failed.cause))}
+        await durable.record_reply(raised)
         crash_point("after_model")
         failed.reraise()
     return cast(Reply, dict(await durable.record_reply(reply)))
@@ -278,7 +288,7 @@ async def _ending(name: str, fn: Callable[..., StepOutcome], run_id: str, *args:
     outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args)
     if result is not None:
         env().settled.put(run_id, result)
-    return cast(StepOutcome, outcome)
+    return outcome
 
 
 def _settled_read(run_id: str) -> Callable[[sa.Connection, StepOutcome], RunResult | None]:
