@@ -6,8 +6,10 @@ queue of its own, ``helix_entries.<agent>``, whose DBOS ``global_concurrency`` i
 other agent's runs share ``helix_entries``. Every entry queue is partitioned by the session's owner,
 so DBOS dequeues owners in random order and one owner's burst does not stand in front of another's.
 
-A queue's configuration is one row of ``dbos.queues``: every process registers the same rows from
-the same agents and settings (the last registration wins).
+A queue's configuration is one row of ``dbos.queues``, which DBOS re-reads on every poll. Its
+``global_concurrency`` (``max_running``) is what the last registration said; its per-worker values
+(``worker_concurrency``, ``owner_share``) are written only by a process that sets them: a front end
+or a worker launched without them keeps the row's, where it used to reset them to unlimited.
 """
 
 from __future__ import annotations
@@ -56,11 +58,16 @@ def register_entry_queues(register: Callable[..., Any], agent_names: Iterable[st
     for name in agent_names:
         if limited(name, limits):
             queues[entry_queue(name, limits)] = limits[name].max_running
+    sets_workers = settings.worker_concurrency is not None or settings.owner_share is not None
     for queue, global_concurrency in queues.items():
-        worker = settings.worker_concurrency
+        worker, owner_share = settings.worker_concurrency, settings.owner_share
+        if not sets_workers:  # keep what the workers wrote (the row is created first if missing)
+            row = register(queue, global_concurrency=global_concurrency, partition_worker_concurrency=min(global_concurrency or UNCAPPED, UNCAPPED),
+                           polling_interval_sec=settings.polling_interval, on_conflict="never_update")
+            worker, owner_share = row.worker_concurrency, row.partition_worker_concurrency
         if worker is not None and global_concurrency is not None:
             worker = min(worker, global_concurrency)
-        share = min(v for v in (settings.owner_share, worker, global_concurrency, UNCAPPED) if v is not None)
+        share = min(v for v in (owner_share, worker, global_concurrency, UNCAPPED) if v is not None)
         register(
             queue,
             global_concurrency=global_concurrency,
