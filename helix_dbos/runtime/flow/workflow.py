@@ -223,7 +223,7 @@ async def _drive(run_id: str) -> StepOutcome:
     used = 0
     step_no: int = plan["step"]
     if plan["mode"] == "recover":
-        outcome = await _saved_step(run_id, sid, agent, plan["recover"], None)
+        outcome = await _saved_step(run_id, sid, agent, cast(StepRef, plan["recover"]), None)  # set in "recover" mode
         if outcome["status"] != "committed":
             return outcome
     while True:

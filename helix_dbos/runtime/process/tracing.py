@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -31,7 +31,14 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
+if TYPE_CHECKING:
+    from ...ledger.records import RunRow
+
 TRACER = "helix_dbos"
+
+C = TypeVar("C")
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 def trace_id_of(run_id: str) -> int:
@@ -87,7 +94,7 @@ def enabled() -> bool:
     return hasattr(trace.get_tracer_provider().get_tracer(TRACER), "id_generator")
 
 
-def emit_run_span(run: Mapping[str, Any], **attrs: Any) -> None:
+def emit_run_span(run: RunRow, **attrs: object) -> None:
     """The run's root span, start to end, with the ids its children already name as their parent."""
     tracer = _root_tracer(run["run_id"])
     if tracer is None:
@@ -105,7 +112,7 @@ def _clean(attrs: Mapping[str, object]) -> dict[str, AttributeValue]:
 
 
 @contextmanager
-def span(name: str, run_id: str, **attrs: Any) -> Iterator[Span]:
+def span(name: str, run_id: str, **attrs: object) -> Iterator[Span]:
     """A span of the run's trace (a no-op without a tracer provider)."""
     tracer = trace.get_tracer(TRACER)
     with tracer.start_as_current_span(name, context=_run_context(run_id), attributes=_clean({"run_id": run_id, **attrs})) as s:
@@ -113,7 +120,7 @@ def span(name: str, run_id: str, **attrs: Any) -> Iterator[Span]:
 
 
 @contextmanager
-def span_since(name: str, run_id: str, start_ns: int, **attrs: Any) -> Iterator[Span]:
+def span_since(name: str, run_id: str, start_ns: int, **attrs: object) -> Iterator[Span]:
     """A span of the run's trace that started at ``start_ns``, opened only now that it is known to
     be real work, and not made current (code inside parents its spans to the run's root)."""
     s = trace.get_tracer(TRACER).start_span(name, context=_run_context(run_id), attributes=_clean({"run_id": run_id, **attrs}), start_time=start_ns)
@@ -138,16 +145,16 @@ def in_run(run_id: str) -> Iterator[None]:
         otel_context.detach(token)
 
 
-def annotate(s: Span, **attrs: Any) -> None:
+def annotate(s: Span, **attrs: object) -> None:
     s.set_attributes(_clean(attrs))
 
 
-def traced(name: str, fn: Callable[..., Any], run_id: str, outcome: Callable[[Any], Mapping[str, object]] | None = None, **attrs: Any) -> Callable[..., Any]:
+def traced(name: str, fn: Callable[[C, *Ts], T], run_id: str, outcome: Callable[[T], Mapping[str, object]] | None = None, **attrs: object) -> Callable[[C, *Ts], T]:
     """``fn(conn, *args)`` inside a span: handed to ``durable.tx``, it runs only when DBOS executes the
     transaction (a replay returns the recorded output without calling it, so no span twice).
     ``outcome`` picks the span's attributes from ``fn``'s output (a dict) once it returns."""
 
-    def run(conn: Any, *args: Any) -> Any:
+    def run(conn: C, *args: *Ts) -> T:
         with span(name, run_id, **attrs) as s:
             out = fn(conn, *args)
             if outcome is not None and isinstance(out, dict):
