@@ -158,7 +158,7 @@ class CheckRequest(TypedDict):
     attempt the verdict will be about."""
 
     attempts: int
-    args: Any
+    args: ToolArgs
     tool_name: str
     session_id: str
     agent_name: str
@@ -175,7 +175,7 @@ class RunGate(_Traced):
 
     action: BodyAction
     attempt: int
-    args: Any
+    args: ToolArgs
     tool_call_id: str | None
     tool_name: str
     session_id: str
@@ -220,7 +220,7 @@ class ChildGate(TypedDict, total=False):
     status: CallStatus
     attempt: int
     attempts: int
-    args: Any
+    args: ToolArgs
     tool_call_id: str | None
     tool_name: str
     session_id: str

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast
+from typing import Final, TypeVarTuple, cast
 
 import sqlalchemy as sa
 from dbos import DBOS, StepOptions
@@ -66,6 +66,7 @@ RUN_WORKFLOW = "helix.run"
 #: Call kinds answered by a child workflow rather than a body of the parent.
 CHILD_KINDS: Final = frozenset({"remote", "companion"})
 log = logging.getLogger("helix_dbos")
+Ts = TypeVarTuple("Ts")
 
 
 class MaxStepsReached(Exception):
@@ -281,7 +282,7 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
     return cast(Reply, dict(await durable.record_reply(reply)))
 
 
-async def _ending(name: str, fn: Callable[..., StepOutcome], run_id: str, *args: Any) -> StepOutcome:
+async def _ending(name: str, fn: Callable[[sa.Connection, str, *Ts], StepOutcome], run_id: str, *args: *Ts) -> StepOutcome:
     """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
     does, it also reads the run's result, handed to a caller waiting in this process
     (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
