@@ -34,8 +34,6 @@ def serve(
     """
     import importlib
 
-    import uvicorn
-
     # The one command that runs the service hands over to it by name: nothing else in the CLI
     # depends on the service (its reads and JSON go through the runtime's reader and wire.py).
     create_app = importlib.import_module("helix_dbos.service.app").create_app
@@ -48,7 +46,7 @@ def serve(
     app_ = create_app(app_spec=app_spec, database_url=database_url(db) if db else None)
     # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
     err_console.print(f"helix-dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it")
-    uvicorn.run(app_, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
+    importlib.import_module("helix_dbos.service.http").serve(app_, host, port)
 
 
 @typed_errors

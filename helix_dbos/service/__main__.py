@@ -16,8 +16,6 @@ from ..errors import ConfigurationError
 
 def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str | None = None) -> None:
     """Check the settings, build the app and run uvicorn; a bad setting exits 2 with its sentence."""
-    import uvicorn
-
     from .app import create_app
     from .settings import ServiceSettings
 
@@ -35,7 +33,9 @@ def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str |
         )
     # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
     print(f"helix_dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it", file=sys.stderr)
-    uvicorn.run(app, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
+    from .http import serve
+
+    serve(app, host, port)
 
 
 def main(argv: list[str] | None = None) -> None:

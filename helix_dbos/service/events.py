@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
@@ -76,8 +76,11 @@ def end_frame(status: str, last: int) -> bytes:
     return f"event: end\ndata: {json.dumps({'status': status, 'last_event_id': last})}\n\n".encode()
 
 
-async def stream(reader: Reader, session_id: str, after: int, follow: bool, first: EventPage | None = None) -> AsyncIterator[bytes]:
-    """Yield SSE frames from ``after`` on; end once the session is at rest and drained (unless following).
+async def stream(
+    reader: Reader, session_id: str, after: int, follow: bool, first: EventPage | None = None, stopping: Callable[[], bool] = lambda: False
+) -> AsyncIterator[bytes]:
+    """Yield SSE frames from ``after`` on; end once the session is at rest and drained (unless following),
+    or when the service is ``stopping`` (a Ctrl-C: the client reconnects with ``Last-Event-ID``).
 
     Each page is ``reader.events``: the session's status and newest seq are read before its events,
     so a stream that has delivered the newest seq of a session at rest has delivered everything.
@@ -97,6 +100,8 @@ async def stream(reader: Reader, session_id: str, after: int, follow: bool, firs
             continue
         if not follow and status in RUN_AT_REST and last >= top:
             yield end_frame(status, last)
+            return
+        if stopping():
             return
         if rows:
             quiet = 0.0

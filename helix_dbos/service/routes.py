@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
@@ -34,6 +35,7 @@ from ..runtime import AnswerReceipt, RunHandle, Runtime
 from ..views import SessionSummary
 from . import auth, events, views
 from . import schemas as s
+from .http import is_stopping
 from .responses import EventStream, LedgerJSONResponse, respond
 
 MAX_SEQ = events.MAX_SEQ
@@ -308,5 +310,6 @@ async def session_events(
     cursor = events.parse_cursor(last_event_id, after)
     await _allowed(request, caller, session_id, "read")
     first = await asyncio.to_thread(reader.events, session_id, cursor, events.PAGE)  # a 404 before the stream starts
-    return EventStream(events.stream(reader, session_id, cursor, follow, first), headers=EventStream.HEADERS)
+    stopping = functools.partial(is_stopping, request.app)  # a Ctrl-C ends the stream instead of cutting it (service/http.py)
+    return EventStream(events.stream(reader, session_id, cursor, follow, first, stopping), headers=EventStream.HEADERS)
 

@@ -1,0 +1,48 @@
+"""Running the app under uvicorn so that Ctrl-C ends open event streams instead of cutting them.
+
+uvicorn's graceful shutdown waits for every open connection, then cancels what is left after
+``timeout_graceful_shutdown``: an SSE stream never ends by itself, so each Ctrl-C or SIGTERM of a
+service with a browser or client following a session waited the whole 5 s and then printed
+uvicorn's "Exception in ASGI application" traceback for the cancelled stream. The server here marks
+the app as stopping (``app.state.stopping``) the moment the signal arrives; each stream sees it at
+its next poll and ends cleanly, and its client reconnects with ``Last-Event-ID`` once the service is
+back (the stream's ``retry:`` tells it when to try).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+#: What uvicorn.run exits with when the server never started (a port in use): kept the same.
+STARTUP_FAILURE = 3
+
+
+def is_stopping(app: Any) -> bool:
+    return bool(getattr(app.state, "stopping", False))
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._app.state.stopping = True  # open streams end at their next poll
+        super().handle_exit(sig, frame)
+
+
+def serve(app: Any, host: str, port: int) -> None:
+    """``uvicorn.run(app, ...)`` with the service's settings, and streams that end on a stop signal."""
+    app.state.stopping = False
+    config = uvicorn.Config(app, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
+    server = _Server(config, app)
+    with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn re-raises once it has shut down (uvicorn.run's own)
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
