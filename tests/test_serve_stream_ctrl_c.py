@@ -4,7 +4,7 @@ Newcomer walk (issue 23 loose ends): ``helix-dbos serve``, a session started ove
 followed over SSE, Ctrl-C: uvicorn waited its whole 5 s grace for the stream, then cancelled it and
 printed "Exception in ASGI application" with a traceback on stderr. Now the stop signal marks the
 app stopping (``service/http.py``) and the stream ends at its next poll; the client's stream closes
-cleanly and the process exits 0, quickly, with nothing on stderr but its own lines. Both entries
+cleanly and the process exits 0 with nothing on stderr but its own lines. Both entries
 that run the service (``helix-dbos serve`` and ``python -m helix_dbos.service``), real processes
 and a real SIGINT.
 """
@@ -79,4 +79,6 @@ def test_ctrl_c_ends_an_open_event_stream_without_a_traceback(entry: str, tmp_pa
     assert proc.returncode == 0, out + err
     assert "Traceback" not in err and "Exception in ASGI application" not in err, err
     assert ended == [None], ended  # the client's stream ended, not broken
-    assert took < 5, f"the stop waited {took:.1f} s: the stream held uvicorn's grace period"
+    # generous: the runtime's own shutdown follows (DBOS's grace period), slow on a loaded machine;
+    # the stream's cut would show above as uvicorn's traceback, not here
+    assert took < 60, f"the stop took {took:.1f} s"
