@@ -5,7 +5,8 @@ Settling and reopening a call (with its attempts and events) stay with ``store``
 
 from __future__ import annotations
 
-from typing import cast
+import functools
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -54,3 +55,24 @@ def unanswered_steps_superseded_by(conn: sa.Connection, run_id: str) -> list[tup
         .distinct()
     ).all()
     return [(r[0], r[1]) for r in rows]
+
+
+def of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[CallRow]:
+    """The calls one run saved at one step, in reply order (locked on Postgres with ``for_update``)."""
+    stmt = _of_step(for_update and conn.dialect.name == "postgresql")
+    return cast("list[CallRow]", fetch_all(conn, stmt, {"w_run_id": run_id, "w_step": step}))
+
+
+@functools.cache
+def _of_step(for_update: bool) -> sa.Select[Any]:
+    stmt = sa.select(t.calls).where(t.calls.c.run_id == sa.bindparam("w_run_id"), t.calls.c.step == sa.bindparam("w_step")).order_by(t.calls.c.position)
+    return stmt.with_for_update() if for_update else stmt
+
+
+def saver_of_active_step(conn: sa.Connection, session_id: str, step: int) -> str | None:
+    """The run that saved the calls of ``step`` among the session's active (not superseded)
+    checkpoints: a suspension may be committed by a later run than the one that saved its calls."""
+    active = sa.select(t.checkpoints.c.checkpoint_id).where(t.checkpoints.c.session_id == session_id, t.checkpoints.c.superseded_by.is_(None))
+    stmt = sa.select(t.calls.c.run_id).where(t.calls.c.session_id == session_id, t.calls.c.step == step, t.calls.c.checkpoint_id.in_(active)).limit(1)
+    saver: str | None = conn.execute(stmt).scalar()
+    return saver

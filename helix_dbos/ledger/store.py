@@ -8,9 +8,7 @@ commits; the caller's transaction boundary is the unit of atomicity.
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -27,38 +25,14 @@ from .records import (
     RunRow,
     SessionRow,
 )
+from .rows import by_key, fetch_all, fetch_one, insert_if_absent, new_id, now
 from .statuses import CALL_UNRESOLVED
 
-
-def now() -> datetime:
-    return datetime.now(UTC)
+__all__ = ["fetch_all", "fetch_one", "new_id", "now"]  # re-exported: every query module's helpers live in ``rows``
 
 
-def new_id() -> str:
-    return uuid.uuid4().hex
-
-
-def fetch_one(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """One row as a plain dict (the typed readers below cast it to their table's ``records`` type)."""
-    row = conn.execute(stmt, params).mappings().first()
-    return dict(row) if row is not None else None
-
-
-def fetch_all(conn: sa.Connection, stmt: sa.Executable, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    return [dict(r) for r in conn.execute(stmt, params).mappings()]
-
-
-# Statements of the write path are built once, with bound parameters, and executed with a dict:
-# building a Core statement and its cache key costs more Python than running it on SQLite, and a
-# run executes these a few dozen times. Values of an INSERT or an UPDATE's SET come from the dict's
-# keys (SQLAlchemy types them by column); WHERE parameters are named ``w_*`` (a bind may not share
-# a column's name in a statement that writes that column).
-
-
-@functools.cache
-def _by_key(table: sa.Table, key: str, for_update: bool) -> sa.Select[Any]:
-    stmt = sa.select(table).where(table.c[key] == sa.bindparam("w_key"))
-    return stmt.with_for_update() if for_update else stmt
+_by_key = by_key
+_insert_if_absent = insert_if_absent
 
 
 # --- sessions and runs ---------------------------------------------------------------------------
@@ -83,17 +57,6 @@ def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = N
 def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
     stmt = sa.select(t.sessions.c.owner).join(t.calls, t.calls.c.session_id == t.sessions.c.session_id).where(t.calls.c.dispatch_id == parent_dispatch_id)
     return conn.execute(stmt).scalar()
-
-
-def _insert_if_absent(conn: sa.Connection, table: sa.Table) -> Any:
-    """``INSERT ... ON CONFLICT DO NOTHING`` in the connection's dialect (Postgres and SQLite both have it)."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert(table).on_conflict_do_nothing()
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert(table).on_conflict_do_nothing()
 
 
 def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> bool:

@@ -38,3 +38,16 @@ def _run_and_usage() -> sa.Select[Any]:
         sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0)).where(of_run).scalar_subquery().label("usage_input"),
         sa.select(sa.func.coalesce(sa.func.sum(u.output_tokens), 0)).where(of_run).scalar_subquery().label("usage_output"),
     ).where(t.runs.c.run_id == sa.bindparam("w_run_id"))
+
+
+def used_by_run(conn: sa.Connection, run_id: str) -> dict[str, int]:
+    """What the run has used so far, as pydantic-ai's ``UsageLimits`` count it: the tokens of its
+    recorded model requests (``input_tokens``, ``output_tokens``, ``total_tokens``) and its tool
+    calls (``tool_calls``)."""
+    u = t.usage.c
+    row = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0), sa.func.coalesce(sa.func.sum(u.output_tokens), 0),
+                  sa.func.coalesce(sa.func.sum(u.total_tokens), 0)).where(u.run_id == run_id)
+    ).one()
+    calls = conn.execute(sa.select(sa.func.count()).select_from(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.kind == "tool")).scalar()
+    return {"input_tokens": int(row[0]), "output_tokens": int(row[1]), "total_tokens": int(row[2]), "tool_calls": int(calls or 0)}

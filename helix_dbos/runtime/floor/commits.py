@@ -33,7 +33,7 @@ from .pairing import (
     calls_of_step,
     checks_to_ask,
     decisions,
-    fenced_calls_of_step,
+    fenced_step,
     open_steps,
     saved_call,
     step_ref,
@@ -252,13 +252,9 @@ def _suspend_or_stop(conn: sa.Connection, run_id: str, rows: step_rows.StepRows,
 def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
     """The step commit after the bodies: one request answering every call, or a suspension.
 
-    The fence and the step's calls are one read (``fenced_calls_of_step``), or the full fence and
-    then the calls when it would refuse."""
-    head: Mapping[str, Any] | None
-    head, calls = fenced_calls_of_step(conn, run_id, ref["run_id"], ref["step"])
-    if head is None:
-        head = fence.check(conn, run_id, "step commit")
-        calls = calls_of_step(conn, ref["run_id"], ref["step"])
+    The fence and the step's calls are one read, or the full fence and then the calls when it
+    would refuse (``pairing.fenced_step``)."""
+    head, calls = fenced_step(conn, run_id, ref["run_id"], ref["step"], "step commit")
     checkpoint_id = store.new_checkpoint_id()
     if any(c["status"] not in CALL_SETTLED for c in calls):
         rows = step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension"))

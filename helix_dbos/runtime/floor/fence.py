@@ -29,10 +29,13 @@ import sqlalchemy as sa
 from dbos import DBOS
 
 from ...errors import RunFencedError
-from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import fence_reads, store
 from ...ledger.records import FenceRow, RunRow
 from ..process import dbos_private
+
+#: DBOS's status of a workflow as a scalar subquery: what the ledger's fence reads take for it (the
+#: ledger does not describe DBOS's tables; ``dbos_private`` is their one door).
+STATUS_OF: Final = dbos_private.workflow_status_of
 
 
 def current_workflow_id() -> str | None:
@@ -47,7 +50,7 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None, *, ad
     ``admit_queued``: a ``queued`` run passes too (its first transaction, which turns it running)."""
     if workflow_id is not None and workflow_id != run_id:
         return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
-    row = store.fetch_one(conn, _fence_statement(conn.dialect.name), {"w_run_id": run_id})
+    row = fence_reads.fence_row(conn, run_id, STATUS_OF)
     if row is None:
         return f"run {run_id!r} has no ledger row", None
     current = row.pop("session_current_run_id")
@@ -61,67 +64,9 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None, *, ad
     return None, cast(FenceRow, row)
 
 
-@functools.cache
-def _fence_statement(dialect: str) -> sa.Select[Any]:
-    """Built once per dialect (``store``'s rule for the write path: this runs in nearly every run
-    transaction)."""
-    stmt = (
-        sa.select(t.runs, t.sessions.c.current_run_id.label("session_current_run_id"), t.stops.c.kind.label("stop_kind"),
-                  dbos_private.workflow_status_of(t.runs.c.run_id, sqlite=dialect == "sqlite").label("dbos_status"))
-        .join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id)
-        .outerjoin(t.stops, t.stops.c.run_id == t.runs.c.run_id)
-        .where(t.runs.c.run_id == sa.bindparam("w_run_id"))
-    )
-    if dialect == "postgresql":
-        # Exclusive, not shared: nearly every transaction of a run then bumps the session's event
-        # sequence, and two share-holders upgrading to that update would deadlock each other.
-        stmt = stmt.with_for_update(of=t.sessions)
-    return stmt
-
-
-def head_columns(run_id: Any, session_id: Any, *, sqlite: bool) -> list[Any]:
-    """The fence's conditions as labelled scalar subqueries (``fence_status``, ``fence_current``,
-    ``fence_stop``, ``fence_dbos``), for a statement that reads them unlocked beside what it reads
-    anyway (the model step's messages, SQLite's gate beside the step's calls). ``head_passes``
-    judges them; anything it does not pass takes ``check``, which says why and raises."""
-    of_run = t.runs.c.run_id == run_id
-    return [
-        sa.select(t.runs.c.status).where(of_run).scalar_subquery().label("fence_status"),
-        sa.select(t.sessions.c.current_run_id).where(t.sessions.c.session_id == session_id).scalar_subquery().label("fence_current"),
-        sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("fence_stop"),
-        dbos_private.workflow_status_of(run_id, sqlite=sqlite).label("fence_dbos"),
-    ]
-
-
-def locked_head(run_id: Any) -> Any:
-    """The fence's conditions as a CTE that takes the session row's lock, for a statement that
-    locks rows of its own after it (Postgres: the attempt gate's read of the step's calls). Its
-    columns are ``head_columns``' and the run's ``fence_agent``.
-
-    The session row is locked before any row of the outer statement: the outer rows are locked at
-    the top of its plan, after the join that first scans this CTE. That is the fence's order (the
-    session first), which the result write keeps too, so two transactions of one session never
-    hold each other's rows."""
-    return (
-        sa.select(
-            t.runs.c.status.label("fence_status"),
-            t.sessions.c.current_run_id.label("fence_current"),
-            sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("fence_stop"),
-            dbos_private.workflow_status_of(run_id, sqlite=False).label("fence_dbos"),
-            t.runs.c.agent_name.label("fence_agent"),
-        )
-        .select_from(t.runs.join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id))
-        .where(t.runs.c.run_id == run_id)
-        .with_for_update(of=t.sessions)
-        .cte("fenced")
-    )
-
-
-FENCE_HEAD_KEYS: Final = ("fence_status", "fence_current", "fence_stop", "fence_dbos")
-
-
 def head_passes(head: Any, run_id: str) -> bool:
-    """Whether ``head_columns`` as read (a row or a mapping) let this workflow through: it is the
+    """Whether the fence's conditions as read beside other rows (``ledger.fence_reads.HEAD_KEYS``,
+    a row or a mapping) let this workflow through: it is the
     run's own, the run is running and its session's current run, and DBOS has not cancelled it."""
     get = head.__getitem__ if isinstance(head, Mapping) else functools.partial(getattr, head)
     workflow_id = current_workflow_id()

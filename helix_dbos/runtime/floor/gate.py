@@ -8,7 +8,6 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -19,7 +18,7 @@ from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ...ledger.statuses import CALL_SETTLED, CallStatus
 from ...recovery.decide import BodyAction
 from . import fence
-from .pairing import calls_of_step, decisions, fenced_calls_of_step, mark_proved
+from .pairing import FenceHead, calls_of_step, decisions, fenced_step, mark_proved
 from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome, RunGate
 from .registry import env
 
@@ -96,19 +95,16 @@ def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | Non
     return {"action": "done", "status": call["status"]}
 
 
-def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tuple[str, int] | None) -> tuple[Mapping[str, Any], list[CallRow]]:
+def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tuple[str, int] | None) -> tuple[FenceHead, list[CallRow]]:
     """The fence (the run's ``agent_name`` and ``stop_kind`` are what the gate reads of it) and the
     calls of the step ``dispatch_id`` belongs to, locked, the saver and step given by the workflow (a
-    delegating call's gate looks them up): one read (``pairing.fenced_calls_of_step``), or two when
-    the fence refuses (``fence.check`` says why) or the step is not named."""
+    delegating call's gate looks them up): ``pairing.fenced_step``, one read when the fence passes."""
     if where is not None:
-        head, calls = fenced_calls_of_step(conn, run_id, where[0], where[1], for_update=True)
-        if head is not None:
-            return head, calls
+        return fenced_step(conn, run_id, where[0], where[1], "attempt gate", for_update=True)
     fenced = fence.check(conn, run_id, "attempt gate")
-    saver = where or call_rows.step_of(conn, dispatch_id)
+    saver = call_rows.step_of(conn, dispatch_id)
     assert saver is not None
-    return fenced, calls_of_step(conn, saver[0], saver[1], for_update=True)
+    return {"agent_name": fenced["agent_name"], "stop_kind": fenced["stop_kind"]}, calls_of_step(conn, saver[0], saver[1], for_update=True)
 
 
 def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: int, verdict: CheckVerdict) -> CheckRecorded:

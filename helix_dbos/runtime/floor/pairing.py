@@ -7,21 +7,27 @@ ends all pair calls through here, so a call is answered the same way whichever o
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import sqlalchemy as sa
 
 from ...definitions import Agent
-from ...ledger import store
-from ...ledger import tables as t
+from ...ledger import calls as call_rows
+from ...ledger import fence_reads, store
 from ...ledger.records import CallRow, CheckpointRow, RunRow
 from ...ledger.statuses import CALL_SETTLED
 from ...recovery import Decision, SavedCall, ToolNow, decide
 from . import fence
 from .records import CheckTarget, StepRef
 from .registry import env
+
+
+class FenceHead(TypedDict):
+    """What a step's transaction reads of the fence it passed: the run's agent and its stop record."""
+
+    agent_name: str
+    stop_kind: str | None
 
 
 def tools_now(agent: Agent) -> dict[str, ToolNow]:
@@ -58,65 +64,38 @@ def saved_call(row: CallRow) -> SavedCall:
 
 def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[CallRow]:
     """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
-    return cast("list[CallRow]", store.fetch_all(conn, _step_calls(for_update and conn.dialect.name == "postgresql"), {"w_run_id": run_id, "w_step": step}))
+    return call_rows.of_step(conn, run_id, step, for_update=for_update)
 
 
-@functools.cache
-def _step_calls(for_update: bool) -> sa.Select[Any]:
-    stmt = sa.select(t.calls).where(t.calls.c.run_id == sa.bindparam("w_run_id"), t.calls.c.step == sa.bindparam("w_step")).order_by(t.calls.c.position)
-    return stmt.with_for_update() if for_update else stmt
-
-
-def fenced_calls_of_step(conn: sa.Connection, run_id: str, saver: str, step: int, *, for_update: bool = False) -> tuple[dict[str, Any] | None, list[CallRow]]:
-    """The fence for ``run_id`` and the calls ``saver`` saved at ``step``, in one statement: the
-    fence's conditions beside the calls (SQLite, under the database's one write lock), or its
-    locked CTE joined to them (Postgres, ``fence.locked_head``, the session row locked first).
+def fenced_calls_of_step(conn: sa.Connection, run_id: str, saver: str, step: int, *, for_update: bool = False) -> tuple[FenceHead | None, list[CallRow]]:
+    """The fence for ``run_id`` and the calls ``saver`` saved at ``step``, in one statement
+    (``ledger.fence_reads.calls_beside_fence``: on Postgres the session row locked first).
 
     Returns the run's ``agent_name`` and ``stop_kind`` when the fence let this workflow through,
     else None: the caller takes ``fence.check`` (which says why, and raises) and reads the calls
-    itself. A step with no calls also returns None (there is nothing to read the fence beside)."""
+    itself (``fenced_step`` does both). A step with no calls also returns None (there is nothing to
+    read the fence beside)."""
     if fence.current_workflow_id() not in (None, run_id):
         return None, []
-    sqlite = conn.dialect.name == "sqlite"
-    stmt = _fenced_calls_sqlite() if sqlite else _fenced_calls_pg(for_update)
-    rows = [dict(r) for r in conn.execute(stmt, {"w_run_id": run_id, "w_saver": saver, "w_step": step}).mappings()]
+    rows = fence_reads.calls_beside_fence(conn, run_id, saver, step, fence.STATUS_OF, for_update=for_update)
     if not rows or not fence.head_passes(rows[0], run_id):
         return None, []
-    head = {"agent_name": rows[0]["fence_agent"], "stop_kind": rows[0]["fence_stop"]}
+    head: FenceHead = {"agent_name": rows[0]["fence_agent"], "stop_kind": rows[0]["fence_stop"]}
     for r in rows:
-        for k in _FENCE_KEYS:
+        for k in fence_reads.CALLS_HEAD_KEYS:
             del r[k]
     return head, cast("list[CallRow]", rows)
 
 
-_FENCE_KEYS = (*fence.FENCE_HEAD_KEYS, "fence_agent")
-
-
-@functools.cache
-def _fenced_calls_sqlite() -> sa.Select[Any]:
-    run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
-    session = sa.select(t.runs.c.session_id).where(t.runs.c.run_id == run_id).scalar_subquery()
-    return (
-        sa.select(
-            t.calls,
-            *fence.head_columns(run_id, session, sqlite=True),
-            sa.select(t.runs.c.agent_name).where(t.runs.c.run_id == run_id).scalar_subquery().label("fence_agent"),
-        )
-        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
-        .order_by(t.calls.c.position)
-    )
-
-
-@functools.cache
-def _fenced_calls_pg(for_update: bool) -> sa.Select[Any]:
-    head = fence.locked_head(sa.bindparam("w_run_id"))
-    stmt = (
-        sa.select(t.calls, *(head.c[k] for k in _FENCE_KEYS))
-        .select_from(t.calls.join(head, sa.true()))
-        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
-        .order_by(t.calls.c.position)
-    )
-    return stmt.with_for_update(of=t.calls) if for_update else stmt
+def fenced_step(conn: sa.Connection, run_id: str, saver: str, step: int, operation: str, *, for_update: bool = False) -> tuple[FenceHead, list[CallRow]]:
+    """Pass the fence for ``run_id`` and read the calls ``saver`` saved at ``step``: one read
+    (``fenced_calls_of_step``), or the full fence (``fence.check``, which raises a refusal for
+    ``operation``) and then the calls, when the fused read would not let it through."""
+    head, calls = fenced_calls_of_step(conn, run_id, saver, step, for_update=for_update)
+    if head is not None:
+        return head, calls
+    row = fence.check(conn, run_id, operation)
+    return {"agent_name": row["agent_name"], "stop_kind": row["stop_kind"]}, calls_of_step(conn, saver, step, for_update=for_update)
 
 
 def decisions(agent: Agent, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:
@@ -156,14 +135,7 @@ def step_ref(conn: sa.Connection, cp: CheckpointRow | None) -> StepRef | None:
         return None
     if cp["kind"] == "append":
         return {"run_id": cp["run_id"], "step": cp["step"]}
-    active = sa.select(t.checkpoints.c.checkpoint_id).where(
-        t.checkpoints.c.session_id == cp["session_id"], t.checkpoints.c.superseded_by.is_(None)
-    )
-    saver = conn.execute(
-        sa.select(t.calls.c.run_id)
-        .where(t.calls.c.session_id == cp["session_id"], t.calls.c.step == cp["step"], t.calls.c.checkpoint_id.in_(active))
-        .limit(1)
-    ).scalar()
+    saver = call_rows.saver_of_active_step(conn, cp["session_id"], cp["step"])
     return {"run_id": saver or cp["run_id"], "step": cp["step"]}
 
 

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
 
 import sqlalchemy as sa
 
 from ...definitions import Agent
 from ...errors import StoreUnavailableError
-from ...ledger import rate
-from ...ledger import tables as t
+from ...ledger import fence_reads, rate
+from ...ledger import usage as usage_rows
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import ModelReply, PlannedCall, Reply, ReplyUsage
@@ -104,7 +104,7 @@ def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> 
     that saves the reply is the fenced write). Anything the fence would refuse takes the full
     ``fence.check``, which raises what it raises.
     """
-    rows = conn.execute(_read_statement(conn.dialect.name == "sqlite"), {"w_run_id": run_id, "w_session_id": session_id, "w_after": after_seq}).all()
+    rows = fence_reads.messages_beside_fence(conn, run_id, session_id, after_seq, fence.STATUS_OF)
     head = rows[0]
     if fence.head_passes(head, run_id):
         stop = head.fence_stop
@@ -112,36 +112,10 @@ def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> 
         stop = fence.check(conn, run_id, "model request")["stop_kind"]  # a fork or a superseded run never asks the model
     if stop is not None:
         return stop, 0, []
-    return None, int(head.superseded), [(int(seq), body) for *_, seq, body in rows if seq is not None]
+    return None, int(head.superseded), [(int(r.seq), r.body) for r in rows if r.seq is not None]
 
 
-@functools.cache
-def _read_statement(sqlite: bool) -> sa.Select[Any]:
-    m = t.messages.c
-    run_id: sa.BindParameter[str] = sa.bindparam("w_run_id")
-    session_id: sa.BindParameter[str] = sa.bindparam("w_session_id")
-    head = sa.select(
-        *fence.head_columns(run_id, session_id, sqlite=sqlite),
-        sa.select(sa.func.count()).select_from(t.messages).where(m.session_id == session_id, m.superseded_by.is_not(None)).scalar_subquery().label("superseded"),
-    ).subquery()
-    joined = head.outerjoin(t.messages, sa.and_(m.session_id == session_id, m.superseded_by.is_(None), m.seq > sa.bindparam("w_after")))
-    return sa.select(head, m.seq, m.body).select_from(joined).order_by(m.seq)
-
-
-def _run_usage(conn: sa.Connection, run_id: str) -> dict[str, int]:
-    """What the run has used so far: tokens of its recorded model requests, and its tool calls."""
-    from ...ledger import tables as t
-
-    u = t.usage.c
-    row = conn.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(u.input_tokens), 0), sa.func.coalesce(sa.func.sum(u.output_tokens), 0),
-                  sa.func.coalesce(sa.func.sum(u.total_tokens), 0)).where(u.run_id == run_id)
-    ).one()
-    calls = conn.execute(sa.select(sa.func.count()).select_from(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.kind == "tool")).scalar()
-    return {"input_tokens": int(row[0]), "output_tokens": int(row[1]), "total_tokens": int(row[2]), "tool_calls": int(calls or 0)}
-
-
-def check_usage_limits(limits: Any, used: dict[str, int], reply: ModelReply) -> None:
+def check_usage_limits(limits: Any, used: Mapping[str, int], reply: ModelReply) -> None:
     """pydantic-ai's ``UsageLimits`` over a run: its recorded requests plus this reply; the request
     count is ``max_steps``. Raised inside the model step, so the reply that went over is recorded
     with the failure, as pydantic-ai raises after the response."""
@@ -319,5 +293,5 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     }
     limits = getattr(agent, "usage_limits", None)
     if limits is not None:
-        check_usage_limits(limits, await plain_tx(_run_usage, run_id), reply)
+        check_usage_limits(limits, await plain_tx(usage_rows.used_by_run, run_id), reply)
     return reply
