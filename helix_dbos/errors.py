@@ -7,7 +7,8 @@ ledger: every class here is raised before, or instead of, a write.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 
 class HelixError(Exception):
@@ -173,9 +174,31 @@ class RunFencedError(ConflictError):
     resume of a run a newer entry took over, or a late workflow of a run that already ended is
     refused here: it writes nothing but a ``run_refused`` event, never asks the model and never
     starts a body. DBOS records this error as the workflow's outcome (``dbos workflow get``).
+
+    DBOS records an error it sees (a step's, a workflow's) with helix's portable JSON serializer,
+    which keeps an exception's name, message, ``code`` and ``data`` and gives back a
+    ``dbos.PortableWorkflowError`` on replay: the class is lost. ``data`` is this error's typed
+    record for that codec (``RECORD_KEY``: its message and detail), and ``from_record`` rebuilds the
+    refusal from what DBOS gave back, so a replayed refusal is recognised by type, never by its words.
     """
 
     code = "run_fenced"
+    #: The key of the refusal's record in the ``data`` DBOS keeps with a recorded error.
+    RECORD_KEY: ClassVar[str] = "helix_run_fenced"
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """What DBOS's portable codec records beside the message (it keeps an exception's ``data``)."""
+        return {self.RECORD_KEY: {"message": self.message, "detail": self.detail}}
+
+    @classmethod
+    def from_record(cls, data: object) -> RunFencedError | None:
+        """The refusal a recorded error's ``data`` holds (``data`` above, as DBOS gave it back), or
+        None when it holds none."""
+        record = data.get(cls.RECORD_KEY) if isinstance(data, Mapping) else None
+        if not isinstance(record, Mapping) or not isinstance(record.get("message"), str):
+            return None
+        return cls(record["message"], detail=record.get("detail"))
 
 
 class DispatchIdUnavailableError(HelixError):

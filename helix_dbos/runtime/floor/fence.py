@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
-from dbos import DBOS
+from dbos import DBOS, PortableWorkflowError
 
 from ...errors import RunFencedError
 from ...ledger import fence_reads, store
@@ -108,19 +108,29 @@ def raise_if_refused(out: Any) -> None:
         raise RunFencedError(str(out["refused"]))
 
 
-def is_fenced(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it wraps) is a fence refusal, also when DBOS replays it from its
-    recorded form, which keeps the message and code but not always the class."""
+def refusal(exc: BaseException) -> RunFencedError | None:
+    """The fence refusal ``exc`` is or was caused by, as a ``RunFencedError``; None if it is none.
+
+    Also when DBOS replays it from its record of a step or a workflow: helix's serializer is DBOS's
+    portable JSON, which gives a recorded error back as a ``PortableWorkflowError`` (name, message,
+    code, ``data``), and the refusal is rebuilt from the typed record it left in ``data``
+    (``RunFencedError.from_record``). Nothing is judged by a class name or a message's words: an
+    unrelated error that merely reads like a refusal is not one."""
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
-        if isinstance(cur, RunFencedError) or getattr(cur, "code", None) == RunFencedError.code:
-            return True
-        if "RunFencedError" in type(cur).__name__ or str(cur).startswith("RunFencedError"):
-            return True
+        if isinstance(cur, RunFencedError):
+            return cur
+        if isinstance(cur, PortableWorkflowError) and (revived := RunFencedError.from_record(cur.data)) is not None:
+            return revived
         cur = cur.__cause__ or cur.__context__
-    return False
+    return None
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a fence refusal, fresh or replayed by DBOS (``refusal``)."""
+    return refusal(exc) is not None
 
 
 def refuse(engine: sa.Engine, run_id: str, workflow_id: str | None, message: str) -> None:
