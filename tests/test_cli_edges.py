@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from helix_dbos import apikeys
 from helix_dbos.cli.main import app as cli
-from helix_dbos.ledger import store
+from helix_dbos.ledger import sessions as session_rows
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.support.procs import SETTINGS_VARS, child_env
@@ -70,7 +70,7 @@ def test_user_data_is_never_read_as_rich_markup(helix: Any, db_url: str) -> None
     code, out, _ = helix("migrate")
     assert code == 0, out
     with engine.begin() as conn:
-        store.insert_session(conn, "x[/bold]", "[red]agent")
+        session_rows.insert_session(conn, "x[/bold]", "[red]agent")
     engine.dispose()
     code, out, _ = helix("sessions")
     assert code == 0, out

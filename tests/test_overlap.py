@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos.ledger import attempts, store
+from helix_dbos.ledger import attempts as attempt_rows
+from helix_dbos.ledger import calls as call_rows
+from helix_dbos.ledger import runs as run_rows
+from helix_dbos.ledger import sessions as session_rows
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import upgrade
 from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
@@ -18,11 +21,11 @@ from tests.support.crashkit import Kit, calls_by_tool
 
 
 def _seed_call(conn: sa.Connection) -> dict:
-    store.insert_session(conn, "s1", "agent")
-    store.insert_run(conn, run_id="r1", session_id="s1", seq=1, agent_name="agent", entry="start", max_steps=5)
-    store.insert_calls(conn, [dict(dispatch_id="d1", session_id="s1", run_id="r1", checkpoint_id="cp1", step=0, position=0,
+    session_rows.insert_session(conn, "s1", "agent")
+    run_rows.insert_run(conn, run_id="r1", session_id="s1", seq=1, agent_name="agent", entry="start", max_steps=5)
+    call_rows.insert_calls(conn, [dict(dispatch_id="d1", session_id="s1", run_id="r1", checkpoint_id="cp1", step=0, position=0,
                                    tool_call_id="c1", tool_name="t", kind="tool", args={}, replay="safe", status="saved")])
-    call = store.get_call(conn, "d1")
+    call = call_rows.get_call(conn, "d1")
     assert call is not None
     return call
 
@@ -39,17 +42,17 @@ def ledger(db_url: str) -> Iterator[sa.Engine]:
 
 def test_a_stale_attempt_cannot_write_its_result(ledger: sa.Engine) -> None:
     with ledger.begin() as conn:
-        assert attempts.start_attempt(conn, _seed_call(conn), "r1", "lost-executor") == 1
+        assert attempt_rows.start_attempt(conn, _seed_call(conn), "r1", "lost-executor") == 1
     with ledger.begin() as conn:  # recovery starts attempt 2 while attempt 1 is still out there
-        assert attempts.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor") == 2
+        assert attempt_rows.start_attempt(conn, call_rows.get_call(conn, "d1"), "r2", "new-executor") == 2
     with ledger.begin() as conn:
-        assert attempts.record_result(conn, "d1", 1, "r1", "ok", result={"from": 1}) is False
-        assert attempts.record_result(conn, "d1", 2, "r2", "ok", result={"from": 2}) is True
-        assert attempts.record_result(conn, "d1", 2, "r2", "ok", result={"again": 2}) is False  # never twice
+        assert attempt_rows.record_result(conn, "d1", 1, "r1", "ok", result={"from": 1}) is False
+        assert attempt_rows.record_result(conn, "d1", 2, "r2", "ok", result={"from": 2}) is True
+        assert attempt_rows.record_result(conn, "d1", 2, "r2", "ok", result={"again": 2}) is False  # never twice
     with ledger.connect() as conn:
-        row = store.get_call(conn, "d1")
+        row = call_rows.get_call(conn, "d1")
         assert row is not None and (row["status"], row["result"], row["attempts"]) == ("ok", {"from": 2}, 2)
-        assert [a["outcome"] for a in store.attempts_of(conn, ["d1"])["d1"]] == ["refused", "ok"]
+        assert [a["outcome"] for a in attempt_rows.attempts_of(conn, ["d1"])["d1"]] == ["refused", "ok"]
 
 
 def test_a_body_start_marks_its_call_running_in_the_same_write(ledger: sa.Engine) -> None:
@@ -57,26 +60,26 @@ def test_a_body_start_marks_its_call_running_in_the_same_write(ledger: sa.Engine
     statement; SQLite: the attempt's INSERT and its ``attempts_mark_call`` trigger): the call is
     running with the attempt's number, and keeps the first body's start time."""
     with ledger.begin() as conn:
-        attempts.start_attempt(conn, _seed_call(conn), "r1", "lost-executor")
+        attempt_rows.start_attempt(conn, _seed_call(conn), "r1", "lost-executor")
     time.sleep(0.01)  # the second start's time differs from the first's
     with ledger.begin() as conn:
-        attempts.start_attempt(conn, store.get_call(conn, "d1"), "r2", "new-executor")
+        attempt_rows.start_attempt(conn, call_rows.get_call(conn, "d1"), "r2", "new-executor")
     with ledger.connect() as conn:
-        row = store.get_call(conn, "d1")
-        tries = store.attempts_of(conn, ["d1"])["d1"]
+        row = call_rows.get_call(conn, "d1")
+        tries = attempt_rows.attempts_of(conn, ["d1"])["d1"]
     assert row is not None and (row["status"], row["attempts"]) == ("running", 2)
     assert [a["attempt"] for a in tries] == [1, 2] and row["started_at"] == tries[0]["started_at"] != tries[1]["started_at"]
 
 
 def test_a_late_body_after_recovery_paired_it_is_refused(ledger: sa.Engine) -> None:
     with ledger.begin() as conn:
-        attempts.start_attempt(conn, _seed_call(conn), "r1", "lost")
+        attempt_rows.start_attempt(conn, _seed_call(conn), "r1", "lost")
     with ledger.begin() as conn:
-        store.settle_call(conn, store.get_call(conn, "d1"), "outcome_unknown", run_id="r2", paired_by="recovery", note="n")
+        call_rows.settle_call(conn, call_rows.get_call(conn, "d1"), "outcome_unknown", run_id="r2", paired_by="recovery", note="n")
     with ledger.begin() as conn:
-        assert attempts.record_result(conn, "d1", 1, "r1", "ok", result={"late": True}) is False
+        assert attempt_rows.record_result(conn, "d1", 1, "r1", "ok", result={"late": True}) is False
     with ledger.connect() as conn:
-        row = store.get_call(conn, "d1")
+        row = call_rows.get_call(conn, "d1")
         assert row is not None and row["status"] == "outcome_unknown" and row["result"] is None
 
 
@@ -114,8 +117,8 @@ def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: s
         deadline = time.monotonic() + 90  # generous: a loaded CI machine wakes the frozen process slowly
         while True:
             with engine.connect() as conn:
-                attempts = store.attempts_of(conn, [call["dispatch_id"]])[call["dispatch_id"]]
-                row = store.get_call(conn, call["dispatch_id"])
+                attempts = attempt_rows.attempts_of(conn, [call["dispatch_id"]])[call["dispatch_id"]]
+                row = call_rows.get_call(conn, call["dispatch_id"])
             if attempts[0]["outcome"] == "refused" or proc.poll() is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.2)

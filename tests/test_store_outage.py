@@ -25,7 +25,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
-from helix_dbos.ledger import store
+from helix_dbos.ledger import attempts as attempt_rows
+from helix_dbos.ledger import calls as call_rows
+from helix_dbos.ledger import runs as run_rows
+from helix_dbos.ledger import sessions as session_rows
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
@@ -160,11 +163,11 @@ def test_a_stall_past_the_window_fails_typed_with_no_attempt_left_open(pg_url: s
 
 
 def _seed(conn: sa.Connection, tool: str, **call: Any) -> None:
-    store.insert_session(conn, "s1", "gatekeeper")
-    session = store.get_session(conn, "s1")
-    assert session is not None and store.claim_session(conn, session, "r1")  # r1 is the current run (the fence)
-    store.insert_run(conn, run_id="r1", session_id="s1", seq=1, agent_name="gatekeeper", entry="start", max_steps=5)
-    store.insert_calls(conn, [dict(dispatch_id="d1", session_id="s1", run_id="r1", checkpoint_id="cp1", step=0, position=0,
+    session_rows.insert_session(conn, "s1", "gatekeeper")
+    session = session_rows.get_session(conn, "s1")
+    assert session is not None and session_rows.claim_session(conn, session, "r1")  # r1 is the current run (the fence)
+    run_rows.insert_run(conn, run_id="r1", session_id="s1", seq=1, agent_name="gatekeeper", entry="start", max_steps=5)
+    call_rows.insert_calls(conn, [dict(dispatch_id="d1", session_id="s1", run_id="r1", checkpoint_id="cp1", step=0, position=0,
                                    tool_call_id="c1", tool_name=tool, kind="tool", args={}, replay="unsafe", status="saved", **call)])
 
 
@@ -188,13 +191,13 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
         again = gate.gate(conn, "r1", "d1", "token-1")
     assert first["action"] == "run" and again["action"] == "run" and again["attempt"] == first["attempt"] == 1
     with rt.engine.begin() as conn:
-        call = store.get_call(conn, "d1")
+        call = call_rows.get_call(conn, "d1")
         assert call is not None and (call["status"], call["attempts"]) == ("running", 1)
-        assert len(store.attempts_of(conn, ["d1"])["d1"]) == 1
+        assert len(attempt_rows.attempts_of(conn, ["d1"])["d1"]) == 1
         written = gate.record_once(conn, "r1", "d1", 1, "ok", "sent", None)
     with rt.engine.begin() as conn:  # the result write's own retry after its commit: still written, once
         assert gate.record_once(conn, "r1", "d1", 1, "ok", "sent", None) == written == {"status": "ok", "written": True}
-        (attempt,) = store.attempts_of(conn, ["d1"])["d1"]
+        (attempt,) = attempt_rows.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "ok" and attempt["ended_at"] is not None
 
 
@@ -232,7 +235,7 @@ def test_a_gate_retried_without_its_token_would_take_itself_for_a_crash(make_run
         assert gate.gate(conn, "r1", "d1")["action"] == "run"
     with rt.engine.begin() as conn:
         assert gate.gate(conn, "r1", "d1") == {"action": "done", "status": "outcome_unknown"}
-        (attempt,) = store.attempts_of(conn, ["d1"])["d1"]
+        (attempt,) = attempt_rows.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "lost" and attempt["ended_at"] is not None  # paired: its attempt is closed
 
 

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 import helix_dbos as hx
-from helix_dbos.ledger import store
+from helix_dbos.ledger import messages as message_rows
+from helix_dbos.ledger import rows
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime.floor import transcript
@@ -35,7 +36,7 @@ def _query(db_url: str, stmt: Any, params: dict[str, Any] | None = None) -> list
         with engine.connect() as conn:
             if isinstance(stmt, str):
                 return [dict(r._mapping) for r in conn.execute(sa.text(stmt), params or {})]
-            return store.fetch_all(conn, stmt)
+            return rows.fetch_all(conn, stmt)
     finally:
         engine.dispose()
 
@@ -60,7 +61,7 @@ def told(k: Kit, tool: str) -> Any:
     engine = create_sync_engine(k.db_url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            messages = store.active_messages(conn, k.session)
+            messages = message_rows.active_messages(conn, k.session)
     finally:
         engine.dispose()
     for m in messages:

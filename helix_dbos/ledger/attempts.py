@@ -1,6 +1,6 @@
 """A call's two facts on the ledger: its attempt, committed before the body starts, and the
 body's result, fenced by the attempt number (and, on the short path, by the run still owning its
-session). Apart from ``store`` because these are the write path's hottest statements, each built
+session), and what the ledger reads of them. These are the write path's hottest statements, each built
 once and, on Postgres, folded into one statement where the table allows (docs/architecture.md,
 "Statements, not only transactions").
 """
@@ -8,13 +8,15 @@ once and, on Postgres, folded into one statement where the table allows (docs/ar
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 import sqlalchemy as sa
 
 from . import tables as t
-from .records import CallRow
-from .store import close_open_attempts, emit, emit_statement, now
+from .events import emit, emit_statement
+from .records import AttemptRow, CallRow
+from .rows import fetch_all, fetch_one, now
 
 _INSERT_ATTEMPT = t.attempts.insert()
 
@@ -218,3 +220,29 @@ def refuse_attempt(conn: sa.Connection, dispatch_id: str, attempt: int) -> None:
     """Close an attempt whose result write was refused (its run lost the session, or a newer attempt
     exists): its external effect may have happened, its ledger write does not."""
     conn.execute(_END_ATTEMPT, {"w_dispatch_id": dispatch_id, "w_attempt": attempt, "ended_at": now(), "outcome": "refused"})
+
+
+def attempts_of(conn: sa.Connection, dispatch_ids: Iterable[str]) -> dict[str, list[AttemptRow]]:
+    ids = list(dispatch_ids)
+    out: dict[str, list[AttemptRow]] = {d: [] for d in ids}
+    if ids:
+        for r in cast("list[AttemptRow]", fetch_all(
+            conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id.in_(ids)).order_by(t.attempts.c.attempt)
+        )):
+            out[r["dispatch_id"]].append(r)
+    return out
+
+
+def close_open_attempts(conn: sa.Connection, dispatch_id: str, outcome: str = "lost") -> None:
+    """Close a call's open attempts: ``lost`` when it is answered without them, or what recovery
+    proved about them (``rolled_back``, ``not_applied``: no effect; ``applied``: a check confirmed it)."""
+    conn.execute(
+        t.attempts.update()
+        .where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.outcome.is_(None))
+        .values(ended_at=now(), outcome=outcome)
+    )
+
+
+def attempt_by_token(conn: sa.Connection, dispatch_id: str, token: str) -> AttemptRow | None:
+    """The attempt a gate execution opened (its ``token``, written with it), if its commit went through."""
+    return cast("AttemptRow | None", fetch_one(conn, sa.select(t.attempts).where(t.attempts.c.dispatch_id == dispatch_id, t.attempts.c.token == token)))

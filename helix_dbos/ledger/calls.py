@@ -1,19 +1,22 @@
-"""Writes to a ``calls`` row beyond its settle: the child session it is bound to, a client's answer.
-
-Settling and reopening a call (with its attempts and events) stay with ``store``.
+"""The ``calls`` table: the tool calls of saved replies, their settling (by a body, recovery, a stop,
+a failure or a client's answer) and reopening, the child session a call is bound to, and the
+reads by step, by session and by run. A body's attempt and result write are ``attempts``'.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import sqlalchemy as sa
 
 from . import tables as t
-from .records import CallRow
-from .statuses import CALL_SETTLED
-from .store import fetch_all, now
+from .attempts import close_open_attempts
+from .events import emit
+from .records import CallRow, CheckOutcome
+from .rows import by_key, fetch_all, fetch_one, now
+from .statuses import CALL_SETTLED, CALL_UNRESOLVED
 
 
 def bind_child(conn: sa.Connection, dispatch_id: str, child_session_id: str) -> None:
@@ -76,3 +79,116 @@ def saver_of_active_step(conn: sa.Connection, session_id: str, step: int) -> str
     stmt = sa.select(t.calls.c.run_id).where(t.calls.c.session_id == session_id, t.calls.c.step == step, t.calls.c.checkpoint_id.in_(active)).limit(1)
     saver: str | None = conn.execute(stmt).scalar()
     return saver
+
+
+def insert_calls(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        ts = now()
+        conn.execute(t.calls.insert(), [{"created_at": ts, **r} for r in rows])
+
+
+def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[CallRow]:
+    return cast("list[CallRow]", fetch_all(
+        conn, sa.select(t.calls).where(t.calls.c.checkpoint_id == checkpoint_id).order_by(t.calls.c.position)
+    ))
+
+
+def get_call(conn: sa.Connection, dispatch_id: str, *, for_update: bool = False) -> CallRow | None:
+    return cast("CallRow | None", fetch_one(conn, by_key(t.calls, "dispatch_id", for_update and conn.dialect.name == "postgresql"), {"w_key": dispatch_id}))
+
+
+def list_calls(
+    conn: sa.Connection,
+    *,
+    session_id: str | None = None,
+    status: str | None = None,
+    tool_name: str | None = None,
+    limit: int = 500,
+) -> list[CallRow]:
+    stmt = sa.select(t.calls)
+    if session_id:
+        stmt = stmt.where(t.calls.c.session_id == session_id)
+    if status:
+        stmt = stmt.where(t.calls.c.status == status)
+    if tool_name:
+        stmt = stmt.where(t.calls.c.tool_name == tool_name)
+    return cast("list[CallRow]", fetch_all(conn, stmt.order_by(t.calls.c.created_at, t.calls.c.step, t.calls.c.position).limit(limit)))
+
+
+def mark_decided(conn: sa.Connection, dispatch_id: str, by: str) -> None:
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(decided_by=by))
+
+
+def record_check(conn: sa.Connection, call: CallRow, outcome: CheckOutcome | None) -> None:
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(check_outcome=outcome))
+
+
+def settle_call(
+    conn: sa.Connection,
+    call: CallRow,
+    status: str,
+    *,
+    run_id: str,
+    paired_by: str,
+    note: str | None = None,
+    result: Any = None,
+    error: Any = None,
+    reason: str = "",
+) -> None:
+    """Answer a call without (or instead of) a body: recovery, redirect, stop, failure or an answer.
+
+    Any attempt still open is closed ``lost``: its body's result will never be the answer (a late
+    write of it is refused and marks it ``refused``), and no attempt row stays open on a settled call.
+    """
+    close_open_attempts(conn, call["dispatch_id"])
+    conn.execute(
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == call["dispatch_id"])
+        .values(
+            status=status,
+            outcome_note=note,
+            result=result,
+            error=error,
+            paired_by=paired_by,
+            settled_run_id=run_id,
+            ended_at=now(),
+        )
+    )
+    emit(
+        conn,
+        call["session_id"],
+        run_id,
+        "call_paired" if paired_by != "body" else "tool_end",
+        {
+            "dispatch_id": call["dispatch_id"],
+            "tool_name": call["tool_name"],
+            "status": status,
+            "note": note,
+            "paired_by": paired_by,
+            "reason": reason,
+        },
+    )
+
+
+def reopen_call(conn: sa.Connection, call: CallRow) -> None:
+    """retry(): undo a failed run's pairing, keeping the attempts so recovery still counts bodies."""
+    conn.execute(
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == call["dispatch_id"])
+        .values(
+            status="running" if call["attempts"] else ("pending" if call["requires_approval"] else "saved"),
+            outcome_note=None,
+            paired_by=None,
+            settled_run_id=None,
+            ended_at=None,
+        )
+    )
+
+
+def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[CallRow]:
+    return cast("list[CallRow]", fetch_all(
+        conn,
+        sa.select(t.calls)
+        .where(t.calls.c.run_id == run_id, t.calls.c.status.in_(CALL_UNRESOLVED | {"pending"}))
+        .order_by(t.calls.c.step, t.calls.c.position),
+    ))

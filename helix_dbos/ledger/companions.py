@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from . import tables as t
 from .records import CompanionRow
+from .rows import now
 from .statuses import CALL_SETTLED
-from .store import now
 
 
 def get(conn: sa.Connection, *, companion_session_id: str | None = None,

@@ -1,9 +1,9 @@
-"""The ledger's rows as ``store`` returns them: one ``TypedDict`` per table (or per query shape).
+"""The ledger's rows as its query modules return them: one ``TypedDict`` per table (or per query shape).
 
 What passes between the workflow's ledger transactions, the attempt gate and recovery is a row of
 these tables, and the type says exactly which keys it holds and which words its status and kind
 columns may carry (the Literals of ``statuses.py``, never spelled again here). At runtime a row stays
-the plain ``dict`` that ``store.fetch_one`` builds from a ``SELECT``: SQL reads, the JSON a
+the plain ``dict`` that ``rows.fetch_one`` builds from a ``SELECT``: SQL reads, the JSON a
 transaction records as its output and every caller's subscripting are unchanged; the types are for
 the checker and the reader only. Fields follow the columns of ``tables.py``, in the same order;
 a key is ``NotRequired`` only where a row really lacks it.
@@ -84,14 +84,14 @@ class FenceRow(RunRow):
 
 
 class EndedRun(TypedDict):
-    """What ``store.end_run`` returns: the ended run and its session."""
+    """What ``runs.end_run`` returns: the ended run and its session."""
 
     run_id: str
     session_id: str
 
 
 class MessageRow(TypedDict):
-    """An active transcript message as ``store.active_messages`` selects it (``body``: pydantic-ai's JSON)."""
+    """An active transcript message as ``messages.active_messages`` selects it (``body``: pydantic-ai's JSON)."""
 
     seq: int
     kind: MessageKind

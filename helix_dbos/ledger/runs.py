@@ -1,13 +1,19 @@
-"""Reads of the ``runs`` table by executor: which runs a process owns (its wake, its operator view).
-
-Opening and ending a run stay with ``store`` (the session row moves with them).
+"""The ``runs`` table: a run's row opened, started, counted and ended (its end releases its session
+in the same statement on Postgres), and the runs of an executor (its wake, its operator view).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+from typing import Any, cast
+
 import sqlalchemy as sa
 
 from . import tables as t
+from .events import emit
+from .records import EndedRun, RunRow
+from .rows import by_key, fetch_all, fetch_one, now
 
 
 def running_of_executor(conn: sa.Connection, executor_id: str) -> list[str]:
@@ -19,3 +25,97 @@ def running_of_executor(conn: sa.Connection, executor_id: str) -> list[str]:
 def count_of_executor(conn: sa.Connection, executor_id: str) -> int:
     """How many runs (any status) ``executor_id`` ever ran."""
     return int(conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(t.runs.c.executor_id == executor_id)).scalar() or 0)
+
+
+def insert_run(conn: sa.Connection, **values: Any) -> None:
+    values.setdefault("created_at", now())
+    values.setdefault("status", "running")
+    if values["status"] != "queued":  # started where it was admitted (a queued run: when a worker takes it)
+        values.setdefault("started_at", values["created_at"])
+    conn.execute(t.runs.insert().values(**values))
+
+
+def start_queued_run(conn: sa.Connection, run_id: str, session_id: str, executor_id: str) -> None:
+    """A worker took a ``queued`` run: it is ``running`` from now, on ``executor_id`` (the session too,
+    while the run is still its current one)."""
+    ts = now()
+    conn.execute(t.runs.update().where(t.runs.c.run_id == run_id, t.runs.c.status == "queued").values(status="running", started_at=ts, executor_id=executor_id))
+    conn.execute(
+        t.sessions.update()
+        .where(t.sessions.c.session_id == session_id, t.sessions.c.current_run_id == run_id, t.sessions.c.status == "queued")
+        .values(status="running", updated_at=ts)
+    )
+
+
+def get_run(conn: sa.Connection, run_id: str) -> RunRow | None:
+    return cast("RunRow | None", fetch_one(conn, by_key(t.runs, "run_id", False), {"w_key": run_id}))
+
+
+def list_runs(conn: sa.Connection, session_id: str) -> list[RunRow]:
+    return cast("list[RunRow]", fetch_all(conn, sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.seq)))
+
+
+_END_RUN = t.runs.update().where(t.runs.c.run_id == sa.bindparam("w_run_id")).returning(t.runs.c.run_id, t.runs.c.session_id)
+
+
+_END_SESSION_RUN = t.sessions.update().where(
+    t.sessions.c.session_id == sa.bindparam("w_session_id"), t.sessions.c.current_run_id == sa.bindparam("w_run_id")
+)
+
+
+def end_run(
+    conn: sa.Connection,
+    run_id: str,
+    status: str,
+    *,
+    output: Any = None,
+    error_code: str | None = None,
+    error: str | None = None,
+    events: list[tuple[str, Mapping[str, Any]]] | None = None,
+) -> EndedRun:
+    """Terminal (or suspension) commit of a run, and release of the session's gate.
+
+    Its ``run_status`` event is appended to ``events`` when given, for the caller to emit with the
+    rest of its commit's (``emit_many``), and emitted here otherwise."""
+    ts = now()
+    if conn.dialect.name == "postgresql":
+        params = {"w_run_id": run_id, "p_status": status, "p_output": output, "p_error_code": error_code, "p_error": error, "p_ts": ts}
+        run = conn.execute(_end_run_pg(), params).mappings().one()
+    else:
+        run = conn.execute(
+            _END_RUN, {"w_run_id": run_id, "status": status, "output": output, "error_code": error_code, "error": error, "ended_at": ts}
+        ).mappings().one()
+        conn.execute(_END_SESSION_RUN, {"w_session_id": run["session_id"], "w_run_id": run_id, "status": status, "updated_at": ts})
+    event = ("run_status", {"status": status, "error_code": error_code, "error": error})
+    if events is None:
+        emit(conn, run["session_id"], run_id, *event)
+    else:
+        events.append(event)
+    return cast(EndedRun, dict(run))
+
+
+@functools.cache
+def _end_run_pg() -> sa.Select[Any]:
+    """``end_run``'s two updates as one statement (``p_*`` binds: see ``emit``)."""
+    ended = (
+        t.runs.update()
+        .where(t.runs.c.run_id == sa.bindparam("w_run_id"))
+        .values(status=sa.bindparam("p_status"), output=sa.bindparam("p_output", type_=t.runs.c.output.type),
+                error_code=sa.bindparam("p_error_code"), error=sa.bindparam("p_error"), ended_at=sa.bindparam("p_ts", type_=t.runs.c.ended_at.type))
+        .returning(t.runs.c.run_id, t.runs.c.session_id)
+        .cte("ended")
+    )
+    released = (
+        t.sessions.update()
+        .where(t.sessions.c.session_id.in_(sa.select(ended.c.session_id)), t.sessions.c.current_run_id == sa.bindparam("w_run_id"))
+        .values(status=sa.bindparam("p_status"), updated_at=sa.bindparam("p_ts", type_=t.sessions.c.updated_at.type))
+        .cte("released")
+    )
+    return sa.select(ended.c.run_id, ended.c.session_id).add_cte(released)
+
+
+_COUNT_STEP = t.runs.update().where(t.runs.c.run_id == sa.bindparam("w_run_id")).values(steps=t.runs.c.steps + 1)
+
+
+def count_run_step(conn: sa.Connection, run_id: str) -> None:
+    conn.execute(_COUNT_STEP, {"w_run_id": run_id})

@@ -5,7 +5,7 @@ Every step commit writes some of these together, and sent one by one they were t
 a step's statements. Postgres takes them as one statement of writable CTEs. A CTE's rows are not
 visible to its siblings' subqueries, so each message is numbered from the one before it (the
 first from the session's highest), and the checkpoint's boundary from the last of them, never by
-reading the table again. The commit's events ride the same statement (``store.emit_many``'s
+reading the table again. The commit's events ride the same statement (``events.emit_many``'s
 rules: one bump of the session's counter, numbered in the order given). SQLite has no writable
 CTEs: the same rows go one statement each, then the events in one, in the caller's transaction
 either way.
@@ -20,8 +20,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from . import store
 from . import tables as t
+from .checkpoints import insert_checkpoint
+from .events import emit_many, emit_many_params, emit_many_pg
+from .messages import insert_message, next_message_seq
+from .rows import now
+from .runs import count_run_step
+from .usage import record_usage, usage_values
 
 
 @dataclass(frozen=True)
@@ -44,12 +49,12 @@ def write(conn: sa.Connection, rows: StepRows, events: Events = ()) -> None:
     """``rows`` and then ``events`` (the session's and run's, in order)."""
     if conn.dialect.name != "postgresql":
         _write_each(conn, rows)
-        store.emit_many(conn, rows.session_id, rows.run_id, events)
+        emit_many(conn, rows.session_id, rows.run_id, events)
         return
-    ts = store.now()
+    ts = now()
     params: dict[str, Any] = {"w_session_id": rows.session_id, "w_run_id": rows.run_id, "p_step": rows.step, "p_ts": ts}
     if events:
-        params.update(store.emit_many_params(events))
+        params.update(emit_many_params(events))
     for i, (kind, body) in enumerate(rows.messages):
         params[f"p_kind{i}"], params[f"p_body{i}"] = kind, body
     if rows.usage is not None:
@@ -62,16 +67,16 @@ def write(conn: sa.Connection, rows: StepRows, events: Events = ()) -> None:
 def _write_each(conn: sa.Connection, rows: StepRows) -> None:
     sid, run_id = rows.session_id, rows.run_id
     for kind, body in rows.messages:
-        store.insert_message(conn, sid, run_id, rows.step, kind, body)
+        insert_message(conn, sid, run_id, rows.step, kind, body)
     if rows.usage is not None:
-        store.record_usage(conn, sid, run_id, rows.step, *rows.usage)
-        store.count_run_step(conn, run_id)
+        record_usage(conn, sid, run_id, rows.step, *rows.usage)
+        count_run_step(conn, run_id)
     if rows.checkpoint is not None:
-        store.insert_checkpoint(conn, sid, run_id, rows.step, rows.checkpoint[1], rows.checkpoint[0], with_event=False)
+        insert_checkpoint(conn, sid, run_id, rows.step, rows.checkpoint[1], rows.checkpoint[0], with_event=False)
 
 
 def _usage_params(model_name: str | None, u: Mapping[str, Any]) -> dict[str, Any]:
-    return {f"p_{k}": v for k, v in store.usage_values(model_name, u).items()}
+    return {f"p_{k}": v for k, v in usage_values(model_name, u).items()}
 
 
 @functools.cache
@@ -85,7 +90,7 @@ def _statement_pg(n_messages: int, usage: bool, checkpoint: bool, events: bool) 
     ctes: list[Any] = []
     last: Any = None
     for i in range(n_messages):
-        seq = store.next_message_seq() if last is None else sa.select(last.c.seq + 1).scalar_subquery()
+        seq = next_message_seq() if last is None else sa.select(last.c.seq + 1).scalar_subquery()
         last = (
             t.messages.insert()
             .values(session_id=session_id, seq=seq, run_id=run_id, step=step, kind=sa.bindparam(f"p_kind{i}", type_=t.messages.c.kind.type),
@@ -105,7 +110,7 @@ def _statement_pg(n_messages: int, usage: bool, checkpoint: bool, events: bool) 
         )
         ctes.append(t.runs.update().where(t.runs.c.run_id == run_id).values(steps=t.runs.c.steps + 1).cte("counted"))
     if checkpoint:
-        boundary = store.next_message_seq() if last is None else last.c.seq + 1
+        boundary = next_message_seq() if last is None else last.c.seq + 1
         source = sa.select(
             sa.bindparam("p_checkpoint_id", type_=t.checkpoints.c.checkpoint_id.type), session_id, run_id, step,
             sa.bindparam("p_checkpoint_kind", type_=t.checkpoints.c.kind.type), boundary, ts,
@@ -118,7 +123,7 @@ def _statement_pg(n_messages: int, usage: bool, checkpoint: bool, events: bool) 
             .cte("checkpointed")
         )
     if events:
-        top: sa.Insert | sa.Select[Any] = store.emit_many_pg(session_id, run_id, ts)
+        top: sa.Insert | sa.Select[Any] = emit_many_pg(session_id, run_id, ts)
     elif last is not None:
         top = sa.select(last.c.seq)
     else:

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from . import tables as t
-from .store import now
+from .rows import now
 
 _RECORDED = sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id == sa.bindparam("w_workflow_id"), t.tx_outputs.c.op == sa.bindparam("w_op"))
 _RECORD = t.tx_outputs.insert()

@@ -1,7 +1,7 @@
 """Column types for what models and tools write: any Python string in, the same string out.
 
 They wrap the plain types (the DDL is unchanged, so no migration) and apply ``escape.py`` on bind
-and on read, so every query in ``store.py`` and every reader through the runtime sees the original
+and on read, so every query module and every reader through the runtime sees the original
 text, while the row holds only what Postgres and SQLite accept. Raw SQL sees the escaped form
 (docs/audit.md).
 """

@@ -1,17 +1,18 @@
-"""The ``usage`` table read with its run: what a run's model requests used (a result's ``usage``).
-
-Built once: a wait reads ``run_with_usage`` each time it looks.
+"""The ``usage`` table: one row per model request, and what a run's requests used, read with the
+run (a result's ``usage``; built once: a wait reads ``run_with_usage`` each time it looks) or for
+its usage limits.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
 from . import tables as t
-from .store import fetch_one
+from .rows import fetch_one, now
 
 
 def totals_of_run(conn: sa.Connection, run_id: str) -> tuple[int, int, int]:
@@ -51,3 +52,16 @@ def used_by_run(conn: sa.Connection, run_id: str) -> dict[str, int]:
     ).one()
     calls = conn.execute(sa.select(sa.func.count()).select_from(t.calls).where(t.calls.c.run_id == run_id, t.calls.c.kind == "tool")).scalar()
     return {"input_tokens": int(row[0]), "output_tokens": int(row[1]), "total_tokens": int(row[2]), "tool_calls": int(calls or 0)}
+
+
+_INSERT_USAGE = t.usage.insert()
+
+
+def record_usage(conn: sa.Connection, session_id: str, run_id: str, step: int, model_name: str | None, u: Mapping[str, Any]) -> None:
+    conn.execute(_INSERT_USAGE, {"session_id": session_id, "run_id": run_id, "step": step, "created_at": now(), **usage_values(model_name, u)})
+
+
+def usage_values(model_name: str | None, u: Mapping[str, Any]) -> dict[str, Any]:
+    """A usage row's own columns: the tokens as counted, the provider's whole record in ``details``."""
+    inp, out = int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
+    return {"model_name": model_name, "input_tokens": inp, "output_tokens": out, "total_tokens": inp + out, "details": dict(u)}

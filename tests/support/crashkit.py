@@ -115,14 +115,14 @@ def transcript_problems(db_url: str, session_id: str) -> list[str]:
     import sqlalchemy as sa
     from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
-    from helix_dbos.ledger import store
+    from helix_dbos.ledger import messages as message_rows
     from helix_dbos.ledger.engine import create_sync_engine
     from helix_dbos.runtime.floor import transcript
 
     engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            messages = transcript.load([m["body"] for m in store.active_messages(conn, session_id)])
+            messages = transcript.load([m["body"] for m in message_rows.active_messages(conn, session_id)])
     finally:
         engine.dispose()
     problems = []

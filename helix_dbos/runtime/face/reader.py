@@ -17,7 +17,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from ...errors import CallNotFoundError, RunNotFoundError, RunTimeoutError, SessionNotFoundError
-from ...ledger import prefixes, runs, store
+from ...ledger import calls as call_rows
+from ...ledger import events, prefixes, runs
+from ...ledger import messages as message_rows
+from ...ledger import sessions as session_rows
 from ...views import (
     CallRecord,
     EventPage,
@@ -82,8 +85,8 @@ class Reader:
         """The session a run belongs to; ``RunNotFoundError`` for an unknown run."""
 
         def read(conn: sa.Connection) -> SessionSummary:
-            run = store.get_run(conn, run_id)
-            session = store.get_session(conn, run["session_id"]) if run is not None else None
+            run = runs.get_run(conn, run_id)
+            session = session_rows.get_session(conn, run["session_id"]) if run is not None else None
             if session is None:
                 raise RunNotFoundError(f"no run {run_id!r}")
             return pick(SessionSummary, session)  # type: ignore[no-any-return]
@@ -92,7 +95,7 @@ class Reader:
 
     def sessions(self, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[SessionSummary]:
         """The newest sessions first; ``owner``/``status``/``agent_name`` narrow the list when given."""
-        rows = self._read(lambda conn: store.list_sessions(conn, limit, owner=owner, status=status, agent_name=agent_name))
+        rows = self._read(lambda conn: session_rows.list_sessions(conn, limit, owner=owner, status=status, agent_name=agent_name))
         return [pick(SessionSummary, r) for r in rows]
 
     def session_ids_starting(self, prefix: str, limit: int = 50) -> list[str]:
@@ -101,14 +104,14 @@ class Reader:
 
     def messages(self, session_id: str) -> list[MessageRecord]:
         """The active transcript as stored, one record a message (``SessionView.messages`` loads them)."""
-        rows = self._read(lambda conn: store.active_messages(conn, session_id))
+        rows = self._read(lambda conn: message_rows.active_messages(conn, session_id))
         return [pick(MessageRecord, r) for r in rows]
 
     # --- runs and waits ------------------------------------------------------------------------
 
     def runs(self, session_id: str) -> list[RunRecord]:
         """A session's runs in order (``seq``)."""
-        return self._read(lambda conn: [pick(RunRecord, r) for r in store.list_runs(conn, session_id)])
+        return self._read(lambda conn: [pick(RunRecord, r) for r in runs.list_runs(conn, session_id)])
 
     def run(self, run_id: str) -> RunResult:
         return self._read(lambda conn: read_result(conn, run_id))
@@ -133,7 +136,7 @@ class Reader:
         current: list[str | None] = [None]
 
         def check(conn: sa.Connection) -> RunResult | None:
-            session = store.get_session(conn, session_id)
+            session = session_rows.get_session(conn, session_id)
             if session is None:
                 raise SessionNotFoundError(f"no session {session_id!r}")
             current[0] = session["current_run_id"]
@@ -159,10 +162,10 @@ class Reader:
         """
 
         def read(conn: sa.Connection) -> EventPage:
-            session = store.get_session(conn, session_id)
+            session = session_rows.get_session(conn, session_id)
             if session is None:
                 raise SessionNotFoundError(f"no session {session_id!r}")
-            rows = store.events_after(conn, session_id, after, limit=limit)
+            rows = events.events_after(conn, session_id, after, limit=limit)
             return EventPage(session["status"], int(session["event_seq"]), [pick(EventRecord, r) for r in rows])
 
         return self._read(read)
@@ -171,11 +174,11 @@ class Reader:
 
     def calls(self, *, session_id: str | None = None, status: str | None = None, tool_name: str | None = None, limit: int = 500) -> list[CallRecord]:
         """Calls as stored, oldest first, narrowed by session, status and tool when given."""
-        rows = self._read(lambda conn: store.list_calls(conn, session_id=session_id, status=status, tool_name=tool_name, limit=limit))
+        rows = self._read(lambda conn: call_rows.list_calls(conn, session_id=session_id, status=status, tool_name=tool_name, limit=limit))
         return [pick(CallRecord, r) for r in rows]
 
     def call(self, dispatch_id: str) -> CallRecord:
-        row = self._read(lambda conn: store.get_call(conn, dispatch_id))
+        row = self._read(lambda conn: call_rows.get_call(conn, dispatch_id))
         if row is None:
             raise CallNotFoundError(f"no call {dispatch_id!r}")
         return pick(CallRecord, row)  # type: ignore[no-any-return]

@@ -29,7 +29,8 @@ import sqlalchemy as sa
 from dbos import DBOS, PortableWorkflowError
 
 from ...errors import RunFencedError
-from ...ledger import fence_reads, store
+from ...ledger import events, fence_reads
+from ...ledger import runs as run_rows
 from ...ledger.records import FenceRow, RunRow
 from ..process import dbos_private
 
@@ -49,7 +50,7 @@ def why_refused(conn: sa.Connection, run_id: str, workflow_id: str | None, *, ad
 
     ``admit_queued``: a ``queued`` run passes too (its first transaction, which turns it running)."""
     if workflow_id is not None and workflow_id != run_id:
-        return why_refused_fork(run_id, workflow_id), store.get_run(conn, run_id)
+        return why_refused_fork(run_id, workflow_id), run_rows.get_run(conn, run_id)
     row = fence_reads.fence_row(conn, run_id, STATUS_OF)
     if row is None:
         return f"run {run_id!r} has no ledger row", None
@@ -138,7 +139,7 @@ def refuse(engine: sa.Engine, run_id: str, workflow_id: str | None, message: str
     a refused workflow makes. Outside DBOS's bookkeeping on purpose: a refused workflow adds no
     recorded operation that a later replay would have to match."""
     with engine.begin() as conn:
-        run = store.get_run(conn, run_id)
+        run = run_rows.get_run(conn, run_id)
         if run is None:
             return
-        store.emit(conn, run["session_id"], run_id, "run_refused", {"run_id": run_id, "workflow_id": workflow_id, "reason": message})
+        events.emit(conn, run["session_id"], run_id, "run_refused", {"run_id": run_id, "workflow_id": workflow_id, "reason": message})

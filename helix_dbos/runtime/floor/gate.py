@@ -12,8 +12,10 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from ...ledger import attempts, store
+from ...ledger import attempts as attempt_rows
 from ...ledger import calls as call_rows
+from ...ledger import events, rows
+from ...ledger import runs as run_rows
 from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ...ledger.statuses import CALL_SETTLED, CallStatus
 from ...recovery.decide import BodyAction
@@ -36,11 +38,11 @@ def gate(
     safe one would run a second body, though neither had started. Only a retried transaction can
     find its own attempt, so the first try does not look.
     """
-    mine = store.attempt_by_token(conn, dispatch_id, token) if retried and token is not None else None
+    mine = attempt_rows.attempt_by_token(conn, dispatch_id, token) if retried and token is not None else None
     if mine is not None:
         fence.check(conn, run_id, "attempt gate")
-        call = store.get_call(conn, dispatch_id)
-        run = store.get_run(conn, run_id)
+        call = call_rows.get_call(conn, dispatch_id)
+        run = run_rows.get_run(conn, run_id)
         assert call is not None and run is not None
         if call["status"] != "running" or call["attempts"] != mine["attempt"]:
             return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
@@ -71,16 +73,16 @@ def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | Non
         d = decisions(agent, calls, "stop")[dispatch_id]  # a body that started and left no result: outcome_unknown
         assert d.status is not None
         mark_proved(conn, dispatch_id, d)
-        store.settle_call(conn, call, d.status, run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
+        call_rows.settle_call(conn, call, d.status, run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
         return {"action": "done", "status": d.status}
     d = decisions(agent, calls, "recover")[dispatch_id]
     if d.action in ("run", "run_again", "reattach", "reenter"):
         mark_proved(conn, dispatch_id, d)
         tool = agent.tool(call["tool_name"])
         transactional = tool is not None and tool.transactional
-        attempt = attempts.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional, token=token)
+        attempt = attempt_rows.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional, token=token)
         if d.action != "run":
-            store.emit(conn, call["session_id"], run_id, "recovery",
+            events.emit(conn, call["session_id"], run_id, "recovery",
                        {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
         return _goes_ahead(d.action, attempt, call, run["agent_name"], transactional)
     if d.action == "reconcile":
@@ -90,7 +92,7 @@ def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | Non
     if d.action == "pair":
         assert d.status is not None
         mark_proved(conn, dispatch_id, d)
-        store.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
+        call_rows.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
         return {"action": "done", "status": d.status}
     return {"action": "done", "status": call["status"]}
 
@@ -121,18 +123,18 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     show it running with its saved calls not yet paired; the verdict changes only the call's row.
     """
     fence.check(conn, run_id, "reconcile verdict", admit_queued=True)
-    call = store.get_call(conn, dispatch_id, for_update=True)
+    call = call_rows.get_call(conn, dispatch_id, for_update=True)
     assert call is not None
     if call["status"] in CALL_SETTLED or call["attempts"] != attempts:
         return {"status": call["status"], "recorded": False}
-    outcome: CheckOutcome = {**verdict, "attempt": attempts, "at": store.now().isoformat()}
-    store.record_check(conn, call, outcome)
-    store.emit(conn, call["session_id"], run_id, "reconciled",
+    outcome: CheckOutcome = {**verdict, "attempt": attempts, "at": rows.now().isoformat()}
+    call_rows.record_check(conn, call, outcome)
+    events.emit(conn, call["session_id"], run_id, "reconciled",
                {"dispatch_id": dispatch_id, "tool_name": call["tool_name"], "attempt": attempts, **verdict})
     if verdict["verdict"] == "applied":
-        store.mark_decided(conn, dispatch_id, "check")
-        store.close_open_attempts(conn, dispatch_id, "applied")
-        store.settle_call(conn, call, "ok", run_id=run_id, paired_by="recovery", result=verdict.get("result"), reason="check: applied")
+        call_rows.mark_decided(conn, dispatch_id, "check")
+        attempt_rows.close_open_attempts(conn, dispatch_id, "applied")
+        call_rows.settle_call(conn, call, "ok", run_id=run_id, paired_by="recovery", result=verdict.get("result"), reason="check: applied")
         return {"status": "ok", "recorded": True}
     return {"status": call["status"], "recorded": True}
 
@@ -143,8 +145,8 @@ def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) ->
     decided = cast(ChildGate, {**gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind})
     if decided["action"] == "done":
         return decided, None, None
-    call = store.get_call(conn, dispatch_id)
-    parent = store.get_run(conn, run_id)
+    call = call_rows.get_call(conn, dispatch_id)
+    parent = run_rows.get_run(conn, run_id)
     assert call is not None and parent is not None
     return decided, call, env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
 
@@ -163,17 +165,17 @@ def record(
     if (
         tool_name is not None
         and workflow_id in (None, run_id)
-        and attempts.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error)
+        and attempt_rows.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error)
     ):
         return {"status": status, "written": True}
     reason, _ = fence.why_refused(conn, run_id, workflow_id)
     if reason is not None:
-        attempts.refuse_attempt(conn, dispatch_id, attempt)
+        attempt_rows.refuse_attempt(conn, dispatch_id, attempt)
         return {"status": "refused", "written": False, "refused": f"result write refused: {reason}"}
-    written = attempts.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
+    written = attempt_rows.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
     if written:
         return {"status": status, "written": True}
-    call = store.get_call(conn, dispatch_id)
+    call = call_rows.get_call(conn, dispatch_id)
     assert call is not None
     return {"status": call["status"], "written": False}
 
@@ -184,9 +186,9 @@ def record_once(
 ) -> RecordOutcome:
     """The result write, idempotent: a retry whose first try committed finds its own answer written
     (only a retried transaction can, so the first try does not look)."""
-    call = store.get_call(conn, dispatch_id) if retried else None
+    call = call_rows.get_call(conn, dispatch_id) if retried else None
     if call is not None and call["attempts"] == attempt and call["paired_by"] == "body" and call["status"] == status:
-        outcome = store.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
+        outcome = attempt_rows.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
             return {"status": status, "written": True}
     return record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name)

@@ -13,8 +13,10 @@ from typing import Any, TypedDict, cast
 import sqlalchemy as sa
 
 from ...definitions import Agent
+from ...ledger import attempts as attempt_rows
 from ...ledger import calls as call_rows
-from ...ledger import fence_reads, store
+from ...ledger import checkpoints as checkpoint_rows
+from ...ledger import fence_reads
 from ...ledger.records import CallRow, CheckpointRow, RunRow
 from ...ledger.statuses import CALL_SETTLED
 from ...recovery import Decision, SavedCall, ToolNow, decide
@@ -111,8 +113,8 @@ _PROVED_OUTCOME = {"database": "rolled_back", "check": "not_applied"}
 def mark_proved(conn: sa.Connection, dispatch_id: str, d: Decision) -> None:
     """Record what proved the outcome, and close the attempts it proved had no effect."""
     if d.decided_by is not None:
-        store.mark_decided(conn, dispatch_id, d.decided_by)
-        store.close_open_attempts(conn, dispatch_id, _PROVED_OUTCOME[d.decided_by])
+        call_rows.mark_decided(conn, dispatch_id, d.decided_by)
+        attempt_rows.close_open_attempts(conn, dispatch_id, _PROVED_OUTCOME[d.decided_by])
 
 
 def apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[CallRow], decisions: dict[str, Decision], paired_by: str) -> None:
@@ -121,7 +123,7 @@ def apply_pairings(conn: sa.Connection, run_id: str, calls: Sequence[CallRow], d
         if d.action == "pair":
             assert d.status is not None
             mark_proved(conn, call["dispatch_id"], d)  # before the settle, which closes what is left open as lost
-            store.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
+            call_rows.settle_call(conn, call, d.status, run_id=run_id, paired_by=paired_by, note=d.note, reason=d.reason)
 
 
 def step_ref(conn: sa.Connection, cp: CheckpointRow | None) -> StepRef | None:
@@ -142,8 +144,8 @@ def step_ref(conn: sa.Connection, cp: CheckpointRow | None) -> StepRef | None:
 def open_steps(conn: sa.Connection, run: RunRow) -> list[StepRef]:
     """Steps with unanswered calls that a failing or stopping run must answer: its own, and the
     saved step it was recovering (saved by an earlier run)."""
-    refs = {(c["run_id"], c["step"]) for c in store.unresolved_calls_of_run(conn, run["run_id"])}
-    latest = step_ref(conn, store.latest_checkpoint(conn, run["session_id"]))
+    refs = {(c["run_id"], c["step"]) for c in call_rows.unresolved_calls_of_run(conn, run["run_id"])}
+    latest = step_ref(conn, checkpoint_rows.latest_checkpoint(conn, run["session_id"]))
     if latest is not None:
         refs.add((latest["run_id"], latest["step"]))
     return [{"run_id": r, "step": s} for r, s in sorted(refs, key=lambda ref: ref[1])]

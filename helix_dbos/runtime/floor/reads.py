@@ -14,8 +14,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import RunNotFoundError, SessionNotFoundError
+from ...ledger import attempts as attempt_rows
 from ...ledger import calls as call_rows
-from ...ledger import store
+from ...ledger import checkpoints as checkpoint_rows
+from ...ledger import messages as message_rows
+from ...ledger import runs as run_rows
+from ...ledger import sessions as session_rows
 from ...ledger import usage as usage_rows
 from ...ledger.statuses import RUN_AT_REST, awaits_answer
 from ...views import (
@@ -33,7 +37,7 @@ from ...views import (
 
 
 def session_summary(conn: sa.Connection, session_id: str) -> SessionSummary:
-    session = store.get_session(conn, session_id)
+    session = session_rows.get_session(conn, session_id)
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
     return pick(SessionSummary, session)  # type: ignore[no-any-return]
@@ -44,7 +48,7 @@ def pending_calls(conn: sa.Connection, run: Mapping[str, Any]) -> list[PendingCa
     a new turn, the continuation after the answers): that run's waits are its own."""
     if run["status"] != "suspended_client_tool":
         return []
-    session = store.get_session(conn, run["session_id"])
+    session = session_rows.get_session(conn, run["session_id"])
     if session is None or session["current_run_id"] != run["run_id"]:
         return []
     rows = call_rows.pending_of_session(conn, run["session_id"])
@@ -62,7 +66,7 @@ def run_usage(conn: sa.Connection, run_id: str) -> Usage:
 def read_result(conn: sa.Connection, run_id: str, run: Mapping[str, Any] | None = None) -> RunResult:
     """The run's result; ``run``: its row when the caller has just read it (one read, not two),
     with its usage when read by ``ledger.usage.run_with_usage``."""
-    row: Mapping[str, Any] | None = run if run is not None else store.get_run(conn, run_id)
+    row: Mapping[str, Any] | None = run if run is not None else run_rows.get_run(conn, run_id)
     if row is None:
         raise RunNotFoundError(f"no run {run_id!r}")
     run = row
@@ -104,21 +108,21 @@ def _call_view(c: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> C
 
 
 def read_session(conn: sa.Connection, session_id: str) -> SessionView:
-    session = store.get_session(conn, session_id)
+    session = session_rows.get_session(conn, session_id)
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
-    calls = store.list_calls(conn, session_id=session_id, limit=100_000)
+    calls = call_rows.list_calls(conn, session_id=session_id, limit=100_000)
     from ..floor import transcript  # pydantic-ai's message types: loaded by the reads that return messages
 
-    attempts = store.attempts_of(conn, [c["dispatch_id"] for c in calls])
+    attempts = attempt_rows.attempts_of(conn, [c["dispatch_id"] for c in calls])
     return SessionView(
         session_id=session_id,
         agent_name=session["agent_name"],
         status=session["status"],
         current_run_id=session["current_run_id"],
-        messages=transcript.load([m["body"] for m in store.active_messages(conn, session_id)]),
-        runs=[pick(RunRecord, r) for r in store.list_runs(conn, session_id)],
-        checkpoints=[pick(CheckpointRecord, c) for c in store.list_checkpoints(conn, session_id)],
+        messages=transcript.load([m["body"] for m in message_rows.active_messages(conn, session_id)]),
+        runs=[pick(RunRecord, r) for r in run_rows.list_runs(conn, session_id)],
+        checkpoints=[pick(CheckpointRecord, c) for c in checkpoint_rows.list_checkpoints(conn, session_id)],
         calls=[_call_view(c, attempts[c["dispatch_id"]]) for c in calls],
         owner=session["owner"],
         queue_position=_queue_position(conn, session["current_run_id"]) if session["status"] == "queued" else None,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ...ledger import store
+from ...ledger import runs as run_rows
+from ...ledger import sessions as session_rows
 from ...ledger.records import SessionRow
 from ...ledger.statuses import EntryKind
 
@@ -37,9 +38,9 @@ def open_run_row(
     ``queued``: the run waits on a queue for a worker (``queued``, not ``running``, until one takes it).
     """
     status = "queued" if queued else "running"
-    if not store.claim_session(conn, session, run_id, status):
+    if not session_rows.claim_session(conn, session, run_id, status):
         return False
-    store.insert_run(
+    run_rows.insert_run(
         conn,
         run_id=run_id,
         session_id=session["session_id"],

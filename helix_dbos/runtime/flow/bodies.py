@@ -27,7 +27,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from ...definitions import Agent, ToolContext
-from ...ledger import store
+from ...ledger import calls as call_rows
 from ...ledger.statuses import CallStatus
 from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
@@ -53,7 +53,7 @@ def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries:
     tries[0] += 1
     out = gate.gate(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
     if "replay" not in out and not out.get("settled_before"):  # answered now without a body: the span still names the call's tool and policy
-        call = store.get_call(conn, dispatch_id)
+        call = call_rows.get_call(conn, dispatch_id)
         out = cast(GateOutcome, {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None})
     return cast(GateOutcome, {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")})
 

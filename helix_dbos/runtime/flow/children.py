@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
-from ...ledger import calls, store
+from ...ledger import calls, events, rows
+from ...ledger import runs as run_rows
+from ...ledger import sessions as session_rows
 from ...ledger.statuses import RUN_AT_REST
 from ...recovery import Profile
 from ..floor import fence
@@ -50,9 +52,9 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
     if call["child_session_id"] is None:
         if sub is None:
             return unavailable(conn, run_id, gate, call["tool_name"])
-        child_sid = store.new_id()
-        store.insert_session(conn, child_sid, sub.agent.name, parent_dispatch_id=dispatch_id)
-        session = store.get_session(conn, child_sid)
+        child_sid = rows.new_id()
+        session_rows.insert_session(conn, child_sid, sub.agent.name, parent_dispatch_id=dispatch_id)
+        session = session_rows.get_session(conn, child_sid)
         assert session is not None
         opened = open_run_row(
             conn, session, run_id=dispatch_id, entry="start", message=(call["args"] or {}).get("message", ""),
@@ -60,12 +62,12 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
         )
         assert opened, "a fresh child session has no other entry to race"
         calls.bind_child(conn, dispatch_id, child_sid)
-        store.emit(conn, call["session_id"], run_id, "subagent_start",
+        events.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})
         return {**gate, "child_session_id": child_sid, "attach": "enqueue"}
     # Re-attach. The ledger is asked first: an answered child is never enqueued again (its DBOS row
     # may have been deleted by retention, and a fresh row under the same id would run it twice).
-    child = store.get_run(conn, dispatch_id)
+    child = run_rows.get_run(conn, dispatch_id)
     if child is not None and child["status"] in RUN_AT_REST:
         return {**gate, "attach": "answered"}
     if dbos_status(conn, dispatch_id) is None:

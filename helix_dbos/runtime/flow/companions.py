@@ -38,8 +38,11 @@ from typing import TYPE_CHECKING, Final, Literal, TypedDict
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
-from ...ledger import calls, store
+from ...ledger import calls, events, rows
+from ...ledger import calls as call_rows
 from ...ledger import companions as companion_rows
+from ...ledger import runs as run_rows
+from ...ledger import sessions as session_rows
 from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST
 from ..floor import durable, fence
 from ..floor.durable import DBOS_TERMINAL, tx
@@ -129,12 +132,12 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
         comp = companion_rows.get(conn, parent_session_id=call["session_id"], agent_name=sub.agent.name, for_update=True)
     else:
         return unavailable(conn, run_id, gate, call["tool_name"])
-    ts = store.now()
+    ts = rows.now()
     start = False
     if comp is None:
         assert sub is not None
-        sid = store.new_id()
-        store.insert_session(conn, sid, sub.agent.name, parent_dispatch_id=dispatch_id)
+        sid = rows.new_id()
+        session_rows.insert_session(conn, sid, sub.agent.name, parent_dispatch_id=dispatch_id)
         comp = {
             "companion_session_id": sid,
             "parent_session_id": call["session_id"],
@@ -149,7 +152,7 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
         }
         companion_rows.insert(conn, dict(comp))
         start = True
-        store.emit(conn, call["session_id"], run_id, "subagent_start",
+        events.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": sid, "agent": sub.agent.name, "mode": "companion"})
     elif comp["status"] != "live" or (dbos_status(conn, comp["workflow_id"]) or "SUCCESS") in DBOS_TERMINAL:
         # Idled out, served its turns, or its workflow ended or vanished: the next incarnation takes over.
@@ -157,12 +160,12 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
         comp["incarnation"], comp["workflow_id"], comp["status"] = incarnation, workflow_id_of(comp["companion_session_id"], incarnation), "live"
         companion_rows.new_incarnation(conn, comp["companion_session_id"], incarnation, comp["workflow_id"], ts)
         start = True
-        store.emit(conn, call["session_id"], run_id, "companion_incarnation",
+        events.emit(conn, call["session_id"], run_id, "companion_incarnation",
                    {"dispatch_id": dispatch_id, "child_session_id": comp["companion_session_id"], "incarnation": incarnation})
     sid = comp["companion_session_id"]
     if call["child_session_id"] is None:
         calls.bind_child(conn, dispatch_id, sid)
-    turn = store.get_run(conn, dispatch_id)
+    turn = run_rows.get_run(conn, dispatch_id)
     # answered: read it from the ledger; begun: wait for it; otherwise (re-)send the turn.
     attach: Literal["send", "answered", "await"] = "send" if turn is None else ("answered" if turn["status"] in RUN_AT_REST else "await")
     return {**gate, "attach": attach, "start": start, "companion_session_id": sid, "workflow_id": comp["workflow_id"], "idle": idle}
@@ -206,14 +209,14 @@ async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
 
 def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: str, dispatch_id: str) -> TurnBegun:
     """Run a turn at most once: a turn with a run row is re-awaited or answered, never started again."""
-    turn = store.get_run(conn, dispatch_id)
+    turn = run_rows.get_run(conn, dispatch_id)
     if turn is not None:
         return {"action": "await" if turn["status"] == "running" else "answered"}
-    call = store.get_call(conn, dispatch_id)
+    call = call_rows.get_call(conn, dispatch_id)
     if call is None or call["child_session_id"] != companion_session_id or call["status"] in CALL_SETTLED:
         # The parent stopped waiting (its call was answered for it): nobody needs this turn any more.
         return {"action": "dropped"}
-    session = store.get_session(conn, companion_session_id, for_update=True)
+    session = session_rows.get_session(conn, companion_session_id, for_update=True)
     assert session is not None
     env = registry.env
     agent = env.agent(session["agent_name"])
@@ -228,11 +231,11 @@ def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: s
 
 def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) -> TurnEnded:
     """Record the turn as the last one answered; a turn whose workflow ended without an outcome is failed."""
-    turn = store.get_run(conn, dispatch_id)
+    turn = run_rows.get_run(conn, dispatch_id)
     if turn is None:
         return {"answered": False}
     if turn["status"] == "running":
-        store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error="the turn's workflow ended without an outcome")
+        run_rows.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error="the turn's workflow ended without an outcome")
     companion_rows.turn_answered(conn, companion_session_id, dispatch_id)
     return {"answered": True}
 
@@ -245,7 +248,7 @@ def _close_if_idle(conn: sa.Connection, companion_session_id: str, workflow_id: 
     if companion_rows.waiting_turns(conn, companion_session_id):
         return {"closed": False}
     companion_rows.close(conn, companion_session_id)
-    store.emit(conn, comp["parent_session_id"], None, "companion_closed",
+    events.emit(conn, comp["parent_session_id"], None, "companion_closed",
                {"child_session_id": companion_session_id, "incarnation": comp["incarnation"]})
     return {"closed": True}
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from ...definitions import Agent
 from ...definitions.context import RunScope
 from ...errors import ValidationError
-from ...ledger import session_deps, store
+from ...ledger import rows, session_deps
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
 
@@ -24,7 +24,7 @@ def store_deps(conn: sa.Connection, session_id: str, run_id: str, deps: Any) -> 
     ok, value = transcript.jsonable(deps)
     if not ok:
         raise ValidationError(f"deps must be JSON (the factory rebuilds the object in any process): {value}")
-    row = {"session_id": session_id, "data": value, "run_id": run_id, "updated_at": store.now()}
+    row = {"session_id": session_id, "data": value, "run_id": run_id, "updated_at": rows.now()}
     session_deps.put(conn, session_id, row)
 
 

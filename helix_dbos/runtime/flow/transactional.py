@@ -36,7 +36,8 @@ import pydantic
 import sqlalchemy as sa
 
 from ...definitions import Tool, ToolContext
-from ...ledger import attempts, body_guard, body_lock, store
+from ...ledger import attempts, body_guard, body_lock
+from ...ledger import calls as call_rows
 from ...ledger.engine import unbounded_waits
 from ..floor import fence, gate, transcript
 from ..floor.durable import ProcessStopping
@@ -110,7 +111,7 @@ def _serialize(conn: sa.Connection) -> None:
 
 def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> RecordOutcome:
     _serialize(conn)
-    call = store.get_call(conn, dispatch_id)  # unlocked: the fenced, locked check comes with the result write
+    call = call_rows.get_call(conn, dispatch_id)  # unlocked: the fenced, locked check comes with the result write
     if call is None or call["status"] != "running" or call["attempts"] != attempt:
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
     with body_guard.guarded(conn) as guarded, unbounded_waits():
@@ -125,7 +126,7 @@ def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt
     reason, _ = fence.why_refused(conn, run_id, fence.current_workflow_id())
     if reason is not None:
         raise _Refused(f"result write refused: {reason}")
-    call = store.get_call(conn, dispatch_id, for_update=True)
+    call = call_rows.get_call(conn, dispatch_id, for_update=True)
     if call is None or call["status"] != "running" or call["attempts"] != attempt:
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
     if not attempts.record_result(conn, dispatch_id, attempt, run_id, "ok", result=value):
@@ -163,7 +164,7 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
 
 def _answered_by(conn: sa.Connection, dispatch_id: str, attempt: int) -> RecordOutcome | None:
     """The call's answer if this attempt already wrote it (its commit's acknowledgement was lost)."""
-    call = store.get_call(conn, dispatch_id)
+    call = call_rows.get_call(conn, dispatch_id)
     if call is not None and call["attempts"] == attempt and call["status"] in ("ok", "error"):
         return cast(RecordOutcome, {"status": call["status"], "written": True})
     return None

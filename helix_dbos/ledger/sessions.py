@@ -1,0 +1,79 @@
+"""The ``sessions`` table: a session's row, its creation and the run-start gate's compare-and-set.
+
+A run's end releases the session with the run's own row (``runs.end_run``).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import sqlalchemy as sa
+
+from . import tables as t
+from .records import SessionRow
+from .rows import by_key, fetch_all, fetch_one, insert_if_absent, now
+
+
+def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = False) -> SessionRow | None:
+    return cast("SessionRow | None", fetch_one(conn, by_key(t.sessions, "session_id", for_update and conn.dialect.name == "postgresql"), {"w_key": session_id}))
+
+
+def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[SessionRow]:
+    """The newest sessions first; ``owner``/``status``/``agent_name`` narrow the list when given."""
+    stmt = sa.select(t.sessions)
+    if owner is not None:
+        stmt = stmt.where(t.sessions.c.owner == owner)
+    if status is not None:
+        stmt = stmt.where(t.sessions.c.status == status)
+    if agent_name is not None:
+        stmt = stmt.where(t.sessions.c.agent_name == agent_name)
+    return cast("list[SessionRow]", fetch_all(conn, stmt.order_by(t.sessions.c.updated_at.desc()).limit(limit)))
+
+
+def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
+    stmt = sa.select(t.sessions.c.owner).join(t.calls, t.calls.c.session_id == t.sessions.c.session_id).where(t.calls.c.dispatch_id == parent_dispatch_id)
+    return conn.execute(stmt).scalar()
+
+
+def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> bool:
+    """Create the session row; False if it exists already (a concurrent entry created it first).
+
+    Without ``ON CONFLICT``, two entries that both found no session raced to insert it and the loser
+    met a raw primary-key violation: now the loser learns it lost, and the gate refuses it typed.
+    A child session inherits its parent's owner, so delegation never widens who sees it.
+    """
+    ts = now()
+    if owner is None and parent_dispatch_id is not None:
+        owner = _parent_owner(conn, parent_dispatch_id)
+    result = conn.execute(
+        insert_if_absent(conn, t.sessions).values(
+            session_id=session_id,
+            agent_name=agent_name,
+            status="new",
+            version=0,
+            event_seq=0,
+            run_count=0,
+            parent_dispatch_id=parent_dispatch_id,
+            owner=owner,
+            created_at=ts,
+            updated_at=ts,
+        )
+        .returning(t.sessions.c.session_id)  # rowcount is -1 for this statement on psycopg
+    )
+    return result.first() is not None
+
+
+def claim_session(conn: sa.Connection, session: SessionRow, run_id: str, status: str = "running") -> bool:
+    """The run-start gate: one compare-and-set on the session's version. True if this entry won."""
+    result = conn.execute(
+        t.sessions.update()
+        .where(t.sessions.c.session_id == session["session_id"], t.sessions.c.version == session["version"])
+        .values(
+            status=status,
+            current_run_id=run_id,
+            version=t.sessions.c.version + 1,
+            run_count=t.sessions.c.run_count + 1,
+            updated_at=now(),
+        )
+    )
+    return result.rowcount == 1
