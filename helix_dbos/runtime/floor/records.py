@@ -212,7 +212,12 @@ GateOutcome = RunGate | ReconcileGate | DoneGate
 class ChildGate(TypedDict, total=False):
     """A delegating call's gate (``gate.child_gate``): the gate's answer with the call's id
     and kind, and what the child phase adds (``children``: ``attach``; ``companions``: the
-    incarnation it binds the turn to). Which keys are present follows ``action`` as in ``GateOutcome``."""
+    incarnation it binds the turn to). Which keys are present follows ``action`` as in ``GateOutcome``.
+
+    Not ``RunGate`` again although it repeats its keys: it is any of the three answers (``RunGate``,
+    ``ReconcileGate``, ``DoneGate``) flattened into one record, so each of those keys may be absent,
+    which a ``TypedDict`` subclass of ``RunGate`` cannot say. It is recorded (``tx`` outputs), so its
+    keys stay as they are; its typed form would be one child variant per answer."""
 
     action: Required[GateAction]
     dispatch_id: Required[str]
