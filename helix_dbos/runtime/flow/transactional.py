@@ -30,6 +30,8 @@ import dataclasses
 import logging
 import threading
 import time
+import weakref
+from collections.abc import Iterator
 from typing import Any, cast
 
 import pydantic
@@ -94,6 +96,31 @@ def abandon_open() -> int:
         with contextlib.suppress(Exception):  # already closed, or closing under a body: either way it rolled back
             dbapi_conn.close()
     return len(conns)
+
+
+#: The transactional bodies of a launch take their turn here before they take a connection (one
+#: lock per engine: a body a past launch of this process abandoned never held a new launch's turn).
+_turns: weakref.WeakKeyDictionary[sa.Engine, threading.Lock] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def _turn(engine: sa.Engine) -> Iterator[None]:
+    """Wait for this process's one transactional body in flight to end, holding no connection.
+
+    The database runs them one at a time anyway (``_serialize``'s lock), so a second body of the
+    same process could only wait, and it used to wait holding a connection of the API engine: about
+    twenty waiters exhausted its pool, and every entry and read of the process timed out behind
+    them. Waiting here costs no concurrency; a stopping process's waiters give up (the body never
+    started, the next launch recovers the call)."""
+    with _open_guard:
+        turn = _turns.setdefault(engine, threading.Lock())
+    while not turn.acquire(timeout=_POLL_MAX):
+        if _stopping():
+            raise ProcessStopping("the process is stopping: a transactional body waiting for its turn does not start")
+    try:
+        yield
+    finally:
+        turn.release()
 
 
 def _serialize(conn: sa.Connection) -> None:
@@ -174,7 +201,7 @@ def _run_once(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, to
     """One try: the body's transaction, or its error's; a transient store error is raised as it is."""
     try:
         args = tool.validate(raw_args)
-        with engine.begin() as conn:
+        with _turn(engine), engine.begin() as conn:
             held = conn.connection.dbapi_connection if conn.dialect.name == "sqlite" else None
             with _open_guard:
                 _open.add(held)
