@@ -66,3 +66,13 @@ def test_the_cli_refuses_a_missing_folder_from_db_or_the_environment(command: li
     result = runner.invoke(cli, [*command, "--json"])
     assert result.exit_code == 1 and json.loads(result.stdout)["code"] == "configuration_error", result.output
     assert not (tmp_path / "nonexistent").exists()  # nothing was created
+
+
+def test_the_cli_prints_the_refusals_detail_as_json_not_a_python_repr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HELIX_DBOS_DATABASE_URL", raising=False)
+    result = CliRunner().invoke(cli, ["sessions", "--db", "sqlite:///nonexistent/dir/x.sqlite"])
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())  # the console wraps long lines
+    _assert_names_the_folder(text, tmp_path / "nonexistent" / "dir")
+    assert '"database_url": "sqlite:///nonexistent/dir/x.sqlite"' in text and "{'" not in text, text

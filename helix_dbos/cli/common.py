@@ -225,8 +225,9 @@ def _refused(exc: HelixError, as_json: bool) -> NoReturn:
         print_json(exc.to_dict())
     else:
         err_console.print(f"[bold red]error[/] [dim]({exc.code})[/]: {esc(exc.message)}")
-        if exc.detail:
-            err_console.print(f"[dim]{esc(exc.detail)}[/]")
+        if exc.detail:  # a structured detail as JSON, as --json prints it (not a Python repr)
+            detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail, ensure_ascii=False, default=str)
+            err_console.print(f"[dim]{esc(detail)}[/]")
     raise typer.Exit(1) from None
 
 
