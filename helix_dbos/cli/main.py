@@ -98,6 +98,13 @@ def check_session_id(session_id: str) -> str:
     return check(session_id)
 
 
+def check_priority(priority: int | None) -> None:
+    """Refused before launching: a refusal costs no DBOS launch."""
+    from ..definitions.inputs import check_priority as check
+
+    check(priority)
+
+
 def check_text(name: str, value: str | None, max_length: int | None = None) -> None:
     from ..definitions.inputs import check_text as check
 
@@ -128,6 +135,10 @@ def _print_run(result: RunResult, as_json: bool) -> None:
 
 
 LiveOption = Annotated[bool, typer.Option("--live", help="Print the model's output as it streams (best-effort).")]
+PriorityOption = Annotated[
+    int | None,
+    typer.Option("--priority", help="Where an enqueued run waits among its owner's queued runs: lower goes first, 1 to 2147483647 (docs/scaling.md)."),
+]
 
 
 def _live_env(live: bool) -> None:
@@ -142,11 +153,9 @@ def _wait_live(runtime: Runtime, handle: RunHandle, timeout: float, live: bool) 
         return _wait(runtime, handle, timeout)
     import threading
 
-    from ..runtime.flow import live as live_output
-
     def show() -> None:
         try:
-            for value in live_output.read(handle.run_id, timeout=timeout):
+            for value in runtime.live(handle.run_id, timeout=timeout):
                 for d in value.get("deltas", []):
                     if d["kind"] == "text":
                         console.print(d["text"], end="", soft_wrap=True, highlight=False, markup=False)
@@ -323,13 +332,15 @@ def start(
     db: DbOption = None,
     as_json: JsonOption = False,
     live: LiveOption = False,
+    priority: PriorityOption = None,
 ) -> None:
     """Start a session of AGENT (or a new turn of --session) and wait until it is at rest."""
+    check_priority(priority)
     if session is not None:
         check_session_id(session)  # before launching: a refusal costs no DBOS launch
     _live_env(live)
     with launched(db) as rt:
-        handle = rt.start(agent, message, session_id=session)
+        handle = rt.start(agent, message, session_id=session, priority=priority)
         _print_run(_wait_live(rt, handle, timeout, live and not as_json), as_json)
 
 
@@ -344,8 +355,10 @@ def resume(
     db: DbOption = None,
     as_json: JsonOption = False,
     live: LiveOption = False,
+    priority: PriorityOption = None,
 ) -> None:
     """Resume a session: recover its saved step (continue), redirect it (with_message) or rewind (from_checkpoint)."""
+    check_priority(priority)
     if mode is ResumeMode.continue_ and (message is not None or checkpoint is not None):
         raise ValidationError("--mode continue takes neither --message nor --checkpoint (it recovers the saved step as it is)")
     if mode is ResumeMode.with_message and (not message or checkpoint is not None):
@@ -356,7 +369,7 @@ def resume(
     session_id, _ = resolve_ids(db, session_id)
     _live_env(live)
     with launched(db) as rt:
-        handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint)
+        handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint, priority=priority)
         _print_run(_wait_live(rt, handle, timeout, live and not as_json), as_json)
 
 
@@ -369,8 +382,10 @@ def retry(
     timeout: TimeoutOption = 120.0,
     db: DbOption = None,
     as_json: JsonOption = False,
+    priority: PriorityOption = None,
 ) -> None:
     """Retry after a failed or interrupted run (recovery), or redirect it with --message."""
+    check_priority(priority)
     if checkpoint is not None and not message:
         raise ValidationError("--checkpoint needs --message: the message redirects the saved step")
     if message is not None and not message:
@@ -378,7 +393,7 @@ def retry(
     check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
     with launched(db) as rt:
-        _print_run(_wait(rt, rt.retry(session_id, message=message, checkpoint_id=checkpoint), timeout), as_json)
+        _print_run(_wait(rt, rt.retry(session_id, message=message, checkpoint_id=checkpoint, priority=priority), timeout), as_json)
 
 
 @app.command()
@@ -430,16 +445,18 @@ def approve(
     timeout: TimeoutOption = 120.0,
     db: DbOption = None,
     as_json: JsonOption = False,
+    priority: PriorityOption = None,
 ) -> None:
     """Approve (or --deny) a call waiting for approval; the last answer continues the run here.
 
     SESSION_ID and DISPATCH_ID may be any unique prefix (tables print the first 8 characters).
     """
+    check_priority(priority)
     check_session_id(session_id)
     session_id, dispatch = resolve_ids(db, session_id, dispatch_id)
     dispatch_id = dispatch or dispatch_id
     with launched(db) as rt:
-        receipt = rt.approve(session_id, dispatch_id, approved=not deny, reason=reason, actor=actor or getpass.getuser())
+        receipt = rt.approve(session_id, dispatch_id, approved=not deny, reason=reason, actor=actor or getpass.getuser(), priority=priority)
         _answer_output(receipt, rt, timeout, as_json)
 
 
@@ -453,6 +470,7 @@ def submit(
     timeout: TimeoutOption = 120.0,
     db: DbOption = None,
     as_json: JsonOption = False,
+    priority: PriorityOption = None,
 ) -> None:
     """Answer a client-tool call with exactly one of --result (JSON) or --error.
 
@@ -462,6 +480,7 @@ def submit(
         raise ValidationError("give exactly one of --result JSON or --error MESSAGE" + (" (not both)" if result is not None else ""))
     if error is not None and not error:
         raise ValidationError("--error must not be empty")
+    check_priority(priority)
     check_session_id(session_id)
     try:
         value = json.loads(result) if result is not None else None
@@ -470,7 +489,7 @@ def submit(
     session_id, dispatch = resolve_ids(db, session_id, dispatch_id)
     dispatch_id = dispatch or dispatch_id
     with launched(db) as rt:
-        _answer_output(rt.submit_tool_result(session_id, dispatch_id, result=value, error=error), rt, timeout, as_json)
+        _answer_output(rt.submit_tool_result(session_id, dispatch_id, result=value, error=error, priority=priority), rt, timeout, as_json)
 
 
 # --- operations ---------------------------------------------------------------------------------------

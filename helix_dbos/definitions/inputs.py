@@ -33,6 +33,23 @@ SESSION_ID_RULE = f"1 to {SESSION_ID_MAX_LENGTH} characters of A-Z, a-z, 0-9, '_
 TEXT_PATTERN = r"^(?:[^\u0000\ud800-\udfff]|[\ud800-\udbff][\udc00-\udfff])*$"
 
 
+#: DBOS's range of a queue priority (its MinPriority and MaxPriority): lower goes first.
+#: An entry without one gets DBOS's 0, ahead of every given priority (docs/scaling.md).
+PRIORITY_MIN, PRIORITY_MAX = 1, 2**31 - 1
+
+
+def check_priority(priority: Any) -> None:
+    """An entry's priority is an int in DBOS's range, or None: refused before the gate (DBOS would
+    refuse it only at the enqueue, inside the gate's transaction)."""
+    if priority is None:
+        return
+    if isinstance(priority, bool) or not isinstance(priority, int) or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValidationError(
+            f"priority must be an int from {PRIORITY_MIN} to {PRIORITY_MAX} (lower goes first), not {priority!r}",
+            detail={"field": "priority", "min": PRIORITY_MIN, "max": PRIORITY_MAX},
+        )
+
+
 def check_session_id(session_id: Any) -> str:
     """``session_id`` if it follows the rule; a typed refusal that names the rule otherwise."""
     if not isinstance(session_id, str) or len(session_id) > SESSION_ID_MAX_LENGTH or _SESSION_ID.fullmatch(session_id) is None:

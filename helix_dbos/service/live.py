@@ -2,8 +2,8 @@
 
 Beside ``/events`` (the durable ledger events, exactly once and resumable), never instead of it:
 these values come from the run workflow's DBOS stream (``runtime/flow/live.py``), written by whichever
-worker runs the step and read here from the database, so the serving process need not be the
-worker. They carry no ``id``: a reconnect starts again from the first value of the run.
+worker runs the step and read here from the database (``Runtime.live``), so the serving process need
+not be the worker: a front end, which launches no DBOS, reads them through its ``DBOSClient``. They carry no ``id``: a reconnect starts again from the first value of the run.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from ..errors import RunNotFoundError, SessionNotFoundError
-from ..runtime.flow import live
+from ..runtime import Runtime
 from .responses import EventStream
 from .routes import TEXT, Caller, SessionId, _allowed, known_query, stream_errors
 
@@ -40,10 +40,10 @@ def _run_of(request: Request, session_id: str, run_id: str | None) -> str | None
     return run_id
 
 
-async def _sse(run_id: str, timeout: float) -> AsyncIterator[bytes]:
+async def _sse(runtime: Runtime, run_id: str, timeout: float) -> AsyncIterator[bytes]:
     yield f"event: run\ndata: {json.dumps({'run_id': run_id, 'best_effort': True})}\n\n".encode()
     try:
-        async for value in live.read_async(run_id, timeout=timeout):
+        async for value in runtime.live_async(run_id, timeout=timeout):
             yield f"event: live\ndata: {json.dumps(value)}\n\n".encode()
     except TimeoutError:
         pass  # the caller's ?timeout= ran out: the stream ends with its end frame, as a finished run's does
@@ -69,4 +69,4 @@ async def session_live(
     target = await asyncio.to_thread(_run_of, request, session_id, run_id)  # a 404 before the stream starts
     if target is None:
         raise SessionNotFoundError(f"session {session_id!r} has no run")
-    return EventStream(_sse(target, timeout), headers=EventStream.HEADERS)
+    return EventStream(_sse(request.app.state.runtime, target, timeout), headers=EventStream.HEADERS)

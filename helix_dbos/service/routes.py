@@ -202,7 +202,7 @@ async def start_session(request: Request, caller: Caller, req: s.StartSession, w
         except SessionNotFoundError:
             owner = False
         auth.check_chosen_id(caller, req.session_id, owner)
-    handle = await runtime.start_async(req.agent, req.message, session_id=req.session_id, owner=caller.owner)
+    handle = await runtime.start_async(req.agent, req.message, session_id=req.session_id, owner=caller.owner, priority=req.priority)
     return respond(await _settle(runtime, handle, wait), 202)
 
 
@@ -217,7 +217,7 @@ async def new_turn(request: Request, caller: Caller, session_id: SessionId, req:
     """A new user message. Calls of an unanswered step are paired ``outcome_unknown`` before it."""
     runtime = rt(request)
     row = await _allowed(request, caller, session_id, "turn")
-    handle = await runtime.start_async(str(row["agent_name"]), req.message, session_id=session_id, owner=row.get("owner"))
+    handle = await runtime.start_async(str(row["agent_name"]), req.message, session_id=session_id, owner=row.get("owner"), priority=req.priority)
     return respond(await _settle(runtime, handle, wait), 202)
 
 
@@ -228,7 +228,7 @@ async def resume(request: Request, caller: Caller, session_id: SessionId, req: A
     await _allowed(request, caller, session_id, "resume")
     message = req.message if isinstance(req, s.ResumeWithMessage) else None
     checkpoint = req.checkpoint_id if isinstance(req, s.ResumeFromCheckpoint) else None
-    handle = await runtime.resume_async(session_id, mode=req.mode, message=message, checkpoint_id=checkpoint)
+    handle = await runtime.resume_async(session_id, mode=req.mode, message=message, checkpoint_id=checkpoint, priority=req.priority)
     return respond(await _settle(runtime, handle, wait), 202)
 
 
@@ -238,7 +238,7 @@ async def retry(request: Request, caller: Caller, session_id: SessionId, req: An
     runtime = rt(request)
     await _allowed(request, caller, session_id, "retry")
     checkpoint = req.checkpoint_id if isinstance(req, s.RetryFromCheckpoint) else None
-    handle = await runtime.retry_async(session_id, message=req.message, checkpoint_id=checkpoint)
+    handle = await runtime.retry_async(session_id, message=req.message, checkpoint_id=checkpoint, priority=req.priority)
     return respond(await _settle(runtime, handle, wait), 202)
 
 
@@ -264,7 +264,7 @@ async def approve(request: Request, caller: Caller, session_id: SessionId, dispa
     """Approve or deny a call waiting for approval; the recorded actor is the authenticated caller."""
     runtime = rt(request)
     await _allowed(request, caller, session_id, "approve")
-    receipt = await runtime.approve_async(session_id, dispatch_id, approved=req.approved, reason=req.reason, actor=caller.actor)
+    receipt = await runtime.approve_async(session_id, dispatch_id, approved=req.approved, reason=req.reason, actor=caller.actor, priority=req.priority)
     return respond(await _answered(runtime, receipt, wait))
 
 
@@ -274,9 +274,9 @@ async def submit_result(request: Request, caller: Caller, session_id: SessionId,
     runtime = rt(request)
     await _allowed(request, caller, session_id, "submit")
     if isinstance(req, s.ClientFailed):
-        receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, error=req.error)
+        receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, error=req.error, priority=req.priority)
     else:
-        receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, result=req.result)
+        receipt = await runtime.submit_tool_result_async(session_id, dispatch_id, result=req.result, priority=req.priority)
     return respond(await _answered(runtime, receipt, wait))
 
 

@@ -15,7 +15,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
-from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN, SESSION_ID_RULE, TEXT_PATTERN
+from ..definitions.inputs import (
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    SESSION_ID_MAX_LENGTH,
+    SESSION_ID_PATTERN,
+    SESSION_ID_RULE,
+    TEXT_PATTERN,
+)
 from ..wire import (  # noqa: F401  (re-exported: the response bodies of ledger reads)
     AttemptOut,
     CallOut,
@@ -43,6 +50,15 @@ TEXT: dict[str, JsonValue] = {"pattern": TEXT_PATTERN}
 CHECKPOINT_ID_MAX_LENGTH = 80
 
 
+def _priority() -> Any:
+    return Field(
+        default=None, strict=True, ge=PRIORITY_MIN, le=PRIORITY_MAX,
+        description="Where the run waits on its queue, among its owner's queued runs: lower goes first, 1 to 2147483647; "
+        "none is DBOS's 0, ahead of every given priority. It orders a run that is enqueued (a front end, a worker, an agent "
+        "with max_running); a run the serving process starts itself waits on no queue (docs/scaling.md).",
+    )
+
+
 class StartSession(Request):
     agent: str = Field(min_length=1, max_length=200, description="The agent that owns the new session.")
     message: str = Field(min_length=1, description="The user's message: the first turn.", json_schema_extra=TEXT)
@@ -54,16 +70,19 @@ class StartSession(Request):
         description=f"Choose the id (idempotency for the creation); minted when absent. A session id is {SESSION_ID_RULE}. "
         "With authentication on, an id for a new session must start with the caller's namespace (docs/service.md, \"Owners and roles\").",
     )
+    priority: int | None = _priority()
 
 
 class NewTurn(Request):
     message: str = Field(min_length=1, description="The next user message; it redirects any unanswered step.", json_schema_extra=TEXT)
+    priority: int | None = _priority()
 
 
 class ResumeContinue(Request):
     """Recover the saved step as it stands."""
 
     mode: Literal["continue"] = "continue"
+    priority: int | None = _priority()
 
 
 class ResumeWithMessage(Request):
@@ -71,6 +90,7 @@ class ResumeWithMessage(Request):
 
     mode: Literal["with_message"]
     message: str = Field(min_length=1, json_schema_extra=TEXT)
+    priority: int | None = _priority()
 
 
 class ResumeFromCheckpoint(Request):
@@ -78,6 +98,7 @@ class ResumeFromCheckpoint(Request):
 
     mode: Literal["from_checkpoint"]
     checkpoint_id: str = Field(min_length=1, max_length=CHECKPOINT_ID_MAX_LENGTH, json_schema_extra=TEXT)
+    priority: int | None = _priority()
 
 
 def _tag(key: str, default: str) -> Callable[[Any], str | None]:
@@ -102,6 +123,7 @@ class RetryRecover(Request):
     """Recover the failed or interrupted run; with ``message``, redirect it instead."""
 
     message: str | None = Field(default=None, min_length=1, json_schema_extra=TEXT)
+    priority: int | None = _priority()
 
 
 class RetryFromCheckpoint(Request):
@@ -109,6 +131,7 @@ class RetryFromCheckpoint(Request):
 
     checkpoint_id: str = Field(min_length=1, max_length=CHECKPOINT_ID_MAX_LENGTH, json_schema_extra=TEXT)
     message: str = Field(min_length=1, json_schema_extra=TEXT)
+    priority: int | None = _priority()
 
 
 def _retry_tag(value: Any) -> str | None:
@@ -134,6 +157,7 @@ class Approval(Request):
 
     approved: bool
     reason: str | None = Field(default=None, max_length=2000, description="Free text kept on the call for audit.", json_schema_extra=TEXT)
+    priority: int | None = _priority()
 
 
 #: The tags of the body unions above: not field names, so error messages leave them out.
@@ -142,10 +166,12 @@ UNION_TAGS = frozenset({"continue", "with_message", "from_checkpoint", "recover"
 
 class ClientOk(Request):
     result: Any = Field(description="The client tool's JSON result (null is a result).")
+    priority: int | None = _priority()
 
 
 class ClientFailed(Request):
     error: str = Field(min_length=1, description="The client tool failed with this message.", json_schema_extra=TEXT)
+    priority: int | None = _priority()
 
 
 #: A client-tool answer is exactly one of ``result`` or ``error``.

@@ -32,6 +32,7 @@ from ..floor import commits as step_commits
 from ..floor import pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
 from ..floor.runs import open_run_row
+from ..process import dbos_private
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
 #: ``dbos workflow cancel`` whose process never settled it), "lost" (never started, or its executor
@@ -115,7 +116,7 @@ def open_run(
             previous = store.get_run(conn, previous["run_id"])
         session = store.get_session(conn, session_id, for_update=True)
         assert session is not None
-    _check_entry(conn, entry, session, previous, message, checkpoint_id)
+    _check_entry(conn, entry, session, _applied(conn, previous), message, checkpoint_id)
 
     run_id = store.new_id()
     agent_name = session["agent_name"]
@@ -128,6 +129,14 @@ def open_run(
     if not opened:
         raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
     return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": agent_name, "owner": session["owner"], "queued": waits}
+
+
+def _applied(conn: sa.Connection, run: RunRow | None) -> RunRow | None:
+    """The latest run that applied its entry: a run stopped while queued (withdrawn: it never
+    started) changed nothing, so ``retry`` and ``resume`` look past it to the run before."""
+    while run is not None and run["started_at"] is None and run["status"] not in RUN_LIVE and run["previous_run_id"]:
+        run = store.get_run(conn, run["previous_run_id"])
+    return None if run is not None and run["started_at"] is None and run["status"] not in RUN_LIVE else run
 
 
 def _check_entry(
@@ -237,7 +246,8 @@ def _stale_reason(call: CallRow, session: SessionRow) -> str:
 
 
 def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None) -> StopRequested:
-    """Write one durable stop record for the current run and return; a suspended run stops here and now."""
+    """Write one durable stop record for the current run and return; a suspended run stops here and
+    now, and so does a queued one no worker has taken yet (withdrawn from its queue)."""
     if kind not in ("interrupt", "abort"):
         raise ValidationError(f"stop kind must be 'interrupt' or 'abort', not {kind!r}")
     session = store.get_session(conn, session_id, for_update=True)
@@ -247,6 +257,16 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
     if session["status"] not in ("queued", "running", "suspended_client_tool") or run_id is None:
         raise NothingToResumeError(f"session {session_id!r} has no live run to stop (status {session['status']})")
     first = store.request_stop(conn, session_id, run_id, kind, requested_by)
+    if session["status"] == "queued" and dbos_private.withdraw_enqueued(conn, run_id):
+        # No worker took it yet, and now none will (off its queue in this transaction): it ends here
+        # without having applied its entry, so the session stands as before it, and the next entry
+        # (a turn, resume or retry) starts from there. A worker that dequeued it first makes the
+        # withdrawal a no-op, and the run stops at its first boundary as a running one does.
+        status: RunStatus = "interrupted" if kind == "interrupt" else "failed"
+        store.emit(conn, session_id, run_id, "run_withdrawn", {"kind": kind, "requested_by": requested_by})
+        store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None,
+                      error="stopped while queued: no worker ran it" if kind == "abort" else None)
+        return {"run_id": run_id, "stopped": True, "status": status}
     if session["status"] == "suspended_client_tool":
         # No workflow is live to notice the record: the stop completes in this transaction.
         run = store.get_run(conn, run_id)

@@ -14,14 +14,14 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
 from ...definitions import Agent
-from ...definitions.inputs import check_json, check_session_id, check_text
+from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, ValidationError
 from ...ledger import store
@@ -32,6 +32,7 @@ from ...recovery import Profile
 from ...views import RunResult, SessionView, StopReceipt
 from ..floor import registry as process_registry
 from ..floor.registry import Registry
+from ..flow import live as live_stream
 from ..flow import workflow
 from ..process import dbos_private, leases, polling, queues, trace_export
 from ..process.config import (
@@ -221,6 +222,14 @@ class Runtime(Modes, ExecutorLeases, Stopping):
                 raise ConfigurationError(f"limits name an agent this runtime does not define: {name!r}")
             if not isinstance(lim, AgentLimits):
                 raise ConfigurationError(f"limits[{name!r}] must be an hx.AgentLimits, not {type(lim).__name__}")
+        delegates = {name: [sub.agent.name for sub in agent.sub_agents if sub.mode != "local"] for name, agent in self.agents.items()}
+        cycles = queues.delegation_cycles(delegates, self.limits)
+        if cycles:
+            raise ConfigurationError(
+                f"max_running on {cycles[0][0]!r} could deadlock: it delegates to itself ({' -> '.join(cycles[0])}), and a parent "
+                "holds its slot while it waits for its child, so the children could wait for slots only their parents hold; "
+                "limit an agent that is not on a delegation cycle (docs/scaling.md, \"Where it stops\")"
+            )
         for label, value in (("worker_concurrency", worker_concurrency), ("owner_share", owner_share)):
             if value is not None and not _positive_int(value):
                 raise ConfigurationError(f"{label} must be an int >= 1, not {value!r}")
@@ -372,64 +381,74 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         ``owner`` (the service's authenticated principal) is stamped on a new session; an existing
         ``session_id`` owned by someone else is then ``session_not_found``. It is also the run's
         fairness partition on the queue, when the run is enqueued (docs/scaling.md); ``priority``
-        (DBOS's, lower first, 1 to 2**31-1) orders an enqueued run within its owner's partition.
+        (DBOS's, lower first, 1 to 2**31-1; none is DBOS's 0, ahead of every given one) orders an
+        enqueued run within its owner's partition. Every entry takes it (``resume``, ``retry``, the
+        answer that continues a run); a run started in this process waits on no queue, so there it
+        orders nothing.
         """
         if session_id is not None:
             check_session_id(session_id)
         _check_entry_input(message, None)
-        if priority is not None and not (_positive_int(priority) and priority <= 2**31 - 1):
-            raise ValidationError(f"priority must be an int from 1 to 2**31-1, not {priority!r}")
+        check_priority(priority)
         return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps, owner=owner, priority=priority)
 
-    def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+    def resume(self, session_id: str, mode: ResumeMode = "continue", message: str | None = None, checkpoint_id: str | None = None, *, priority: int | None = None) -> RunHandle:
+        """Recover the saved step (``continue``), redirect it (``with_message``) or rewind to a saved
+        append (``from_checkpoint``); ``priority`` as for ``start``."""
         check_session_id(session_id)
         _check_entry_input(message, checkpoint_id)
+        check_priority(priority)
         if mode == "continue":
             if message is not None or checkpoint_id is not None:
                 raise ValidationError("resume(mode='continue') takes neither a message nor a checkpoint")
-            return self._enter("resume_continue", session_id=session_id)
+            return self._enter("resume_continue", session_id=session_id, priority=priority)
         if mode == "with_message":
-            return self._enter("resume_with_message", session_id=session_id, message=message)
+            return self._enter("resume_with_message", session_id=session_id, message=message, priority=priority)
         if mode == "from_checkpoint":
             if not checkpoint_id:
                 raise ValidationError("resume(mode='from_checkpoint') needs a checkpoint_id")
-            return self._enter("resume_from_checkpoint", session_id=session_id, checkpoint_id=checkpoint_id)
+            return self._enter("resume_from_checkpoint", session_id=session_id, checkpoint_id=checkpoint_id, priority=priority)
         raise ValidationError(f"unknown resume mode {mode!r}")
 
-    def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None) -> RunHandle:
+    def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None, *, priority: int | None = None) -> RunHandle:
+        """After a failed or interrupted run: recover it, or redirect it with ``message`` (at
+        ``checkpoint_id`` if given); ``priority`` as for ``start``."""
         check_session_id(session_id)
         _check_entry_input(message, checkpoint_id)
+        check_priority(priority)
         if checkpoint_id is not None:
             if not message:
                 raise ValidationError("retry(checkpoint_id=...) needs a message: the message redirects the saved step")
-            return self._enter("retry_from_checkpoint", session_id=session_id, message=message, checkpoint_id=checkpoint_id)
+            return self._enter("retry_from_checkpoint", session_id=session_id, message=message, checkpoint_id=checkpoint_id, priority=priority)
         if message is not None:
-            return self._enter("retry_with_message", session_id=session_id, message=message)
-        return self._enter("retry", session_id=session_id)
+            return self._enter("retry_with_message", session_id=session_id, message=message, priority=priority)
+        return self._enter("retry", session_id=session_id, priority=priority)
 
     # --- answers and stop ----------------------------------------------------------------------
 
-    def _answer(self, session_id: str, dispatch_id: str, **kw: Any) -> AnswerReceipt:
+    def _answer(self, session_id: str, dispatch_id: str, priority: int | None, **kw: Any) -> AnswerReceipt:
         check_session_id(session_id)
         check_text("dispatch_id", dispatch_id, 64)
+        check_priority(priority)
         with self.engine.begin() as conn:
             out = entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw)
         run = None
         if out["all_answered"] and self.auto_continue:
-            run = self._enter("resume_continue", session_id=session_id)
+            run = self._enter("resume_continue", session_id=session_id, priority=priority)
         return AnswerReceipt(session_id, dispatch_id, out["remaining"], run)
 
-    def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None) -> AnswerReceipt:
-        """Decide a pending approval; the last answer continues the run (approved bodies then run)."""
+    def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None, *, priority: int | None = None) -> AnswerReceipt:
+        """Decide a pending approval; the last answer continues the run (approved bodies then run),
+        enqueued with ``priority`` (as for ``start``) where it is enqueued."""
         check_text("reason", reason)
         check_text("actor", actor, 200)
-        return self._answer(session_id, dispatch_id, kind="approval", approved=approved, reason=reason, actor=actor)
+        return self._answer(session_id, dispatch_id, priority, kind="approval", approved=approved, reason=reason, actor=actor)
 
-    def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None) -> AnswerReceipt:
-        """Settle a pending client-tool call with its result (or its error)."""
+    def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None, *, priority: int | None = None) -> AnswerReceipt:
+        """Settle a pending client-tool call with its result (or its error); ``priority`` as for ``approve``."""
         check_json("result", result)
         check_text("error", error)
-        return self._answer(session_id, dispatch_id, kind="client", result=result, error=error)
+        return self._answer(session_id, dispatch_id, priority, kind="client", result=result, error=error)
 
     def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> StopReceipt:
         """Record a durable stop for the session's current run and return at once.
@@ -468,6 +487,23 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         """A run's result as the ledger holds it now (it only reads: entries are ``start``, ``resume``...)."""
         check_text("run_id", run_id)
         return self.reader.run(run_id)
+
+    def live(self, run_id: str, timeout: float | None = None) -> Iterator[live_stream.LiveValue]:
+        """The run's model output as it streams (``live_output``), best-effort, until its workflow
+        ends; ``TimeoutError`` when no value comes within ``timeout`` seconds.
+
+        The values are rows of the system database that whichever process runs the step writes, so
+        any process reads them: a front end (which launches no DBOS) through its ``DBOSClient``."""
+        check_text("run_id", run_id)
+        self.engine  # noqa: B018 - ConfigurationError before launch, as every read
+        return live_stream.read(run_id, timeout, client=self._client if self.is_front_end else None)
+
+    async def live_async(self, run_id: str, timeout: float | None = None) -> AsyncIterator[live_stream.LiveValue]:
+        """``live`` on the caller's event loop."""
+        check_text("run_id", run_id)
+        self.engine  # noqa: B018
+        async for value in live_stream.read_async(run_id, timeout, client=self._client if self.is_front_end else None):
+            yield value
 
     start_async = _async_twin(start)
     resume_async = _async_twin(resume)

@@ -240,6 +240,10 @@ class ChildGate(TypedDict, total=False):
     start: bool
     companion_session_id: str
     workflow_id: str
+    #: The queue the child run waits on when its agent has ``max_running`` (its entry queue) and that
+    #: queue's partition (the parent session's owner); absent: the children's queue.
+    queue: str
+    partition: str
     idle: float
 
 

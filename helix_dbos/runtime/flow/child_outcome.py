@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from ...ledger import store
 from ...ledger.records import RunRow
-from ...ledger.statuses import RUN_AT_REST, RunStatus
+from ...ledger.statuses import RUN_AT_REST, RUN_LIVE, RunStatus
 from ...ledger.user_json import JsonObject
 from ..floor import commits, fence, gate
 from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
@@ -71,7 +71,7 @@ def lost(cause: str, message: str) -> Outcome:
 
 def _propagate_stop(conn: sa.Connection, parent_run_id: str, child: RunRow | None) -> None:
     """A stop of the parent reaches the child it waits on: same kind, one durable record on the child run."""
-    if child is None or child["status"] != "running":
+    if child is None or child["status"] not in RUN_LIVE:  # a child queued on its agent's limit too
         return
     kind = store.stop_of(conn, parent_run_id)
     if kind is not None and store.stop_of(conn, child["run_id"]) is None:
@@ -176,6 +176,6 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
         if child["status"] == "suspended_client_tool":
             store.request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
             commits.settle_stop(conn, child, "abort")
-        elif child["status"] == "running" and state["state"] == "lost":
+        elif child["status"] in RUN_LIVE and state["state"] == "lost":
             store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
     return out

@@ -1,8 +1,9 @@
 """Remote sub-agents: a delegating call answered by a child run that any worker may execute.
 
 A remote child's run is a ledger run *and* a DBOS workflow whose id is the parent call's dispatch id,
-enqueued from the parent's workflow code on the runtime's queue, so any worker process serving that
-queue can run it. The first dispatch mints the child's session (a fresh id, never derived from the
+enqueued from the parent's workflow code on the runtime's queue (or, when the child's agent has
+``max_running``, on that agent's entry queue, where the limit counts it), so any worker process
+serving that queue can run it. The first dispatch mints the child's session (a fresh id, never derived from the
 parent's) and binds it to the delegation (``sessions.parent_dispatch_id``, ``calls.child_session_id``)
 in the same exactly-once transaction as the call's attempt record.
 
@@ -18,11 +19,13 @@ reply order, before the step's local bodies, and the waits run in reply order af
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import sqlalchemy as sa
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
+from ...definitions.limits import AgentLimits
 from ...ledger import calls, events, rows
 from ...ledger import runs as run_rows
 from ...ledger import sessions as session_rows
@@ -33,6 +36,7 @@ from ..floor.durable import tx
 from ..floor.gate import child_gate
 from ..floor.records import ChildGate
 from ..floor.runs import open_run_row
+from ..process import queues
 from ..process.dbos_private import workflow_status as dbos_status
 from ..process.faults import crash_point, fail_point
 from .child_outcome import lost, record_outcome, unavailable, wait_for_child
@@ -44,7 +48,26 @@ if TYPE_CHECKING:
 Gate = ChildGate
 
 
-def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile, executor_id: str) -> Gate:
+class Placement(TypedDict, total=False):
+    """Where a child run waits (``ChildGate``'s ``queue`` and ``partition``); empty: the children's queue."""
+
+    queue: str
+    partition: str
+
+
+def placement(conn: sa.Connection, parent_session_id: str, child_agent: str, limits: Mapping[str, AgentLimits]) -> Placement:
+    """Where a child run of ``child_agent`` waits: its agent's own entry queue when that agent has
+    ``max_running`` (partitioned by the parent session's owner, as entries are), else the children's
+    queue (``queue`` absent). Decided in the gate's transaction, so a replay enqueues where the first
+    execution did whatever the process's limits are by then."""
+    queue = queues.child_queue(child_agent, limits)
+    if queue is None:
+        return {}
+    parent = session_rows.get_session(conn, parent_session_id)
+    return {"queue": queue, "partition": queues.partition_key(parent["owner"] if parent is not None else None)}
+
+
+def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile, executor_id: str, limits: Mapping[str, AgentLimits]) -> Gate:
     """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
     gate, call, sub = child_gate(conn, run_id, dispatch_id, "remote")
     if call is None:
@@ -56,15 +79,16 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
         session_rows.insert_session(conn, child_sid, sub.agent.name, parent_dispatch_id=dispatch_id)
         session = session_rows.get_session(conn, child_sid)
         assert session is not None
+        where = placement(conn, call["session_id"], sub.agent.name, limits)
         opened = open_run_row(
             conn, session, run_id=dispatch_id, entry="start", message=(call["args"] or {}).get("message", ""),
-            max_steps=sub.agent.max_steps, recovery=profile, executor_id=executor_id,
+            max_steps=sub.agent.max_steps, recovery=profile, executor_id=executor_id, queued="queue" in where,
         )
         assert opened, "a fresh child session has no other entry to race"
         calls.bind_child(conn, dispatch_id, child_sid)
         events.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})
-        return {**gate, "child_session_id": child_sid, "attach": "enqueue"}
+        return {**gate, **where, "child_session_id": child_sid, "attach": "enqueue"}
     # Re-attach. The ledger is asked first: an answered child is never enqueued again (its DBOS row
     # may have been deleted by retention, and a fresh row under the same id would run it twice).
     child = run_rows.get_run(conn, dispatch_id)
@@ -72,17 +96,31 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
         return {**gate, "attach": "answered"}
     if dbos_status(conn, dispatch_id) is None:
         return {**gate, "attach": "lost"}
-    return {**gate, "attach": "enqueue"}
+    where = placement(conn, call["session_id"], child["agent_name"], limits) if child is not None else Placement()
+    return {**gate, **where, "attach": "enqueue"}
 
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
     """Workflow code: gate the delegation and enqueue (or re-attach to) the child's run workflow."""
-    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, registry.env.profile, registry.env.settings.executor_id)
+    env = registry.env
+    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, env.profile, env.settings.executor_id, env.limits)
     crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
     if gate["action"] != "done" and gate["attach"] == "enqueue":
-        with SetWorkflowID(dispatch_id):
-            await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.run_workflow, dispatch_id)
+        await enqueue_child(registry, dispatch_id, gate.get("queue"), gate.get("partition"))
     return gate
+
+
+async def enqueue_child(registry: Registry, dispatch_id: str, queue: str | None, partition: str | None) -> Any:
+    """Workflow code: enqueue the child run workflow ``dispatch_id`` where its gate placed it; its handle.
+
+    On its agent's entry queue (``max_running``) it counts against that limit like any entry; the
+    parent holds its own slot while it waits, which is why a limited agent may not delegate to itself
+    (``queues.delegation_cycles``). Enqueueing an existing id returns that workflow wherever it waits."""
+    with SetWorkflowID(dispatch_id):
+        if queue is None:
+            return await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.run_workflow, dispatch_id)
+        with SetEnqueueOptions(queue_partition_key=partition or queues.NO_OWNER):
+            return await DBOS.enqueue_workflow_async(queue, registry.run_workflow, dispatch_id)
 
 
 async def settle(registry: Registry, run_id: str, gate: Gate) -> None:

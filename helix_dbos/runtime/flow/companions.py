@@ -8,7 +8,9 @@ Shape (see docs/subagents.md for the decision record):
 - The companion is a long-lived DBOS workflow (``helix.companion``), enqueued on the runtime's queue
   by the parent's workflow code. It receives turns by ``DBOS.recv`` (topic ``helix.turn``) and runs
   each turn as a child workflow, the ordinary run workflow, whose id and run id are the parent
-  call's dispatch id; turns of one companion run one at a time, in arrival order.
+  call's dispatch id; turns of one companion run one at a time, in arrival order. When the
+  companion's agent has ``max_running``, a turn is enqueued on that agent's entry queue instead of
+  started in place, so the limit counts it (the companion workflow itself holds no slot).
 - The parent's gate (an exactly-once transaction) commits the attempt, makes sure a live incarnation
   exists (starting the next one when the last idled out, ended, or was lost), and records which
   companion answers the call; then the parent's workflow code starts the incarnation if new and sends
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Final, Literal, TypedDict
+from typing import TYPE_CHECKING, Final, Literal, Required, TypedDict
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -43,7 +45,7 @@ from ...ledger import calls as call_rows
 from ...ledger import companions as companion_rows
 from ...ledger import runs as run_rows
 from ...ledger import sessions as session_rows
-from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST
+from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST, RUN_LIVE
 from ..floor import durable, fence
 from ..floor.durable import DBOS_TERMINAL, tx
 from ..floor.gate import child_gate
@@ -52,6 +54,7 @@ from ..floor.runs import open_run_row
 from ..process.dbos_private import workflow_status as dbos_status
 from ..process.faults import crash_point, fail_point
 from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
+from .children import Placement, enqueue_child, placement
 
 if TYPE_CHECKING:
     from ..floor.registry import Registry
@@ -82,10 +85,13 @@ class Served(TypedDict):
     turns: int
 
 
-class TurnBegun(TypedDict):
-    """``_begin_turn``: run the turn, await the run a duplicate began, or it is answered/no longer needed."""
+class TurnBegun(TypedDict, total=False):
+    """``_begin_turn``: run the turn, await the run a duplicate began, or it is answered/no longer needed;
+    ``queue``/``partition``: the companion agent's entry queue when it has ``max_running`` (``children.placement``)."""
 
-    action: Literal["run", "await", "answered", "dropped"]
+    action: Required[Literal["run", "await", "answered", "dropped"]]
+    queue: str
+    partition: str
 
 
 class TurnEnded(TypedDict):
@@ -210,8 +216,10 @@ async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
 def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: str, dispatch_id: str) -> TurnBegun:
     """Run a turn at most once: a turn with a run row is re-awaited or answered, never started again."""
     turn = run_rows.get_run(conn, dispatch_id)
+    comp = companion_rows.get(conn, companion_session_id=companion_session_id)
+    where = placement(conn, comp["parent_session_id"], turn["agent_name"] if turn else comp["agent_name"], registry.env.limits) if comp else Placement()
     if turn is not None:
-        return {"action": "await" if turn["status"] == "running" else "answered"}
+        return {"action": "await" if turn["status"] in RUN_LIVE else "answered", **where}
     call = call_rows.get_call(conn, dispatch_id)
     if call is None or call["child_session_id"] != companion_session_id or call["status"] in CALL_SETTLED:
         # The parent stopped waiting (its call was answered for it): nobody needs this turn any more.
@@ -223,10 +231,10 @@ def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: s
     claimed = open_run_row(
         conn, session, run_id=dispatch_id, entry="start" if int(session["run_count"]) == 0 else "turn",
         message=(call["args"] or {}).get("message", ""), max_steps=agent.max_steps, recovery=env.profile,
-        executor_id=env.settings.executor_id,
+        executor_id=env.settings.executor_id, queued="queue" in where,
     )
     assert claimed, "the companion session is only entered by its own workflow, under its row lock"
-    return {"action": "run"}
+    return {"action": "run", **where}
 
 
 def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) -> TurnEnded:
@@ -234,7 +242,7 @@ def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) 
     turn = run_rows.get_run(conn, dispatch_id)
     if turn is None:
         return {"answered": False}
-    if turn["status"] == "running":
+    if turn["status"] in RUN_LIVE:
         run_rows.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error="the turn's workflow ended without an outcome")
     companion_rows.turn_answered(conn, companion_session_id, dispatch_id)
     return {"answered": True}
@@ -270,8 +278,11 @@ async def _companion(registry: Registry, companion_session_id: str, idle: float)
         dispatch_id = str(message["dispatch_id"])
         begun = await tx("helix.companion.begin", _begin_turn, registry, companion_session_id, dispatch_id)
         if begun["action"] in ("run", "await"):
-            with SetWorkflowID(dispatch_id):
-                handle = await DBOS.start_workflow_async(registry.run_workflow, dispatch_id)
+            if "queue" in begun:  # the agent's limit counts its turns: they wait on its entry queue
+                handle = await enqueue_child(registry, dispatch_id, begun["queue"], begun.get("partition"))
+            else:
+                with SetWorkflowID(dispatch_id):
+                    handle = await DBOS.start_workflow_async(registry.run_workflow, dispatch_id)
             try:
                 await handle.get_result(polling_interval_sec=durable.poll_interval(registry))
             except Exception:  # cancelled or dead-lettered turn: _end_turn answers it as lost

@@ -17,9 +17,10 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from dbos import DBOS
+from dbos import error as dbos_error
 from pydantic_ai.direct import model_request_stream
 from pydantic_ai.messages import (
     ModelMessage,
@@ -140,12 +141,30 @@ async def streamed_request(
     return response
 
 
-def read(run_id: str, timeout: float | None = None) -> Iterator[LiveValue]:
-    """The run's live values in order, until its workflow ends (any process on the database)."""
-    yield from DBOS.read_stream(run_id, LIVE_KEY, timeout_seconds=timeout)
+#: How often a reader without DBOS's notifications (a front end's ``DBOSClient``) looks for new values.
+CLIENT_POLL_SEC = 0.1
 
 
-async def read_async(run_id: str, timeout: float | None = None) -> AsyncIterator[LiveValue]:
+def read(run_id: str, timeout: float | None = None, client: Any = None) -> Iterator[LiveValue]:
+    """The run's live values in order, until its workflow ends (any process on the database).
+
+    ``client``: a ``DBOSClient`` to read through, for a front end (``mode="client"``), which launches
+    no DBOS; the stream is rows of the system database either way. ``timeout`` bounds the wait for
+    each value (``TimeoutError`` past it, whichever reads)."""
+    values = DBOS.read_stream(run_id, LIVE_KEY, timeout_seconds=timeout) if client is None else (
+        client.read_stream(run_id, LIVE_KEY, timeout_seconds=timeout, polling_interval_sec=CLIENT_POLL_SEC))
+    try:
+        yield from values
+    except dbos_error.DBOSStreamTimeoutError as exc:
+        raise TimeoutError(str(exc)) from exc
+
+
+async def read_async(run_id: str, timeout: float | None = None, client: Any = None) -> AsyncIterator[LiveValue]:
     """``read`` for an event loop (the service's server-sent events)."""
-    async for value in DBOS.read_stream_async(run_id, LIVE_KEY, timeout_seconds=timeout):
-        yield value
+    values = DBOS.read_stream_async(run_id, LIVE_KEY, timeout_seconds=timeout) if client is None else (
+        client.read_stream_async(run_id, LIVE_KEY, timeout_seconds=timeout, polling_interval_sec=CLIENT_POLL_SEC))
+    try:
+        async for value in values:
+            yield value
+    except dbos_error.DBOSStreamTimeoutError as exc:
+        raise TimeoutError(str(exc)) from exc

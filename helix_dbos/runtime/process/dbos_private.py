@@ -37,7 +37,10 @@ SYSTEM_SCHEMA: Final = "dbos"
 
 #: The columns of DBOS's tables that helix_dbos and bench/ read with plain SQL (the test checks them).
 SYSTEM_COLUMNS: Final[Mapping[str, frozenset[str]]] = {
-    "workflow_status": frozenset({"workflow_uuid", "status", "executor_id", "created_at", "updated_at", "queue_name", "queue_partition_key", "priority"}),
+    "workflow_status": frozenset({
+        "workflow_uuid", "status", "executor_id", "created_at", "updated_at", "queue_name", "queue_partition_key", "priority",
+        "owner_xid", "deduplication_id", "started_at_epoch_ms", "completed_at",
+    }),
     "operation_outputs": frozenset({"workflow_uuid", "function_name", "output"}),
     "workflow_input": frozenset({"workflow_uuid", "inputs"}),
 }
@@ -287,6 +290,33 @@ def workflow_status(conn: sa.Connection, workflow_id: str) -> str | None:
     return None if value is None else str(value)
 
 
+def withdraw_enqueued(conn: sa.Connection, workflow_id: str) -> bool:
+    """Take a workflow that still waits ``ENQUEUED`` off its queue, in the caller's transaction:
+    whether it did (False: a worker dequeued it first, or it is no queued workflow).
+
+    The same row DBOS's ``cancel_workflows`` writes (``CANCELLED``, off its queue, no deduplication
+    id, ``completed_at`` now), but only from ``ENQUEUED`` and on the caller's connection: DBOS's own
+    cancel commits in a transaction of its own and would cancel a dequeued run as well, while a stop
+    must withdraw a run exactly when it records the stop. A dequeue flips the row to ``PENDING``
+    under its row lock, so of the two, one wins (Postgres re-reads the row after the lock; SQLite
+    has one writer).
+    """
+    sqlite = conn.dialect.name == "sqlite"
+    ws = sa.table(
+        "workflow_status",
+        *(sa.column(c) for c in ("workflow_uuid", "status", "queue_name", "owner_xid", "deduplication_id", "started_at_epoch_ms", "updated_at", "completed_at")),
+        schema=None if sqlite else SYSTEM_SCHEMA,
+    )
+    # DBOS's ``_now_ms_sql``: epoch milliseconds on the database clock
+    now_ms = sa.cast(sa.func.strftime("%s", "now") * 1000, sa.BigInteger) if sqlite else sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
+    done = conn.execute(
+        ws.update()
+        .where(ws.c.workflow_uuid == workflow_id, ws.c.status == "ENQUEUED")
+        .values(status="CANCELLED", owner_xid=None, queue_name=None, deduplication_id=None, started_at_epoch_ms=None, updated_at=now_ms, completed_at=now_ms)
+    )
+    return done.rowcount == 1
+
+
 def workflow_status_of(workflow_id: Any, *, sqlite: bool) -> Any:
     """DBOS's status of a workflow as a scalar subquery, for the run fence's one statement.
 
@@ -342,6 +372,7 @@ __all__ = [
     "set_internal_queue_polling",
     "system_database_engine",
     "system_table",
+    "withdraw_enqueued",
     "workflow_future",
     "workflow_status",
 ]

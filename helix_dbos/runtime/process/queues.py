@@ -42,6 +42,33 @@ def partition_key(owner: str | None) -> str:
     return owner if owner else NO_OWNER
 
 
+def child_queue(agent_name: str, limits: Mapping[str, AgentLimits]) -> str | None:
+    """The queue a child run of ``agent_name`` (a remote sub-agent's run, a companion's turn) waits
+    on when its agent has ``max_running``: the agent's own entry queue, so the limit counts every run
+    of the agent in flight, entries and children alike. None: the children's queue, as before."""
+    return entry_queue(agent_name, limits) if limited(agent_name, limits) else None
+
+
+def delegation_cycles(children: Mapping[str, Iterable[str]], limits: Mapping[str, AgentLimits]) -> list[list[str]]:
+    """Each agent with ``max_running`` that can reach itself through remote or companion sub-agents,
+    with the path: a parent waits for its child while holding its own slot, so a run of such an
+    agent can wait for a slot that only runs waiting on it hold (docs/scaling.md, "Where it stops")."""
+    cycles = []
+    for start in sorted(a for a in children if limited(a, limits)):
+        stack: list[list[str]] = [[start, c] for c in children.get(start, ())]
+        seen: set[str] = set()
+        while stack:
+            path = stack.pop()
+            if path[-1] == start:
+                cycles.append(path)
+                break
+            if path[-1] in seen:
+                continue
+            seen.add(path[-1])
+            stack.extend([*path, c] for c in children.get(path[-1], ()))
+    return cycles
+
+
 @dataclass(frozen=True)
 class QueueSettings:
     """How the entry queues are registered: runs per worker, runs per owner per worker, polling."""
