@@ -304,3 +304,40 @@ def test_fork_of_a_running_run_from_python_is_refused(db_url: str, make_runtime:
     refusals = [e for e in events(db_url, session_id) if e["type"] == "run_refused"]
     assert len(refusals) == len(forks) and {e["run_id"] for e in refusals} == {run_id}, refusals
     assert transcript_problems(db_url, session_id) == []
+
+
+@pytest.mark.parametrize("settled_by", ["launch", "entry"])
+def test_cancel_of_a_queued_run_settles_it(db_url: str, settled_by: str) -> None:
+    """``dbos workflow cancel`` of a run still waiting on its entry queue: DBOS never dequeues it, so
+    its own workflow never settles the cancel. The next launch (any process: a queued run has no
+    executor yet) or the session's next entry settles it like an abort; it used to stay ``queued``
+    for ever, its session refusing every entry and ``wait`` never returning."""
+    from pydantic_ai.models.test import TestModel
+
+    def agents() -> list[hx.Agent]:
+        return [hx.Agent("a", TestModel(call_tools=[], custom_output_text="hi"))]
+
+    front = hx.Runtime(agents(), database_url=db_url, mode="client").launch()  # enqueues, runs nothing
+    try:
+        handle = front.start("a", "hello")
+        run_id, session_id = handle.run_id, handle.session_id
+    finally:
+        front.shutdown()
+    assert query(db_url, f"SELECT status FROM {helix(db_url, 'runs')} WHERE run_id = :r", r=run_id) == [{"status": "queued"}]
+    dbos_cli(db_url, "cancel", run_id)
+    assert workflow(db_url, run_id)["status"] == "CANCELLED"  # type: ignore[index]
+
+    rt = hx.Runtime(agents(), database_url=db_url, executor_id=f"settle-{settled_by}").launch()
+    try:
+        if settled_by == "entry":
+            nxt = rt.start("a", "again", session_id=session_id).result(timeout=60)
+            assert nxt.status == "completed", nxt
+        result = rt.reader.wait_run(run_id, 30)
+        assert (result.status, result.error_code) == ("failed", "run_stopped"), result
+    finally:
+        rt.shutdown()
+    stops = query(db_url, f"SELECT kind, requested_by FROM {helix(db_url, 'stops')} WHERE run_id = :r", r=run_id)
+    assert stops == [{"kind": "abort", "requested_by": "dbos workflow cancel"}]
+    session = query(db_url, f"SELECT status, current_run_id FROM {helix(db_url, 'sessions')} WHERE session_id = :s", s=session_id)[0]
+    assert session["status"] == ("completed" if settled_by == "entry" else "failed"), session
+    assert transcript_problems(db_url, session_id) == []

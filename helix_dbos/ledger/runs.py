@@ -22,6 +22,11 @@ def running_of_executor(conn: sa.Connection, executor_id: str) -> list[str]:
     return list(conn.execute(stmt).scalars().all())
 
 
+def queued(conn: sa.Connection) -> list[str]:
+    """Ids of the runs waiting on an entry queue (no executor has them yet)."""
+    return list(conn.execute(sa.select(t.runs.c.run_id).where(t.runs.c.status == "queued")).scalars().all())
+
+
 def count_of_executor(conn: sa.Connection, executor_id: str) -> int:
     """How many runs (any status) ``executor_id`` ever ran."""
     return int(conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(t.runs.c.executor_id == executor_id)).scalar() or 0)

@@ -326,13 +326,18 @@ def stop_run(conn: sa.Connection, run_id: str, kind: str) -> StepOutcome:
 def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
     """A DBOS cancel of a live run settles like ``stop(kind="abort")``, with a stop record naming it.
 
-    None when the run is not the session's current, running run any more (nothing to settle).
+    None when the run is not the session's current, running (or still queued) run any more
+    (nothing to settle). A queued run cancelled on its queue is never dequeued, so this is its only
+    end: like a stop that withdraws it (``entries.stop``), it ends without having applied its entry.
     """
-    reason, run = fence.why_refused(conn, run_id, None)
+    reason, run = fence.why_refused(conn, run_id, None, admit_queued=True)
     if reason is not None or run is None:
         return None
     store.request_stop(conn, run["session_id"], run_id, "abort", "dbos workflow cancel")
     store.emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})
+    if run["status"] == "queued":
+        store.end_run(conn, run_id, "failed", error_code="run_stopped", error="cancelled while queued (dbos workflow cancel): no worker ran it")
+        return {"status": "failed"}
     return settle_stop(conn, run, "abort")
 
 

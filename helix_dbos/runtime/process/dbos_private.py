@@ -317,6 +317,16 @@ def withdraw_enqueued(conn: sa.Connection, workflow_id: str) -> bool:
     return done.rowcount == 1
 
 
+def cancelled_among(conn: sa.Connection, workflow_ids: list[str]) -> list[str]:
+    """Those of ``workflow_ids`` DBOS says are ``CANCELLED`` (plain SQL, for ``workflow_status``'s reason)."""
+    found: list[str] = []
+    for i in range(0, len(workflow_ids), 500):  # bounded statements, however long the queue
+        chunk = workflow_ids[i : i + 500]
+        sql = sa.text(f"SELECT workflow_uuid FROM {_table(conn, 'workflow_status')} WHERE status = 'CANCELLED' AND workflow_uuid IN :ids")
+        found += [str(v) for v in conn.execute(sql.bindparams(sa.bindparam("ids", expanding=True)), {"ids": chunk}).scalars()]
+    return found
+
+
 def workflow_status_of(workflow_id: Any, *, sqlite: bool) -> Any:
     """DBOS's status of a workflow as a scalar subquery, for the run fence's one statement.
 
