@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sqlite-sessions", type=int, default=40, help="sessions at once on SQLite, one process (0: skip)")
     p.add_argument("--workers", type=int, default=2, help="worker processes for the queue case (Postgres only; 0: skip)")
     p.add_argument("--scale-sessions", type=int, default=1000, help="sessions of the scale section (front end + 1 and 2 workers, Postgres)")
+    p.add_argument("--scale-workers", default="1,2", help="worker counts of the scale section's front end + workers case")
     p.add_argument("--pg-url", default=DEFAULT_PG_BASE, help="any database URL on the Postgres server to use")
     p.add_argument("--sqlite-dir", default=default_sqlite_dir())
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"), help="report to rewrite ('' to skip)")
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.scale import run_scale
 
         with db("postgres", "helix_bench_scale") as url:
-            results["scale"] = run_scale(url, args.scale_sessions)
+            results["scale"] = run_scale(url, args.scale_sessions, tuple(int(w) for w in args.scale_workers.split(",") if w.strip()))
         _print(scale_section(results))
         lap("scale/postgres")
 
@@ -202,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         "dbs": dbs,
     }
     _print(report.summary_section(results))
+    _print(report.issue25_table(results))
     _print(f"\n(total {meta['elapsed_s']:.0f} s)")
     if args.out:
         report.write(args.out, report.generated(results, meta), PREAMBLE)
@@ -221,7 +223,11 @@ def _all_ok(results: dict[str, Any]) -> bool:
     ok &= all(r["all_ok"] for r in results.get("recovery", {}).values())
     for mode in results.get("concurrency", {}).values():
         ok &= all(b["ok"] == b["sessions"] for batches in mode.values() for b in batches)
-    ok &= all(b["ok"] == b["sessions"] for batches in results.get("scale", {}).values() for b in batches)
+    scale = results.get("scale", {})
+    ok &= all(b["ok"] == b["sessions"] for batches in scale.get("batches", {}).values() for b in batches)
+    lim = scale.get("limits")
+    if lim:
+        ok &= lim["capped"]["completed"] == lim["capped"]["sessions"] and lim["rated"]["completed"] == lim["rated"]["sessions"]
     return bool(ok)
 
 

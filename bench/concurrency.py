@@ -188,7 +188,7 @@ def _wait_helix(engine: sa.Engine, ids: list[str], timeout: float) -> list[dict[
 
     deadline = time.monotonic() + timeout
     q = sa.text(
-        "SELECT r.run_id, r.status, r.error_code, r.error, r.output, r.created_at, r.ended_at, w.executor_id FROM helix.runs r "
+        "SELECT r.run_id, r.status, r.error_code, r.error, r.output, r.created_at, r.started_at, r.ended_at, w.executor_id FROM helix.runs r "
         f"LEFT JOIN {_workflow_status()} w ON w.workflow_uuid = r.run_id WHERE r.run_id = ANY(:ids)"
     )
     while True:

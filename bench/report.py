@@ -376,6 +376,7 @@ def generated(results: dict[str, Any], meta: dict[str, Any]) -> str:
         machine_section(meta["machine"]),
         targets_section(results, meta.get("dbs", ["sqlite", "postgres"])),
         summary_section(results),
+        issue25_table(results),
         overhead_section(results, meta["n"], meta["warmup"]),
         cost_section(results),
         storage_section(results),
@@ -413,15 +414,66 @@ def scale_section(results: dict[str, Any]) -> str:
     if not scale:
         return ""
     rows = []
-    for workers, batches in scale.items():
+    for workers, batches in scale.get("batches", {}).items():
         bare = next((b for b in batches if b["runner"].startswith("bare_dbos")), None)
         for b in batches:
             ratio = b["total_s"] / bare["total_s"] if bare else float("nan")
             execs = ", ".join(f"{k}: {v}" for k, v in sorted(b["by_executor"].items())) or "-"
-            rows.append([b["runner"], b["sessions"], f"{b['ok']}/{b['sessions']}", b["enqueue_s"], b["total_s"], b["runs_per_s"], b["p50_s"], b["p95_s"], b["max_s"], ratio, execs])
-    return "\n".join([
+            per_run = [b[k] / b["sessions"] * 1000 if b.get(k) else None for k in ("pg_cpu_s", "worker_cpu_s", "front_cpu_s")]
+            rows.append([b["runner"], b["sessions"], f"{b['ok']}/{b['sessions']}", b["enqueue_s"], b["total_s"], b["runs_per_s"], b["p50_s"], b["p95_s"], b["max_s"], ratio,
+                         *per_run, execs])
+    parts = [
         "### Scale: a front end that only enqueues, 1 and 2 workers, Postgres (`bench/scale.py`)\n",
         "Each worker count has fresh worker processes; bare DBOS enqueues with `DBOSClient.enqueue`, helix through "
-        "`Runtime(mode=\"client\").start` (gate + enqueue in one transaction). Latency: enqueue to rest, from the database.\n",
-        _table(["runner", "sessions", "ok", "enqueue s", "total s", "runs/s", "p50 s", "p95 s", "max s", "total x bare", "runs per worker"], rows, nd=2),
-    ]) + "\n"
+        "`Runtime(mode=\"client\").start` (gate + enqueue in one transaction). The same DBOS queue settings on both sides: "
+        "`worker_concurrency` = sessions / workers, polled every 0.1 s (helix's entry queue is partitioned by owner: one "
+        "partition here). Latency: enqueue to rest, from the database. CPU per run over the batch, from /proc (all on this machine): "
+        "`pg`, this database's Postgres backends; `workers`, the worker processes; `front`, the enqueuing process.\n",
+        _table(["runner", "sessions", "ok", "enqueue s", "total s", "runs/s", "p50 s", "p95 s", "max s", "total x bare", "pg CPU ms/run", "workers CPU ms/run",
+                "front CPU ms/run", "runs per worker"], rows, nd=2),
+    ]
+    lim = scale.get("limits")
+    if lim:
+        c, r, f = lim["capped"], lim["rated"], lim["fairness"]
+        parts += [
+            f"\nLimits and fairness, read back from the ledger: two fresh workers with room for {lim['worker_concurrency']} runs each, "
+            f"`owner_share={lim['owner_share']}`. `{c['sessions']}` sessions of an agent with `max_running={lim['cap']}`; "
+            f"`{r['sessions']}` of an agent with `model_requests=({lim['rate']}, 1.0)`, side by side; then owner `burst` "
+            f"enqueues {f['burst']} sessions and owner `solo` one.\n",
+            _table(["figure", "measured"], [
+                [f"max_running={lim['cap']}: most runs in flight at once (ledger started_at..ended_at)", f"{c['max_in_flight']} ({c['completed']}/{c['sessions']} completed; by worker: " + ", ".join(f"{k}: {v}" for k, v in sorted(c["by_executor"].items())) + ")"],
+                [f"max_running={lim['cap']}: times exceeded (a run started with {lim['cap']} in flight)", c["times_exceeded"]],
+                [f"model_requests=({lim['rate']}, 1 s): grants, most in any 1 s window", f"{r['grants']} grants over {r['span_s']:.1f} s, most {r['max_in_any_1s']} ({r['completed']}/{r['sessions']} completed; by worker: " + ", ".join(f"{k}: {v}" for k, v in sorted(r["by_executor"].items())) + ")"],
+                ["rate: most in any window / limit", r["max_over_limit"]],
+                ["fairness: solo's wait (started - created) s / one run's time s (median of the burst)", f"{f['solo_wait_s']:.2f} / {f['one_run_s']:.2f} = {f['wait_over_one_run']:.2f}"],
+                ["fairness: burst runs queued before solo that started after it", f"{f['burst_overtaken']} (burst runs done when solo ended: {f['burst_done_when_solo_ended']})"],
+            ], nd=2),
+        ]
+    return "\n".join(parts) + "\n"
+
+
+def issue25_table(results: dict[str, Any]) -> str:
+    """The issue's targets, filled from this invocation's sections (ratios side by side in one run)."""
+    rows: list[list[Any]] = []
+    batches = results.get("scale", {}).get("batches", {})
+    for workers in sorted(batches):
+        bs = batches[workers]
+        bare = next((b for b in bs if b["runner"].startswith("bare_dbos")), None)
+        helix = next((b for b in bs if b["runner"].startswith("helix_dbos")), None)
+        if bare and helix:
+            rows.append([f"{workers} worker(s), {helix['sessions']:,} sessions: helix front end + workers / bare DBOS queues, total time",
+                         f"{helix['total_s'] / bare['total_s']:.2f}x ({helix['total_s']:.1f} s / {bare['total_s']:.1f} s)"])
+    ov = results.get("overhead", {}).get("postgres")
+    if ov:
+        st = ov["stats"]
+        rows.append(["per run, one process, Postgres: helix / bare DBOS (mean)",
+                     f"{st['helix_dbos']['mean_ms'] / st['bare_dbos']['mean_ms']:.2f}x ({st['helix_dbos']['mean_ms']:.1f} ms / {st['bare_dbos']['mean_ms']:.1f} ms; p50 {st['helix_dbos']['p50_ms'] / st['bare_dbos']['p50_ms']:.2f}x)"])
+    lim = results.get("scale", {}).get("limits")
+    if lim:
+        rows.append([f"per-agent concurrency limit ({lim['cap']}) exceeded", f"{lim['capped']['times_exceeded']} times (most in flight {lim['capped']['max_in_flight']})"])
+        rows.append([f"rate limit across 2 workers ({lim['rate']}/s), requests in any window / limit", f"{lim['rated']['max_over_limit']:.2f}"])
+        f = lim["fairness"]
+        rows.append([f"fairness: a second owner's session behind a burst of {f['burst']:,}, wait / one run's time", f"{f['wait_over_one_run']:.2f} ({f['solo_wait_s']:.2f} s / {f['one_run_s']:.2f} s)"])
+    if not rows:
+        return ""
+    return "### Issue 25's figures\n\n" + _table(["figure", "measured"], rows, nd=2)

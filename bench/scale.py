@@ -1,50 +1,116 @@
-"""Section `scale`: a front end that only enqueues, 1 and 2 worker processes, against bare DBOS queues.
+"""Section `scale`: a front end that only enqueues, 1 and 2 worker processes, against bare DBOS queues;
+then the fleet-wide limits and the fairness between owners, read back from the ledger.
 
 Postgres only. For each worker count, fresh `bench.worker` processes serve DBOS queues (helix in
 `mode="worker"`: its entry queue `helix_entries`, the bare-DBOS workflow on its own queue). This
 process is the front end: bare runs are enqueued with `DBOSClient.enqueue`; helix sessions with
 `Runtime(mode="client").start(...)`, the public entry (the gate and the enqueue in one transaction).
-Both are enqueued from 5 threads; both queues get `worker_concurrency = ceil(N / workers)`.
-Per-run latency is enqueue to rest, read back from the database (DBOS's `created_at`/`updated_at`
-for bare runs; the ledger's `created_at`/`ended_at` for helix); the batch total is from the first
-enqueue to the last run's end.
+Both are enqueued from 5 threads. The queue settings are the same on both sides: `worker_concurrency =
+ceil(N / workers)`, polled every 0.1 s (`bench.worker.QUEUE_POLL_S`, helix's Postgres default); helix's
+entry queue is partitioned by owner (every session here has none: one partition, `-`), the bare one
+is not. Per-run latency is enqueue to rest, read back from the database (DBOS's
+`created_at`/`updated_at` for bare runs; the ledger's `created_at`/`ended_at` for helix); the batch
+total is from the first enqueue to the last run's end.
+
+Limits (`run_limits`, two fresh workers with room for `LIMIT_WORKER_CONCURRENCY` runs each and
+`owner_share = LIMIT_OWNER_SHARE`): agent `bench_capped` has `max_running = CAP`; its sessions' runs in
+flight at once are counted from the ledger (`started_at`/`ended_at` of `helix.runs`: inside DBOS's own
+interval of the workflow, which the limit counts). Agent `bench_rated` has `model_requests = (rate, 1 s)`
+across both workers; the most grants in any 1 s window (`helix.rate_grants`) over the rate is the
+figure. Fairness: owner `burst` enqueues `--scale-sessions` sessions, then owner `solo` one; solo's wait
+(`started_at - created_at`) against one run's time (the median `ended_at - started_at` of the burst's
+runs), and how many of the burst, queued before solo, started after it.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from bench.concurrency import BatchStats, _count, _stop_worker, _wait_bare, _wait_helix
+from bench.systems.helix import CAP, CAPPED_AGENT, RATE, RATED_AGENT, limited_agents
 from bench.workload import WorkloadSpec, expected_answer
 
+LIMIT_WORKER_CONCURRENCY = 10
+LIMIT_OWNER_SHARE = 5
+CAPPED_SESSIONS = 40
+RATED_SESSIONS = 10
+"""6 model requests a run: 60 grants, at least 6 s at 10 a second."""
 
-def _workers(url: str, n: int, share: int) -> list[Any]:
+
+def _workers(url: str, n: int, share: int, extra: tuple[str, ...] = (), tag: str = "") -> list[Any]:
     import subprocess
     import sys
 
     from bench.concurrency import ROOT
 
+    import tempfile
+
     procs = []
     for i in range(n):  # one at a time: the first migrates a fresh database
+        # stderr to a file, not a pipe nobody reads while the batch runs: a worker that logs enough
+        # would block on a full pipe and stall the batch
+        err = tempfile.TemporaryFile(mode="w+")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.worker", "--db", url, "--executor", f"scale-{n}-{i + 1}", "--helix-mode", "worker", "--concurrency", str(share)],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "bench.worker", "--db", url, "--executor", f"scale{tag}-{n}-{i + 1}", "--helix-mode", "worker", "--concurrency", str(share), *extra],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
         )
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if not line.startswith("ready"):
             proc.kill()
-            raise RuntimeError(f"worker did not start: {line!r} {proc.stderr.read()[-3000:] if proc.stderr else ''}")
+            err.seek(0)
+            raise RuntimeError(f"worker did not start: {line!r} {err.read()[-3000:]}")
         procs.append(proc)
     return procs
 
 
-def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (1, 2), timeout: float = 1200) -> dict[str, list[dict[str, Any]]]:
-    """For each worker count: N bare runs, then N helix sessions, each through a front end."""
+def _backend_pids(engine: sa.Engine) -> list[int]:
+    with engine.connect() as conn:
+        return [int(p) for p in conn.execute(sa.text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")).scalars()]
+
+
+def _cpu_s(pids: set[int]) -> dict[int, float]:
+    """User + system CPU seconds of these processes so far (/proc: the Postgres server on this machine; {} elsewhere)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[pid] = (int(fields[11]) + int(fields[12])) / tick
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            pass
+    return out
+
+
+def _spent(pids: set[int], before: dict[int, float]) -> float:
+    after = _cpu_s(pids)
+    return sum(v - before.get(pid, 0.0) for pid, v in after.items())
+
+
+class PgCpu:
+    """Postgres backend CPU spent by this database's connections over a batch (the pools are fixed,
+    so the backends live through it; one that opens during the batch counts from its start)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.before = _cpu_s(set(_backend_pids(engine)))
+
+    def seconds(self) -> float:
+        after = _cpu_s(set(_backend_pids(self.engine)) | set(self.before))
+        return sum(v - self.before.get(pid, 0.0) for pid, v in after.items())
+
+
+def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (1, 2), timeout: float = 1200) -> dict[str, Any]:
+    """For each worker count: N bare runs, then N helix sessions, each through a front end; then the limits."""
     from dbos import DBOSClient
 
     import helix_dbos as hx
@@ -54,7 +120,7 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
 
     spec = WorkloadSpec()
     expected = expected_answer(spec)
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, Any] = {"batches": {}}
     for workers in worker_counts:
         share = -(-sessions // workers)
         procs = _workers(url, workers, share)
@@ -66,6 +132,8 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
             engine = sa.create_engine(url, pool_size=2, max_overflow=0)
             batches: list[BatchStats] = []
             try:
+                pids = {proc.pid for proc in procs}
+                cpu, w0, f0 = PgCpu(engine), _cpu_s(pids), time.process_time()
                 t0 = time.time()
                 with ThreadPoolExecutor(max_workers=5) as pool:
                     ids = list(pool.map(
@@ -78,7 +146,9 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
                 lat = [(r["updated_at"] - r["created_at"]) / 1000.0 for r in rows]
                 batches.append(BatchStats(f"bare_dbos, {workers} worker(s)", sessions, end - t0, lat, sum(r["status"] == "SUCCESS" for r in rows),
                                           _count(r["executor_id"] for r in rows), enq, _count(r["status"] for r in rows)))
+                pg_cpu = [(cpu.seconds(), _spent(pids, w0), time.process_time() - f0)]
 
+                cpu, w0, f0 = PgCpu(engine), _cpu_s(pids), time.process_time()
                 t0 = time.time()
                 with ThreadPoolExecutor(max_workers=5) as pool:
                     ids = list(pool.map(lambda _, rt=front: rt.start(AGENT_NAME, spec.prompt).run_id, range(sessions)))
@@ -89,12 +159,122 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
                 ok = sum(1 for r in rows if r["status"] == "completed" and r["output"] == expected)
                 batches.append(BatchStats(f"helix_dbos, front end + {workers} worker(s)", sessions, end - t0, lat, ok, _count(r["executor_id"] for r in rows), enq,
                                           _count(f"{r['status']} {r['error_code'] or ''}".strip() for r in rows)))
+                pg_cpu.append((cpu.seconds(), _spent(pids, w0), time.process_time() - f0))
             finally:
                 engine.dispose()
                 front.shutdown()
                 client.destroy()
-            out[f"{workers}"] = [b.summary() for b in batches]
+            out["batches"][f"{workers}"] = [dict(b.summary(), pg_cpu_s=c[0], worker_cpu_s=c[1], front_cpu_s=c[2]) for b, c in zip(batches, pg_cpu, strict=False)]
         finally:
             for proc in procs:
                 _stop_worker(proc)
+    out["limits"] = run_limits(url, sessions, timeout=timeout)
+    return out
+
+
+def max_overlap(spans: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (an end at t closes before a start at t opens)."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+    best = cur = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def starts_over(spans: list[tuple[float, float]], cap: int) -> int:
+    """How many starts found `cap` or more intervals already open (each one a time the cap was exceeded)."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+    cur = over = 0
+    for _, d in events:
+        if d == 1 and cur >= cap:
+            over += 1
+        cur += d
+    return over
+
+
+def max_in_window(epochs: list[float], period: float) -> int:
+    """The most grants any half-open window of `period` seconds holds (tests/support/rates.py's rule)."""
+    epochs = sorted(epochs)
+    best, lo = 0, 0
+    for hi, e in enumerate(epochs):
+        while epochs[lo] <= e - period:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def run_limits(url: str, burst: int, timeout: float = 1200) -> dict[str, Any]:
+    """Two fresh workers with the limited agents: the concurrency cap, the rate, then the fairness burst."""
+    import helix_dbos as hx
+    from bench.dbs import APP_NAME, APP_VERSION
+    from bench.systems.helix import AGENT_NAME, make_agent
+
+    spec = WorkloadSpec()
+    agents, limits = limited_agents(spec)
+    procs = _workers(url, 2, LIMIT_WORKER_CONCURRENCY, ("--owner-share", str(LIMIT_OWNER_SHARE), "--limited", "--rate", str(RATE)), tag="-limits")
+    front = hx.Runtime([make_agent(spec), *agents], mode="client", database_url=url, application_version=APP_VERSION, app_name=APP_NAME,
+                       worker_concurrency=LIMIT_WORKER_CONCURRENCY, owner_share=LIMIT_OWNER_SHARE, limits=limits, api_pool=(5, 0)).launch()
+    engine = sa.create_engine(url, pool_size=2, max_overflow=0)
+    out: dict[str, Any] = {"cap": CAP, "rate": RATE, "worker_concurrency": LIMIT_WORKER_CONCURRENCY, "owner_share": LIMIT_OWNER_SHARE, "workers": 2}
+    try:
+        # the cap and the rate, side by side (their own queues and windows)
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            capped = list(pool.map(lambda i: front.start(CAPPED_AGENT, spec.prompt, owner="capped").run_id, range(CAPPED_SESSIONS)))
+            rated = list(pool.map(lambda i: front.start(RATED_AGENT, spec.prompt, owner="rated").run_id, range(RATED_SESSIONS)))
+        rows = _wait_helix(engine, capped + rated, timeout)
+        by_id = {r["run_id"]: r for r in rows}
+        spans = [(by_id[i]["started_at"].timestamp(), by_id[i]["ended_at"].timestamp()) for i in capped if by_id[i]["started_at"] is not None]
+        out["capped"] = {
+            "sessions": CAPPED_SESSIONS,
+            "completed": sum(by_id[i]["status"] == "completed" for i in capped),
+            "max_in_flight": max_overlap(spans),
+            "times_exceeded": starts_over(spans, CAP),
+            "by_executor": _count(by_id[i]["executor_id"] for i in capped),
+        }
+        with engine.connect() as conn:
+            grants = [float(g) for g in conn.execute(sa.text("SELECT granted_epoch FROM helix.rate_grants WHERE rate_key = :k"), {"k": f"agent:{RATED_AGENT}"}).scalars()]
+        most = max_in_window(grants, 1.0) if grants else 0
+        out["rated"] = {
+            "sessions": RATED_SESSIONS,
+            "completed": sum(by_id[i]["status"] == "completed" for i in rated),
+            "grants": len(grants),
+            "max_in_any_1s": most,
+            "max_over_limit": most / RATE,
+            "span_s": (max(grants) - min(grants)) if grants else 0.0,
+            "by_executor": _count(by_id[i]["executor_id"] for i in rated),
+        }
+
+        # fairness: owner `burst` queues `burst` sessions, then owner `solo` one
+        t0 = time.time()
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            burst_ids = list(pool.map(lambda i: front.start(AGENT_NAME, spec.prompt, owner="burst").run_id, range(burst)))
+        enq = time.time() - t0
+        solo = front.start(AGENT_NAME, spec.prompt, owner="solo").run_id
+        s = _wait_helix(engine, [solo], timeout)[0]
+        with engine.connect() as conn:
+            b = [dict(r._mapping) for r in conn.execute(sa.text("SELECT run_id, status, created_at, started_at, ended_at FROM helix.runs WHERE run_id = ANY(:ids)"), {"ids": burst_ids})]
+        done = [r for r in b if r["ended_at"] is not None and r["started_at"] is not None]
+        one_run = statistics.median((r["ended_at"] - r["started_at"]).total_seconds() for r in done) if done else float("nan")
+        wait = (s["started_at"] - s["created_at"]).total_seconds()
+        overtaken = sum(1 for r in b if r["created_at"] < s["created_at"] and (r["started_at"] is None or r["started_at"] > s["started_at"]))
+        out["fairness"] = {
+            "burst": burst,
+            "burst_enqueue_s": enq,
+            "solo_status": s["status"],
+            "solo_wait_s": wait,
+            "one_run_s": one_run,
+            "wait_over_one_run": wait / one_run if one_run == one_run and one_run > 0 else float("nan"),
+            "burst_done_when_solo_ended": len(done),
+            "burst_overtaken": overtaken,
+        }
+    finally:
+        engine.dispose()
+        front.shutdown()
+        for proc in procs:  # the burst's queued rest stays queued in a database the section drops
+            _stop_worker(proc)
     return out

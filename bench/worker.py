@@ -17,6 +17,7 @@ import argparse
 import signal
 import sys
 import threading
+from typing import Any
 
 BARE_QUEUE = "bench_bare"
 QUEUE_POLL_S = 0.1
@@ -28,6 +29,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--executor", required=True)
     p.add_argument("--helix-mode", default="process", choices=["process", "worker"], help="worker: serve helix's entry queues (bench/scale.py)")
     p.add_argument("--concurrency", type=int, default=None, help="helix worker_concurrency of the entry queues (with --helix-mode worker)")
+    p.add_argument("--owner-share", type=int, default=None, help="helix owner_share (runs per owner per worker, with --helix-mode worker)")
+    p.add_argument("--limited", action="store_true", help="also define the limited agents of bench/scale.py (max_running, model_requests)")
+    p.add_argument("--rate", type=int, default=10, help="model requests per second of the rate-limited agent (with --limited)")
     args = p.parse_args(argv)
 
     from dbos import DBOS
@@ -41,9 +45,15 @@ def main(argv: list[str]) -> int:
     spec = WorkloadSpec()
     configure_dbos(args.db, launch=False, reset=False, executor_id=args.executor, sys_db_pool_size=WORKER_POOLS["dbos"])
     make_bare_dbos_runner(spec)
+    extra: dict[str, Any] = {}
+    if args.limited:
+        from bench.systems.helix import limited_agents
+
+        agents, limits = limited_agents(spec, args.rate)
+        extra = {"agents": agents, "limits": limits}
     helix = HelixRunner(
         spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"],
-        mode=args.helix_mode, worker_concurrency=args.concurrency,
+        mode=args.helix_mode, worker_concurrency=args.concurrency, owner_share=args.owner_share, **extra,
     )
     DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
     stop = threading.Event()

@@ -89,6 +89,21 @@ def make_turn_agent(spec: WorkloadSpec) -> hx.Agent:
     )
 
 
+CAPPED_AGENT = "bench_capped"
+RATED_AGENT = "bench_rated"
+CAP = 5
+"""The issue's per-agent concurrency limit (`bench/scale.py`'s limits phase)."""
+RATE = 10
+"""Model requests per second of `bench_rated`, across both workers of that phase."""
+
+
+def limited_agents(spec: WorkloadSpec, rate: int = RATE) -> tuple[list[hx.Agent], dict[str, hx.AgentLimits]]:
+    """The limited agents every process of the scale section's limits phase defines (same agents, same limits)."""
+    agents = [make_agent(spec, CAPPED_AGENT), make_agent(spec, RATED_AGENT)]
+    limits = {CAPPED_AGENT: hx.AgentLimits(max_running=CAP), RATED_AGENT: hx.AgentLimits(model_requests=(rate, 1.0))}
+    return agents, limits
+
+
 class HelixRunner:
     """A launched `hx.Runtime` plus the one-iteration callable the harness times.
 
