@@ -149,6 +149,31 @@ async def record_reply(reply: Rec) -> Rec:
     return await tx(REPLY, _the_reply, reply)
 
 
+async def tx_with_reply(reply: Any, name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
+    """``record_reply(reply)`` and ``tx(name, fn, *args)`` in one database transaction.
+
+    For a reply whose first consequence is that transaction (the append checkpoint of a step that
+    starts a body): nothing acts on the reply before both commit, so the record still comes before
+    anything acts on it, and a crash after the commit never asks the model again; a crash before it
+    asks again, as a crash before a separate record did. The reply keeps its own record
+    (``helix.reply#k``, what ``replayed_reply`` looks up), written by ``name``'s transaction: one
+    commit (one WAL flush) per such step instead of two. A replay that finds ``name``'s record
+    finds the reply's too (one transaction wrote both); a concurrent execution that committed first
+    makes this one roll both back and return its output, as ``tx`` does."""
+    workflow_id = DBOS.workflow_id
+    ops = _ops.get()
+    if workflow_id is None or ops is None:
+        raise RuntimeError(f"{name}: ledger transactions need a workflow and its operation counter")
+    op = f"{REPLY}#{ops[REPLY]}"
+    ops[REPLY] += 1
+
+    def work(conn: sa.Connection, *a: *Ts) -> T:
+        tx_outputs.record(conn, workflow_id, op, reply)
+        return fn(conn, *a)
+
+    return await tx(name, work, *args)
+
+
 async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.

@@ -230,15 +230,20 @@ async def _drive(run_id: str) -> StepOutcome:
     while True:
         if used >= budget:
             raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
-        reply = await _model_reply(run_id, sid, agent.name, step_no)
+        reply, recorded_already = await _model_reply(run_id, sid, agent.name, step_no)
         used += 1
         if "stopped" in reply:
             return await _ending("helix.stop", commits.stop_run, run_id, reply["stopped"])
-        crash_point("after_model")
+        if recorded_already:
+            crash_point("after_model")
         planned = reply["planned"]
         if starts_a_body(planned):
             append = tracing.traced("helix.append", commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
-            saved = await tx("helix.append", append, run_id, sid, step_no, reply, planned)
+            if recorded_already:
+                saved = await tx("helix.append", append, run_id, sid, step_no, reply, planned)
+            else:  # the reply's record and the append commit together (``durable.tx_with_reply``)
+                saved = await durable.tx_with_reply(reply, "helix.append", append, run_id, sid, step_no, reply, planned)
+                crash_point("after_model")
             crash_point("after_append")
             outcome = await _saved_step(run_id, sid, agent, saved, saved["calls"])
         else:
@@ -252,13 +257,15 @@ async def _drive(run_id: str) -> StepOutcome:
         step_no += 1
 
 
-async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> Reply:
-    """The step's reply (or the stop the request read instead).
+async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> tuple[Reply, bool]:
+    """The step's reply (or the stop the request read instead), and whether it is recorded yet.
 
     A replay takes the reply recorded before (a recorded failure raises again); otherwise the model
     is asked and its outcome recorded in one ledger transaction (``durable.record_reply``) before
-    anything acts on it. With live output the request is a DBOS step (its deltas are DBOS stream
-    writes, which need a step's context) and DBOS records the reply instead.
+    anything acts on it, except a reply that starts a body: the append checkpoint is the first
+    thing that acts on it, and records it in its own transaction (``durable.tx_with_reply``; False
+    here). With live output the request is a DBOS step (its deltas are DBOS stream writes, which
+    need a step's context) and DBOS records the reply instead.
     """
     if env().live_output:
         options: StepOptions = {
@@ -266,12 +273,12 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
             "interval_seconds": MODEL_RETRY_INTERVAL, "backoff_rate": MODEL_RETRY_BACKOFF, "should_retry": is_retryable,
         }
         reply = await step(options, live_model_request_step, run_id, sid, agent_name, step_no)
-        return cast(Reply, dict(reply))  # recorded by DBOS as JSON: the same keys come back
+        return cast(Reply, dict(reply)), True  # recorded by DBOS as JSON: the same keys come back
     replayed = await durable.replayed_reply()
     if replayed is not None:
         if "raised" in replayed:
             raise RecordedFailure(*replayed["raised"])
-        return cast(Reply, dict(replayed))
+        return cast(Reply, dict(replayed)), True
     try:
         reply = await ask(run_id, sid, agent_name, step_no)
     except ModelRequestFailed as failed:  # the request's outcome, recorded as a reply is: never asked again
@@ -279,7 +286,9 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
         await durable.record_reply(raised)
         crash_point("after_model")
         failed.reraise()
-    return cast(Reply, dict(await durable.record_reply(reply)))
+    if "stopped" not in reply and starts_a_body(reply["planned"]):
+        return cast(Reply, dict(reply)), False
+    return cast(Reply, dict(await durable.record_reply(reply))), True
 
 
 async def _ending(name: str, fn: Callable[[sa.Connection, str, *Ts], StepOutcome], run_id: str, *args: *Ts) -> StepOutcome:
