@@ -71,13 +71,18 @@ def test_a_transactional_body_that_never_returns_does_not_keep_the_process_alive
     """
     k = Kit(db_url, tmp_path, scenario="stuck_tx")
     proc = k.spawn("start")
-    wait_for(lambda: k.bodies()["stuck_tx"] == 1 or proc.poll() is not None, "the stuck body to start", timeout=120)
-    assert proc.poll() is None, "the process ended before its body got stuck"
-    proc.send_signal(signal.SIGINT)
-    signalled = time.monotonic()
-    bound = EXIT_BOUND
-    wait_for(lambda: proc.poll() is not None, "the process to exit with its transactional body stuck", timeout=bound)
-    assert time.monotonic() - signalled < bound
+    try:
+        wait_for(lambda: k.bodies()["stuck_tx"] == 1 or proc.poll() is not None, "the stuck body to start", timeout=120)
+        assert proc.poll() is None, "the process ended before its body got stuck"
+        proc.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        bound = EXIT_BOUND
+        wait_for(lambda: proc.poll() is not None, "the process to exit with its transactional body stuck", timeout=bound)
+        assert time.monotonic() - signalled < bound
+    finally:
+        if proc.poll() is None:  # the failure this test is about: a process that never exits is not left behind
+            proc.kill()
+            proc.wait(timeout=30)
     assert statuses(db_url) == (["PENDING"], ["running"])  # recoverable, never ERROR
 
     woke = k.wake(extra_env={"SCENARIO_STUCK": "0"}).result
