@@ -4,9 +4,9 @@
 ``messages``, ``checkpoints``, ``calls``, ``attempts``, ``usage``, ``stops`` and ``events`` (with
 ``rows``, what they share); new code imports those. This name stays only because about seventy call
 sites in modules other work is reshaping at the same time (``runtime/face/entries.py``,
-``runtime/face/runtime.py``, ``runtime/floor/commits.py``, ``runtime/flow/workflow.py``,
-``runtime/flow/child_outcome.py``) still say ``store.``; moving them is a mechanical follow-up,
-after which this module goes. Nothing is defined here.
+``runtime/face/runtime.py``, ``runtime/face/executor_leases.py``, ``runtime/floor/commits.py``,
+``runtime/flow/workflow.py``, ``runtime/flow/child_outcome.py``) still say ``store.``; moving them
+is a mechanical follow-up, after which this module goes. Nothing is defined here.
 """
 
 from __future__ import annotations
