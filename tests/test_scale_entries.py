@@ -422,3 +422,32 @@ def test_a_front_end_serves_live_output_from_a_worker(workers: Callable[..., Wor
     assert [d["tool_name"] for v in seen if v["type"] == "deltas" for d in v["deltas"] if d["kind"] == "tool_call"] == ["work"]
     assert [(v["step"], v["type"]) for v in again] == [(v["step"], v["type"]) for v in seen]
     assert {m["pid"] for m in f.effects_of("model")} == {w.pid}
+
+
+def test_cli_entries_take_a_priority(monkeypatch: Any, db_url: str, tmp_path: Path) -> None:
+    """``helix-dbos start --priority``: the run of an agent with ``max_running`` is enqueued with it
+    (and run by the CLI's own process); a priority out of DBOS's range is refused before any launch."""
+    from typer.testing import CliRunner
+
+    from helix_dbos.cli.main import app as cli
+
+    monkeypatch.setenv("HELIX_DBOS_APP", APP)
+    monkeypatch.setenv("ENTRIES_LIMITS", "line=2")
+    monkeypatch.setenv("ENTRIES_DELAY", "0.1")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("HELIX_DBOS_DATABASE_URL", raising=False)
+    monkeypatch.delenv("HELIX_DBOS_EXECUTOR_ID", raising=False)
+    import logging
+
+    for handler in logging.getLogger("dbos").handlers:  # an earlier CliRunner's stream may be closed
+        if handler.name == "__dbos_console_log_handler__" and isinstance(handler, logging.StreamHandler):
+            handler.stream = sys.__stderr__
+    refused = CliRunner().invoke(cli, ["start", "line", "hi", "--session", "cli-0", "--priority", "0", "--db", db_url, "--json"])
+    assert refused.exit_code != 0 and "priority must be an int from 1 to 2147483647" in refused.output
+    ran = CliRunner().invoke(cli, ["start", "line", "hi", "--session", "cli-1", "--priority", "42", "--db", db_url, "--json"])
+    assert ran.exit_code == 0, ran.output
+    out = json.loads(ran.stdout)
+    assert out["status"] == "completed"
+    row = workflow_rows(db_url)[out["run_id"]]
+    assert (row["queue_name"], row["priority"]) == ("helix_entries.line", 42)
+    assert query(db_url, f"SELECT session_id FROM {helix_table(db_url, 'sessions')}") == [{"session_id": "cli-1"}]
