@@ -451,3 +451,24 @@ def test_cli_entries_take_a_priority(monkeypatch: Any, db_url: str, tmp_path: Pa
     row = workflow_rows(db_url)[out["run_id"]]
     assert (row["queue_name"], row["priority"]) == ("helix_entries.line", 42)
     assert query(db_url, f"SELECT session_id FROM {helix_table(db_url, 'sessions')}") == [{"session_id": "cli-1"}]
+
+
+def test_a_front_end_stops_a_suspended_run(db_url: str) -> None:
+    """A front end has no launched runtime: the stop of a run suspended on an approval settles with
+    the front end's own agents and recovery profile (it used to ask for a launched runtime)."""
+    worker = hx.Runtime([_gate_agent()], database_url=db_url).launch()
+    try:
+        handle = worker.start("gate", "hi", session_id="fs-1")
+        assert handle.result(timeout=60).status == "suspended_client_tool"
+    finally:
+        worker.shutdown()
+    front = hx.Runtime([_gate_agent()], database_url=db_url, mode="client").launch()
+    try:
+        receipt = front.stop("fs-1", kind="interrupt", requested_by="operator")
+        assert (receipt.stopped, receipt.status) == (True, "interrupted")
+        run = front.get_run(handle.run_id)
+        assert run.status == "interrupted" and run.pending == []
+        calls = query(db_url, f"SELECT status FROM {helix_table(db_url, 'calls')} WHERE session_id = 'fs-1'")
+        assert [c["status"] for c in calls] == ["run_stopped"]
+    finally:
+        front.shutdown()

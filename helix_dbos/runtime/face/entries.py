@@ -6,11 +6,12 @@ concurrent entries into one session exactly one wins and the other gets ``AgentA
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import sqlalchemy as sa
 
+from ...definitions import Agent
 from ...errors import (
     AgentAlreadyRunningError,
     AnswerKindError,
@@ -245,7 +246,7 @@ def _stale_reason(call: CallRow, session: SessionRow) -> str:
 # --- stop ----------------------------------------------------------------------------------------
 
 
-def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None) -> StopRequested:
+def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None, agents: Mapping[str, Agent] | None = None, profile: str | None = None) -> StopRequested:
     """Write one durable stop record for the current run and return; a suspended run stops here and
     now, and so does a queued one no worker has taken yet (withdrawn from its queue)."""
     if kind not in ("interrupt", "abort"):
@@ -271,6 +272,8 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
         # No workflow is live to notice the record: the stop completes in this transaction.
         run = store.get_run(conn, run_id)
         assert run is not None
-        out = step_commits.settle_stop(conn, run, kind)
+        # the caller's agents and profile: a front end has no launched runtime to read them from
+        agent = agents.get(run["agent_name"]) if agents is not None else None
+        out = step_commits.settle_stop(conn, run, kind, agent=agent, profile=profile)
         return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out["status"])}  # a stop ends the run: never "committed"
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

@@ -459,7 +459,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         check_session_id(session_id)
         check_text("requested_by", requested_by, 200)
         with self.engine.begin() as conn:
-            out = entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by)
+            out = entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by, agents=self.agents, profile=self.recovery)
         return StopReceipt(session_id=session_id, run_id=out["run_id"], kind=kind, stopped=out["stopped"], status=out["status"])
 
     # --- reads ---------------------------------------------------------------------------------

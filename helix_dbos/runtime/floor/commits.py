@@ -341,20 +341,22 @@ def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
     return settle_stop(conn, run, "abort")
 
 
-def settle_stop(conn: sa.Connection, run: RunRow, kind: str) -> StepOutcome:
+def settle_stop(conn: sa.Connection, run: RunRow, kind: str, *, agent: Agent | None = None, profile: str | None = None) -> StepOutcome:
     """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends.
 
     Every open step is answered, also one whose calls all finished before the stop was honoured
     (a DBOS cancel that committed mid-body refuses the step commit after it): its saved reply
-    still needs the request answering it, or the transcript would hold calls nobody answered."""
+    still needs the request answering it, or the transcript would hold calls nobody answered.
+    ``agent`` and ``profile``: given by a caller in a process with no launched runtime (a front
+    end stopping a suspended run), else the launched runtime's."""
     run_id = run["run_id"]
-    agent = env().agent(run["agent_name"])
+    agent = agent or env().agent(run["agent_name"])
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         if not calls:
             continue
         if any(c["status"] not in CALL_SETTLED for c in calls):
-            apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop"), "stop")
+            apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop", profile=profile), "stop")
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
         store.insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
         store.insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")

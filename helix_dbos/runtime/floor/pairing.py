@@ -100,10 +100,11 @@ def fenced_step(conn: sa.Connection, run_id: str, saver: str, step: int, operati
     return {"agent_name": row["agent_name"], "stop_kind": row["stop_kind"]}, calls_of_step(conn, saver, step, for_update=for_update)
 
 
-def decisions(agent: Agent, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:
+def decisions(agent: Agent, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True, profile: str | None = None) -> dict[str, Decision]:
     """The recovery rules over one step's rows. ``ask_checks=False`` where the caller pairs now,
-    with the verdicts already on the rows (a redirect, a failure, a rewind): no ``reconcile`` action."""
-    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, env().profile, ask_checks)  # type: ignore[arg-type]
+    with the verdicts already on the rows (a redirect, a failure, a rewind): no ``reconcile`` action.
+    ``profile``: the runtime's recovery profile where no runtime is launched here (a front end's stop)."""
+    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, profile or env().profile, ask_checks)  # type: ignore[arg-type]
     return {d.dispatch_id: d for d in out}
 
 
