@@ -168,12 +168,16 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
     writes back with it: the whole transaction, body included, is tried again within
     ``store_retry_window``, as every other ledger transaction is. Before each retry the call is
     read: a commit whose acknowledgement was lost has already answered it with this attempt, and
-    then that answer stands (the body never runs twice to an effect)."""
+    then that answer stands (the body never runs twice to an effect).
+
+    The window opens when the failure is first seen, not when the try began: a try holds the body
+    and its wait for its turn, which may last longer than the window, and a connection cut at the
+    end of such a body deserves its retries. (A ledger transaction's try is bounded by the window,
+    so ``retrying`` counts from its start: silence there is the outage.)"""
     engine = env().engine
     backoff = Backoff(f"running transactional tool {tool.name!r}")
     retried = False
     while True:
-        started = time.monotonic()
         try:
             if retried:
                 with engine.connect() as conn:
@@ -186,7 +190,7 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
             if not is_transient(exc):
                 raise
             retried = True
-            time.sleep(backoff.next_delay(exc, started))  # raises StoreUnavailableError past the window
+            time.sleep(backoff.next_delay(exc))  # raises StoreUnavailableError past the window
 
 
 def _answered_by(conn: sa.Connection, dispatch_id: str, attempt: int) -> RecordOutcome | None:
