@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
 
@@ -240,6 +241,8 @@ async def _model_request(run_id: str, session_id: str, agent_name: str, step: in
         return {"stopped": stop}
     try:
         return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows)
+    except _StoppedWhileWaiting as stopped:
+        return {"stopped": stopped.kind}
     except Exception as exc:
         if fence.is_fenced(exc) or isinstance(exc, StoreUnavailableError):  # the run's or the store's, not the model's
             raise
@@ -258,7 +261,30 @@ async def _rate_turn(e: Env, agent_name: str, run_id: str) -> None:
         grant = await plain_tx(rate.try_grant, f"agent:{agent_name}", n, period, run_id)
         if grant.epoch is not None:
             return
-        await asyncio.sleep(grant.wait)
+        # a stop requested during the wait (which may last a whole period) is honoured within a
+        # second, before the model is paid for, as at the request's first read
+        until = time.monotonic() + grant.wait
+        while (left := until - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, _STOP_POLL))
+            stop = await plain_tx(_stop_kind, run_id)
+            if stop is not None:
+                raise _StoppedWhileWaiting(stop)
+
+
+#: How often a request waiting for its rate reads the run's stop record (seconds).
+_STOP_POLL: Final = 1.0
+
+
+class _StoppedWhileWaiting(Exception):
+    """A stop record found while waiting for the rate: the request answers ``{"stopped": kind}``."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def _stop_kind(conn: sa.Connection, run_id: str) -> str | None:
+    return fence.check(conn, run_id, "model request")["stop_kind"]
 
 
 async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> ModelReply:
