@@ -20,13 +20,14 @@ from typing import Any
 
 from .errors import ConfigurationError
 from .runtime import Runtime
+from .settings import DEFAULT_APP, from_environ
 
 ENV = "HELIX_DBOS_APP"
-DEFAULT_APP = "helix_dbos.examples:runtime"
+__all__ = ["DEFAULT_APP", "ENV", "app_spec", "load_runtime"]
 
 
 def app_spec(explicit: str | None = None) -> str:
-    return explicit or os.environ.get(ENV) or DEFAULT_APP
+    return explicit or from_environ().app
 
 
 def _import_app(module_name: str) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from helix_dbos.ledger.engine import is_sqlite
-from helix_dbos.runtime.process.config import DEFAULT_RECOVERY_POLL
+from helix_dbos.settings import DEFAULT_RECOVERY_POLL
 from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
 from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 

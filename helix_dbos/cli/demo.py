@@ -261,7 +261,9 @@ def run_demo(model: str | None, db: str | None, as_json: bool, workdir: Path | N
     ``helix-demo-*`` folder, removed at the end, crash or not.
     """
     check_model(model)
-    db = db or os.environ.get("HELIX_DBOS_DATABASE_URL") or None
+    from ..settings import from_environ
+
+    db = db or from_environ().database_url or None
     if db is not None:
         check_sqlite_folder(db)  # here, not as a worker's traceback inside "the demo's first worker failed"
     folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="helix-demo-"))

@@ -19,8 +19,8 @@ from .common import DbOption, database_url, err_console, int_range, typed_errors
 
 @typed_errors
 def serve(
-    host: Annotated[str, typer.Option("--host", envvar="HELIX_DBOS_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", envvar="HELIX_DBOS_PORT", callback=int_range("--port", 0, 65535))] = 8000,
+    host: Annotated[str | None, typer.Option("--host", help="Address to bind (default: HELIX_DBOS_HOST, then 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", callback=int_range("--port", 0, 65535), help="Port to bind (default: HELIX_DBOS_PORT, then PORT, then 8000).")] = None,
     app_spec: Annotated[str | None, typer.Option("--app", help="package.module:runtime (default: HELIX_DBOS_APP, then the examples).")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Serve beyond loopback without authentication (a gateway in front authenticates).")] = False,
     front_end: Annotated[bool, typer.Option("--front-end", help="Only admit and enqueue: run nothing here; `helix-dbos worker` processes run the runs (docs/scaling.md).")] = False,
@@ -34,6 +34,12 @@ def serve(
     """
     import importlib
 
+    from ..settings import from_environ
+
+    environment = from_environ()  # a bad HELIX_DBOS_* value is refused here, typed, before anything starts
+    host = host or environment.host
+    port = port if port is not None else environment.port
+
     # The one command that runs the service hands over to it by name: nothing else in the CLI
     # depends on the service (its reads and JSON go through the runtime's reader and wire.py).
     create_app = importlib.import_module("helix_dbos.service.app").create_app
@@ -46,7 +52,7 @@ def serve(
     app_ = create_app(app_spec=app_spec, database_url=database_url(db) if db else None)
     # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
     err_console.print(f"helix-dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it")
-    importlib.import_module("helix_dbos.service.http").serve(app_, host, port)
+    importlib.import_module("helix_dbos.service.http").serve(app_, host, port, environment.http_log_level)
 
 
 @typed_errors

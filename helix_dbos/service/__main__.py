@@ -8,10 +8,10 @@ without authentication unless ``--insecure`` (``HELIX_DBOS_INSECURE=1``) says a 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ..errors import ConfigurationError
+from ..settings import from_environ
 
 
 def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str | None = None) -> None:
@@ -20,12 +20,13 @@ def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str |
     from .settings import ServiceSettings
 
     try:
-        settings = ServiceSettings.from_env(host=host, insecure=insecure)
+        environment = from_environ()
+        settings = ServiceSettings.from_env(host=host, insecure=insecure, environment=environment)
         app = create_app(app_spec=app_spec, settings=settings)
     except ConfigurationError as exc:
         print(f"error [configuration_error]: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None
-    if host in ("0.0.0.0", "::") and not os.environ.get("HELIX_DBOS_ALLOWED_HOSTS"):
+    if host in ("0.0.0.0", "::") and not environment.allowed_hosts:
         print(
             f"helix_dbos: listening on {host}, but only Host headers naming {', '.join(settings.allowed_hosts)} are answered; "
             "set HELIX_DBOS_ALLOWED_HOSTS to the names clients use (400 host_not_allowed otherwise)",
@@ -35,16 +36,21 @@ def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str |
     print(f"helix_dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it", file=sys.stderr)
     from .http import serve
 
-    serve(app, host, port)
+    serve(app, host, port, environment.http_log_level)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helix_dbos.service", description="The helix-dbos HTTP service.")
-    parser.add_argument("--host", default=os.environ.get("HELIX_DBOS_HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("HELIX_DBOS_PORT") or os.environ.get("PORT") or 8000))
+    parser.add_argument("--host", default=None, help="default: HELIX_DBOS_HOST, else 127.0.0.1")
+    parser.add_argument("--port", type=int, default=None, help="default: HELIX_DBOS_PORT, else PORT, else 8000")
     parser.add_argument("--insecure", action="store_true", default=None, help="Serve beyond loopback without authentication (a gateway in front authenticates).")
     args = parser.parse_args(argv)
-    serve(args.host, args.port, insecure=args.insecure)
+    try:
+        environment = from_environ()
+    except ConfigurationError as exc:
+        print(f"error [configuration_error]: {exc.message}", file=sys.stderr)
+        raise SystemExit(2) from None
+    serve(args.host or environment.host, args.port if args.port is not None else environment.port, insecure=args.insecure)
 
 
 if __name__ == "__main__":

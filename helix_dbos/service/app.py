@@ -10,7 +10,6 @@ whose agent's model provider cannot be loaded (``providers.py``).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -97,8 +96,7 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, s
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Every blocking call (ledger reads, entries, ``?wait=`` polls that hold a thread for up to
         # 300 s) runs in the loop's default executor; Python sizes it to the CPU count, far too few.
-        threads = int(os.environ.get("HELIX_DBOS_HTTP_THREADS", "64"))
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=threads, thread_name_prefix="helix-http"))
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=settings.http_threads, thread_name_prefix="helix-http"))
         await target.launch_async()
         try:
             yield

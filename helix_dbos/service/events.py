@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
@@ -30,10 +29,6 @@ MAX_SEQ = 2**31 - 1
 #: ``parse_cursor``; empty means from the start, as a browser's first ``EventSource`` request has none).
 CURSOR_PATTERN = r"^[ \t]*[0-9]{0,10}[ \t]*$"
 KEEPALIVE_SEC = 15.0
-
-
-def poll_interval() -> float:
-    return float(os.environ.get("HELIX_DBOS_SSE_POLL_SEC", "0.1"))
 
 
 def parse_cursor(last_event_id: str | None, after: int | None) -> int:
@@ -77,17 +72,23 @@ def end_frame(status: str, last: int) -> bytes:
 
 
 async def stream(
-    reader: Reader, session_id: str, after: int, follow: bool, first: EventPage | None = None, stopping: Callable[[], bool] = lambda: False
+    reader: Reader,
+    session_id: str,
+    after: int,
+    follow: bool,
+    first: EventPage | None = None,
+    stopping: Callable[[], bool] = lambda: False,
+    interval: float = 0.1,
 ) -> AsyncIterator[bytes]:
     """Yield SSE frames from ``after`` on; end once the session is at rest and drained (unless following),
     or when the service is ``stopping`` (a Ctrl-C: the client reconnects with ``Last-Event-ID``).
 
     Each page is ``reader.events``: the session's status and newest seq are read before its events,
     so a stream that has delivered the newest seq of a session at rest has delivered everything.
+    ``interval``: seconds between polls (``HELIX_DBOS_SSE_POLL_SEC``, on the service's settings).
     """
     last = after
     quiet = 0.0
-    interval = poll_interval()
     yield b"retry: 1000\n\n"
     while True:
         page = first if first is not None else await asyncio.to_thread(reader.events, session_id, last, PAGE)

@@ -12,7 +12,6 @@ back (the stream's ``retry:`` tells it when to try).
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from types import FrameType
 from typing import Any
@@ -37,10 +36,11 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve(app: Any, host: str, port: int) -> None:
-    """``uvicorn.run(app, ...)`` with the service's settings, and streams that end on a stop signal."""
+def serve(app: Any, host: str, port: int, log_level: str = "warning") -> None:
+    """``uvicorn.run(app, ...)`` with the service's settings, and streams that end on a stop signal.
+    ``log_level``: uvicorn's (``HELIX_DBOS_HTTP_LOG_LEVEL``, read by ``helix_dbos/settings.py``)."""
     app.state.stopping = False
-    config = uvicorn.Config(app, host=host, port=port, log_level=os.environ.get("HELIX_DBOS_HTTP_LOG_LEVEL", "warning"), timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     server = _Server(config, app)
     with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn re-raises once it has shut down (uvicorn.run's own)
         server.run()

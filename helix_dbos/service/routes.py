@@ -311,5 +311,5 @@ async def session_events(
     await _allowed(request, caller, session_id, "read")
     first = await asyncio.to_thread(reader.events, session_id, cursor, events.PAGE)  # a 404 before the stream starts
     stopping = functools.partial(is_stopping, request.app)  # a Ctrl-C ends the stream instead of cutting it (service/http.py)
-    return EventStream(events.stream(reader, session_id, cursor, follow, first, stopping), headers=EventStream.HEADERS)
+    return EventStream(events.stream(reader, session_id, cursor, follow, first, stopping, request.app.state.service_settings.sse_poll_sec), headers=EventStream.HEADERS)
 

@@ -1,4 +1,5 @@
-"""The service's security settings, read once at startup from the environment and the command line.
+"""The service's settings, read once at startup from the environment (through
+``helix_dbos/settings.py``) and the command line.
 
 Refusing to start is the point: a service bound beyond loopback with no authentication configured
 would hand every session to whoever reaches the port, so it exits with a ``configuration_error``
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import ipaddress
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import apikeys
 from ..errors import ConfigurationError
+from ..settings import EnvSettings, from_environ
 
 HOOK_ENV = "HELIX_DBOS_AUTHENTICATE"
 HOSTS_ENV = "HELIX_DBOS_ALLOWED_HOSTS"
@@ -66,25 +67,40 @@ class ServiceSettings:
     hook: Callable[..., Any] | None = None
     allowed_hosts: list[str] = field(default_factory=list)
     cors_origins: list[str] = field(default_factory=list)
+    #: Threads the blocking calls run in (``HELIX_DBOS_HTTP_THREADS``); Python's CPU-sized default is far too few.
+    http_threads: int = 64
+    #: How often an event stream polls the ledger (``HELIX_DBOS_SSE_POLL_SEC``).
+    sse_poll_sec: float = 0.1
 
     @property
     def auth_enabled(self) -> bool:
         return bool(self.keys) or self.hook is not None
 
     @classmethod
-    def from_env(cls, host: str | None = None, insecure: bool | None = None) -> ServiceSettings:
-        """Read and check the settings; raises ``ConfigurationError`` before the service listens."""
-        host = host or os.environ.get("HELIX_DBOS_HOST") or "127.0.0.1"
+    def from_env(cls, host: str | None = None, insecure: bool | None = None, environment: EnvSettings | None = None) -> ServiceSettings:
+        """Read and check the settings; raises ``ConfigurationError`` before the service listens.
+
+        The variables come from ``environment`` (``helix_dbos/settings.py``; read now when none)."""
+        environment = environment or from_environ()
+        host = host or environment.host
         if insecure is None:
-            insecure = os.environ.get(INSECURE_ENV, "").strip().lower() in ("1", "true", "yes")
+            insecure = environment.insecure
         try:
-            keys = apikeys.parse(os.environ.get(apikeys.ENV, ""))
+            keys = apikeys.parse(environment.api_keys)
         except ValueError as exc:
             raise ConfigurationError(f"{apikeys.ENV}: {exc}") from None
-        hook_spec = os.environ.get(HOOK_ENV, "").strip()
-        hook = load_hook(hook_spec) if hook_spec else None
-        allowed = _split(os.environ.get(HOSTS_ENV)) or [*LOCAL_NAMES, *([host] if host not in ("0.0.0.0", "::") else [])]
-        settings = cls(host=host, insecure=insecure, keys=keys, hook=hook, allowed_hosts=allowed, cors_origins=_split(os.environ.get(CORS_ENV)))
+        hook = load_hook(environment.authenticate) if environment.authenticate else None
+        allowed = list(environment.allowed_hosts) or [*LOCAL_NAMES, *([host] if host not in ("0.0.0.0", "::") else [])]
+        settings = cls(
+            host=host,
+            insecure=insecure,
+            keys=keys,
+            hook=hook,
+            allowed_hosts=allowed,
+            cors_origins=list(environment.cors_origins),
+            http_threads=environment.http_threads,
+            sse_poll_sec=environment.sse_poll_sec,
+        )
         if not settings.auth_enabled and not is_loopback(host) and not insecure:
             raise ConfigurationError(
                 f"refusing to serve on {host} without authentication: set {apikeys.ENV} (mint a key with `helix-dbos api-key NAME`) "

@@ -38,7 +38,7 @@ class ExecutorLeases(LaunchedParts):
             with self.engine.begin() as conn:
                 return executors.renew(conn, executor_id, generation)
 
-        self._lock.set_renewer(renew, leases.renew_interval(lease))
+        self._lock.set_renewer(renew, leases.renew_interval(lease, self._environment.lease_renew if self._environment else None))
         if self.takeover:
             self._takeover = leases.Takeover(
                 self.engine,

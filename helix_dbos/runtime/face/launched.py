@@ -7,7 +7,7 @@ A base of the ``Runtime`` and of the halves split out of it (``modes.py``, ``exe
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -16,15 +16,13 @@ from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError
 from ...ledger.engine import is_sqlite
 from ...recovery import Profile
+from ...settings import MODES, EnvSettings, Mode
 from ..floor.registry import Registry
 from ..process import leases, polling
 from ..process.config import Settings
 from ..process.executor_lock import ExecutorLock
 
-#: ``process``: entries start their runs here (the default); ``client``: a front end that only admits
-#: and enqueues (no DBOS launch: it runs nothing); ``worker``: serves the run queues (docs/scaling.md).
-Mode = Literal["process", "client", "worker"]
-MODES: tuple[Mode, ...] = ("process", "client", "worker")
+__all__ = ["MODES", "LaunchedParts", "Mode"]
 
 
 class LaunchedParts:
@@ -52,6 +50,7 @@ class LaunchedParts:
     _app_version: str | None
     _app_name: str
     # what a launch fills in
+    _environment: EnvSettings | None  # the HELIX_DBOS_* variables as the launch read them
     settings: Settings | None
     _engine: sa.Engine | None
     _tx_engine: sa.Engine | None

@@ -5,39 +5,36 @@ queues each serves and how an entry enqueues its run.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import sqlalchemy as sa
 
-from ...errors import ConfigurationError
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
+from ...settings import EnvSettings
 from ..flow import workflow
 from ..process import dbos_private, queues
 from ..process.config import Settings, resolve_app_version, resolve_database_url
-from .launched import MODES, LaunchedParts, Mode
+from .launched import LaunchedParts, Mode
 
 
 class Modes(LaunchedParts):
     """The ``Runtime``'s mode-dependent half: client launch, queue choice, enqueueing."""
 
-    def _resolve_mode(self) -> Mode:
-        raw = self.mode or os.environ.get("HELIX_DBOS_MODE") or "process"
-        if raw not in MODES:
-            raise ConfigurationError(f"mode (HELIX_DBOS_MODE) must be one of {', '.join(MODES)}, not {raw!r}")
-        return raw  # narrowed by the check against MODES
+    def _resolve_mode(self, environment: EnvSettings) -> Mode:
+        """``Runtime(mode=)``, else ``HELIX_DBOS_MODE`` (checked by ``EnvSettings``), else ``process``."""
+        return self.mode or environment.mode
 
     def _queue_settings(self, url: str) -> queues.QueueSettings:
         return queues.QueueSettings(self.worker_concurrency, self.owner_share, 0.05 if is_sqlite(url) else 0.1)
 
-    def _launch_client(self) -> None:
+    def _launch_client(self, environment: EnvSettings) -> None:
         """A front end: the ledger and DBOS's tables migrated, the entry queues registered, an engine
         and a ``DBOSClient`` over it. DBOS itself is never configured nor launched here, so this
         process has no queue thread, no recovery and no executor: it cannot run anything."""
         from dbos import DBOSClient, DBOSPortableJSONSerializer
 
-        url = resolve_database_url(self.database_url)
+        url = resolve_database_url(self.database_url, environment=environment)
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
@@ -46,7 +43,7 @@ class Modes(LaunchedParts):
         dbos_private.run_client_migrations(self._client)
         queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))
         # No executor id: nothing runs here (``executor_id`` refuses); the version is what it enqueues under.
-        self.settings = Settings(url, "", resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window)
+        self.settings = Settings(url, "", resolve_app_version(self._app_version, environment), self._app_name, store_retry_window=self.store_retry_window, log_level=environment.log_level)
 
     def _enqueues(self, agent_name: str) -> bool:
         """Whether an entry into ``agent_name`` enqueues its run rather than starting it here."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar
 
@@ -29,6 +28,7 @@ from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...ledger.statuses import EntryKind
 from ...recovery import Profile
+from ...settings import from_environ
 from ...views import RunResult, SessionView, StopReceipt
 from ..floor import registry as process_registry
 from ..floor.registry import Registry
@@ -41,7 +41,6 @@ from ..process.config import (
     requested_executor_id,
     resolve_app_version,
     resolve_database_url,
-    resolve_recovery_poll,
     resolve_store_retry_window,
 )
 from ..process.executor_lock import ExecutorLock
@@ -177,7 +176,8 @@ class Runtime(Modes, ExecutorLeases, Stopping):
                 raise ConfigurationError(f"{name} must be (pool_size >= 1, max_overflow >= 0), not {pool!r}")
         self.api_pool, self.tx_pool = api_pool, tx_pool
         # best-effort model output deltas on the run's DBOS stream (runtime/flow/live.py)
-        self.live_output = live_output if live_output is not None else os.environ.get("HELIX_DBOS_LIVE_OUTPUT", "") in ("1", "true", "yes")
+        environment = from_environ()  # a bad HELIX_DBOS_* value is refused here, typed, before anything
+        self.live_output = live_output if live_output is not None else environment.live_output
         self.recovery: Profile = recovery
         self.database_url = database_url  # public: an operator tool (--db) may repoint it before launch
         self._executor_id = executor_id
@@ -192,7 +192,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         self.serve_queue = serve_queue if serve_queue is not None else polling.serves_children_queue(self.agents.values())
         # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
         # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
-        self.store_retry_window = resolve_store_retry_window(store_retry_window)
+        self.store_retry_window = resolve_store_retry_window(store_retry_window, environment)
         # Seconds this process may go without confirming its executor lock before it exits (and
         # another may act for its id); None: HELIX_DBOS_TAKEOVER_AFTER, default 30.
         if takeover_after is not None and not (0.5 <= float(takeover_after) <= 86400):
@@ -237,6 +237,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         # every worker: it is the queue's row), and of those, runs of one owner (None: no cap).
         self.worker_concurrency = worker_concurrency
         self.owner_share = owner_share
+        self._environment = None
         self._client: Any = None  # the DBOSClient an entry enqueues through (its transaction is the gate's)
         self._mode: Mode = "process"
 
@@ -259,14 +260,16 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             raise
 
     def _launch(self) -> Runtime:
-        self._mode = self._resolve_mode()
+        # The variables as this launch reads them: handed down on the registry's Env (settings.py).
+        environment = self._environment = from_environ()
+        self._mode = self._resolve_mode(environment)
         if self._mode == "client":
-            self._launch_client()
+            self._launch_client(environment)
             return self
         existing = dbos_private.configured_dbos()
-        url = resolve_database_url(self.database_url)
-        recovery_poll = resolve_recovery_poll()  # refused typed before anything is written
-        traces = trace_export.endpoints()
+        url = resolve_database_url(self.database_url, environment=environment)
+        recovery_poll = environment.recovery_poll
+        traces = list(environment.otlp_traces_endpoints)
         if traces:  # before DBOS launches: its recovery starts workflows at once
             trace_export.install(traces, self._app_name)
         if existing is not None and self.database_url is None:
@@ -274,12 +277,17 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
-        self._lock = ExecutorLock(url, lease=self.takeover_after)
-        wanted = requested_executor_id(self._executor_id)
+        self._lock = ExecutorLock(url, lease=self.takeover_after if self.takeover_after is not None else environment.takeover_after)
+        wanted = requested_executor_id(self._executor_id, environment)
         executor_id = self._lock.acquire(wanted)
         self._lock.watch()  # a lost lock is re-acquired before any more bodies run, or the process exits
         self.settings = Settings(
-            url, executor_id, resolve_app_version(self._app_version), self._app_name, store_retry_window=self.store_retry_window
+            url,
+            executor_id,
+            resolve_app_version(self._app_version, environment),
+            self._app_name,
+            store_retry_window=self.store_retry_window,
+            log_level=environment.log_level,
         )
         if existing is None:
             DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
@@ -298,6 +306,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             engine=self._engine,
             queue_name=self.queue_name,
             live_output=self.live_output,
+            environment=environment,
             limits=self.limits,
         )
         registry = Registry(env, self._lock)

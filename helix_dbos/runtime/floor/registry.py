@@ -27,6 +27,7 @@ from ...definitions import Agent
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
 from ...recovery import Profile
+from ...settings import EnvSettings
 from ..process.config import Settings
 from .handoff import Handoff
 from .transcript import TranscriptCache
@@ -45,6 +46,8 @@ class Env:
     queue_name: str
     #: Model output deltas go to the run's DBOS stream as they come (``runtime/flow/live.py``).
     live_output: bool = False
+    #: The ``HELIX_DBOS_*`` variables as the launch read them (``helix_dbos/settings.py``).
+    environment: EnvSettings = field(default_factory=EnvSettings)
     #: Per-agent limits (``definitions/limits.py``): the model request rate is kept by ``flow/model_request``.
     limits: Mapping[str, AgentLimits] = field(default_factory=dict)
     #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).

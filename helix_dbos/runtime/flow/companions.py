@@ -34,7 +34,6 @@ Why nothing is done twice:
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Final, Literal, Required, TypedDict
 
 import sqlalchemy as sa
@@ -63,9 +62,6 @@ log = logging.getLogger("helix_dbos")
 
 COMPANION_WORKFLOW: Final = "helix.companion"
 TURN_TOPIC: Final = "helix.turn"
-IDLE_ENV: Final = "HELIX_DBOS_COMPANION_IDLE_SECONDS"
-#: A companion with no turn for this long ends; the next call starts a new incarnation of the same session.
-DEFAULT_IDLE_SECONDS: Final = 24 * 3600.0
 #: Turns one incarnation serves before it ends (when idle) and the next call starts a fresh one: a DBOS
 #: workflow replays its whole history on recovery, so an incarnation's history is kept short.
 MAX_TURNS_PER_INCARNATION: Final = 100
@@ -109,15 +105,6 @@ def register(registry: Registry) -> None:
         return await _companion(registry, companion_session_id, idle)
 
     registry.bind_companion_workflow(DBOS.workflow(name=COMPANION_WORKFLOW)(durable.workflow_function(companion, registry)))
-
-
-def idle_seconds() -> float:
-    raw = os.environ.get(IDLE_ENV)
-    try:
-        return float(raw) if raw else DEFAULT_IDLE_SECONDS
-    except ValueError:
-        log.warning("%s=%r is not a number of seconds; using %s", IDLE_ENV, raw, DEFAULT_IDLE_SECONDS)
-        return DEFAULT_IDLE_SECONDS
 
 
 def workflow_id_of(companion_session_id: str, incarnation: int) -> str:
@@ -179,7 +166,7 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> ChildGate:
     """Workflow code: gate, start the incarnation if it is new, send the turn (idempotent by dispatch id)."""
-    gate: ChildGate = await tx("helix.companion.gate", _parent_gate, run_id, dispatch_id, idle_seconds())
+    gate: ChildGate = await tx("helix.companion.gate", _parent_gate, run_id, dispatch_id, registry.env.environment.companion_idle_seconds)
     crash_point("child_gated", tool_name)  # bound to its companion, not yet sent
     if gate["action"] == "done" or gate["attach"] != "send":
         return gate

@@ -10,6 +10,9 @@ Resolution order, first hit wins:
   deploy and strands every pending run.
 - store retry window: the ``store_retry_window`` argument, ``HELIX_DBOS_STORE_RETRY_WINDOW``, then
   60 s: how long transient database errors are retried before a run fails ``store_unavailable``.
+
+The variables themselves are read and checked by ``helix_dbos/settings.py`` (``EnvSettings``); each
+function here takes the object a launch read, or reads the environment now when given none.
 """
 
 from __future__ import annotations
@@ -22,53 +25,57 @@ from typing import Any
 
 import yaml
 
+from ...errors import ConfigurationError
 from ...ledger.engine import is_sqlite
+from ...settings import DEFAULT_STORE_RETRY_WINDOW, EnvSettings, from_environ
 
 DEFAULT_SQLITE_URL = "sqlite:///helix_dbos.sqlite"
 DEFAULT_APP_NAME = "helix-dbos"
 DEFAULT_APP_VERSION = "helix-dbos-1"
-DEFAULT_STORE_RETRY_WINDOW = 60.0
 
 
 def _substitute(value: str) -> str:
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: os.environ.get(m.group(1), ""), value)
 
 
-def read_dbos_config(path: str | Path | None = None) -> dict[str, Any]:
+def read_dbos_config(path: str | Path | None = None, environment: EnvSettings | None = None) -> dict[str, Any]:
     """``dbos-config.yaml`` from ``path``, ``HELIX_DBOS_CONFIG`` or the working directory; {} if absent."""
-    candidate = Path(path or os.environ.get("HELIX_DBOS_CONFIG", "dbos-config.yaml"))
+    candidate = Path(path or (environment or from_environ()).config_file)
     if not candidate.exists():
         return {}
     data = yaml.safe_load(candidate.read_text()) or {}
     return data if isinstance(data, dict) else {}
 
 
-def resolve_database_url(explicit: str | None = None, config: dict[str, Any] | None = None) -> str:
+def resolve_database_url(explicit: str | None = None, config: dict[str, Any] | None = None, environment: EnvSettings | None = None) -> str:
     if explicit:
         return explicit
-    env = os.environ.get("HELIX_DBOS_DATABASE_URL")
-    if env:
-        return env
-    cfg = read_dbos_config() if config is None else config
+    environment = environment or from_environ()
+    if environment.database_url:
+        return environment.database_url
+    cfg = read_dbos_config(environment=environment) if config is None else config
     raw = cfg.get("system_database_url")
     if isinstance(raw, str) and _substitute(raw).strip():
         return _substitute(raw).strip()
     return DEFAULT_SQLITE_URL
 
 
-def resolve_app_version(explicit: str | None = None) -> str:
-    return os.environ.get("DBOS__APPVERSION") or explicit or os.environ.get("HELIX_DBOS_APP_VERSION") or DEFAULT_APP_VERSION
+def resolve_app_version(explicit: str | None = None, environment: EnvSettings | None = None) -> str:
+    environment = environment or from_environ()
+    return environment.dbos_app_version or explicit or environment.app_version or DEFAULT_APP_VERSION
 
 
-def requested_executor_id(explicit: str | None = None) -> str | None:
-    return os.environ.get("DBOS__VMID") or explicit or os.environ.get("HELIX_DBOS_EXECUTOR_ID") or None
+def requested_executor_id(explicit: str | None = None, environment: EnvSettings | None = None) -> str | None:
+    environment = environment or from_environ()
+    return environment.dbos_vmid or explicit or environment.executor_id or None
 
 
-def resolve_store_retry_window(explicit: float | None = None) -> float:
-    """Seconds of transient store errors a run rides out; a bad value is refused at launch, typed."""
-    from ...errors import ConfigurationError
-
-    raw: object = explicit if explicit is not None else os.environ.get("HELIX_DBOS_STORE_RETRY_WINDOW") or DEFAULT_STORE_RETRY_WINDOW
+def resolve_store_retry_window(explicit: float | None = None, environment: EnvSettings | None = None) -> float:
+    """Seconds of transient store errors a run rides out; a bad value is refused at launch, typed
+    (the variable's by ``EnvSettings``, the argument's here)."""
+    if explicit is None:
+        return (environment or from_environ()).store_retry_window
+    raw: object = explicit
     try:
         value = float(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -78,27 +85,9 @@ def resolve_store_retry_window(explicit: float | None = None) -> float:
     return value
 
 
-#: How often DBOS's internal queue is polled, except for the first 5 s of a launch that finds
-#: pending runs of its executor (polled every 0.05 s then: polling.InternalQueuePolling). The queue
-#: carries recovery handoffs (a takeover, ``recover --executor``) and DBOS's own ``dbos workflow
-#: resume/fork``: each starts within one poll. 3 s, not DBOS's 1 s: at 1 s this poll alone costs
-#: an idle worker about 2 statements a second (3 s: about 0.7); the price is a takeover about 1 s
-#: later on average (measured by ``python -m bench --sections idle,takeover``: docs/operations.md).
-DEFAULT_RECOVERY_POLL = 3.0
-
-
-def resolve_recovery_poll() -> float:
-    """``HELIX_DBOS_RECOVERY_POLL`` seconds (0.05 to 60); a bad value is refused at launch, typed."""
-    from ...errors import ConfigurationError
-
-    raw = os.environ.get("HELIX_DBOS_RECOVERY_POLL") or DEFAULT_RECOVERY_POLL
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"HELIX_DBOS_RECOVERY_POLL must be a number of seconds, not {raw!r}") from None
-    if not 0.05 <= value <= 60:
-        raise ConfigurationError(f"HELIX_DBOS_RECOVERY_POLL must be from 0.05 to 60 seconds, not {raw!r}")
-    return value
+def resolve_recovery_poll(environment: EnvSettings | None = None) -> float:
+    """``HELIX_DBOS_RECOVERY_POLL`` seconds (0.05 to 60; ``settings.DEFAULT_RECOVERY_POLL`` says why 3)."""
+    return (environment or from_environ()).recovery_poll
 
 
 @dataclass(frozen=True)
@@ -108,6 +97,7 @@ class Settings:
     app_version: str
     app_name: str = DEFAULT_APP_NAME
     store_retry_window: float = DEFAULT_STORE_RETRY_WINDOW
+    log_level: str = "WARNING"  # DBOS's (HELIX_DBOS_LOG_LEVEL)
 
     @property
     def sqlite(self) -> bool:
@@ -124,7 +114,7 @@ class Settings:
             "executor_id": self.executor_id,
             "serializer": DBOSPortableJSONSerializer(),
             "enable_otlp": False,
-            "log_level": os.environ.get("HELIX_DBOS_LOG_LEVEL", "WARNING"),
+            "log_level": self.log_level,
         }
         # DBOS's OTLP stays off even with HELIX_DBOS_OTLP_TRACES_ENDPOINTS: helix exports the run's
         # spans itself (runtime/process/trace_export.py), and DBOS then opens none of its own.

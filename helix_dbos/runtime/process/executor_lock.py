@@ -44,9 +44,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ...errors import ConfigurationError, ExecutorIdInUseError
+from ...errors import ExecutorIdInUseError
 from ...ledger import executor_locks
 from ...ledger.engine import create_sync_engine, is_sqlite, sqlite_path
+from ...settings import DEFAULT_LEASE, from_environ
 
 MAX_DEFAULT_SLOTS = 64
 #: How often the watchdog confirms the lock while this process is working (it asked ``held()``
@@ -58,8 +59,6 @@ CHECK_INTERVAL = 0.5
 #: first ``held()`` after idling asks for a fresh one, so a body never starts on an old confirmation).
 IDLE_CHECK_INTERVAL = 10.0
 BUSY_WINDOW = 10.0
-#: A holder that lost its lock and could not re-acquire it within this long of its last confirmation exits.
-DEFAULT_LEASE = 30.0
 #: What a newcomer waits beyond an unclean holder's lease, for clocks and the holder's own exit.
 TAKEOVER_MARGIN = 1.5
 #: The exit status of a process that lost its executor lock for good (EX_TEMPFAIL: restart it).
@@ -81,20 +80,6 @@ def exit_loudly(message: str) -> None:
         os._exit(LOCK_LOST_EXIT_CODE)
 
 
-def lease_from_env() -> float:
-    """``HELIX_DBOS_TAKEOVER_AFTER``: seconds a holder may go unconfirmed before it counts as gone."""
-    raw = os.environ.get("HELIX_DBOS_TAKEOVER_AFTER")
-    if raw is None or raw.strip() == "":
-        return DEFAULT_LEASE
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not (0.5 <= value <= 86400):
-        raise ConfigurationError(f"HELIX_DBOS_TAKEOVER_AFTER must be a number of seconds from 0.5 to 86400, not {raw!r}")
-    return value
-
-
 def _gone_from_this_host(host: str | None, pid: int | None) -> bool:
     """Whether the last holder ran here and its process no longer exists (so it cannot be cut off)."""
     if host != socket.gethostname() or not pid:
@@ -114,7 +99,7 @@ class ExecutorLock:
     def __init__(self, database_url: str, lease: float | None = None) -> None:
         self.database_url = database_url
         #: How long this holder may go unconfirmed before it exits (and a newcomer may act).
-        self.lease = lease if lease is not None else lease_from_env()
+        self.lease = lease if lease is not None else from_environ().takeover_after  # HELIX_DBOS_TAKEOVER_AFTER
         self.executor_id: str | None = None
         self._conn: sa.Connection | None = None
         self._engine: sa.Engine | None = None

@@ -2,8 +2,9 @@
 
 A product feature, not a test hook: users prove their own tools' recovery by crashing a real
 process exactly where a deploy or an OOM kill would, then relaunching. ``os._exit`` skips every
-``finally`` and flush, as a real kill does. The variable is read at each boundary, so a test can set
-it in a child process's environment and relaunch without it.
+``finally`` and flush, as a real kill does. The variable is read at each boundary (through
+``helix_dbos/settings.py``'s ``read_one``), so a test can set it in a child process's environment
+and relaunch without it, or arm ``HELIX_DBOS_FAIL_AT`` between two runs of one process.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from typing import Final
 
 from ...errors import HelixError
+from ...settings import read_one
 
 #: The boundaries every step with bodies passes, in the order a step passes them.
 STEP_CRASH_POINTS: Final = (
@@ -36,7 +38,7 @@ ENV: Final = "HELIX_DBOS_CRASH_AT"
 
 def crash_point(point: str, tool_name: str | None = None) -> None:
     """Exit at once if ``HELIX_DBOS_CRASH_AT`` names this point (and this tool, when it names one)."""
-    if not _matches(os.environ.get(ENV), point, tool_name):
+    if not _matches(read_one("crash_at"), point, tool_name):
         return
     sys.stderr.write(f"helix_dbos: crashing at {point}{':' + tool_name if tool_name else ''} ({ENV})\n")
     sys.stderr.flush()
@@ -74,5 +76,5 @@ def fail_point(point: str, tool_name: str | None = None) -> None:
     unanswered; ``child_result`` (a child's outcome is about to be recorded): the parent fails with
     the call in doubt.
     """
-    if _matches(os.environ.get(FAIL_ENV), point, tool_name):
+    if _matches(read_one("fail_at"), point, tool_name):
         raise InjectedFault(f"injected failure at {point} ({FAIL_ENV})")

@@ -20,7 +20,6 @@ rules then decide each call as after any crash. A gone process that comes back f
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import cast
@@ -29,27 +28,17 @@ import sqlalchemy as sa
 
 from ...ledger import executors
 from ...ledger.executors import candidates, claim, record_taken
+from ...settings import DEFAULT_RENEW_INTERVAL
 from ...views import ExecutorRecord
 from .dbos_private import pending_workflow_count
 
 log = logging.getLogger("helix_dbos")
 
-#: Seconds between two lease renewals (the watchdog confirms the lock more often while it works; the
-#: lease row is written only this often), at most a third of the lease: with the default 30 s lease a
-#: worker misses two renewals before its lease lapses. ``HELIX_DBOS_LEASE_RENEW`` overrides it.
-DEFAULT_RENEW_INTERVAL = 10.0
-
-
-def renew_interval(lease: float) -> float:
-    raw = os.environ.get("HELIX_DBOS_LEASE_RENEW")
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            from ...errors import ConfigurationError
-
-            raise ConfigurationError(f"HELIX_DBOS_LEASE_RENEW must be a number of seconds, not {raw!r}") from None
-        return max(0.1, min(value, lease / 2))
+def renew_interval(lease: float, configured: float | None = None) -> float:
+    """Seconds between two lease renewals: ``HELIX_DBOS_LEASE_RENEW`` (``configured``) within
+    0.1 s and half the lease, else ``settings.DEFAULT_RENEW_INTERVAL`` at most a third of it."""
+    if configured is not None:
+        return max(0.1, min(configured, lease / 2))
     return min(DEFAULT_RENEW_INTERVAL, lease / 3)
 
 

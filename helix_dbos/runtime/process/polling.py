@@ -17,7 +17,7 @@ log = logging.getLogger("helix_dbos")
 
 #: DBOS's internal queue (recovery, takeovers, ``dbos workflow resume``) is polled this often for
 #: the first seconds after a launch that finds pending runs of its executor, so a relaunch starts
-#: them at once; otherwise every ``HELIX_DBOS_RECOVERY_POLL`` seconds (config.DEFAULT_RECOVERY_POLL).
+#: them at once; otherwise every ``HELIX_DBOS_RECOVERY_POLL`` seconds (settings.DEFAULT_RECOVERY_POLL).
 #: Only a launch can choose: the interval is set before DBOS starts the queue's thread, which reads
 #: it then; later, a shorter interval applies only after the thread's current wait, and DBOS decays
 #: toward it by 10% a poll, so a takeover's runs wait for the next poll whatever is set.
