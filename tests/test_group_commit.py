@@ -21,7 +21,7 @@ from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.floor import group_commit
-from helix_dbos.runtime.floor.registry import env
+from helix_dbos.runtime.floor.registry import current, env
 
 
 class Refused(Exception):
@@ -74,7 +74,7 @@ def test_writes_issued_together_share_one_transaction(launched: Callable[[], lis
     run = uuid.uuid4().hex
 
     async def main() -> list[dict[str, Any]]:
-        return await asyncio.gather(*(group_commit.write(run, "wf", _insert, k) for k in ("a", "b", "c")))
+        return await asyncio.gather(*(group_commit.write(current(), run, "wf", _insert, k) for k in ("a", "b", "c")))
 
     outs = _run(main())
     assert [o["seen"] for o in outs] == [1, 2, 3], outs  # each saw the ones before it, uncommitted
@@ -87,9 +87,9 @@ def test_a_write_that_raises_answers_only_for_itself(launched: Callable[[], list
 
     async def main() -> list[Any]:
         return await asyncio.gather(
-            group_commit.write(run, "wf", _insert, "a"),
-            group_commit.write(run, "wf", _insert, "refused", True),
-            group_commit.write(run, "wf", _insert, "c"),
+            group_commit.write(current(), run, "wf", _insert, "a"),
+            group_commit.write(current(), run, "wf", _insert, "refused", True),
+            group_commit.write(current(), run, "wf", _insert, "c"),
             return_exceptions=True,
         )
 
@@ -105,10 +105,10 @@ def test_a_write_cancelled_before_its_group_forms_is_never_made(launched: Callab
     run = uuid.uuid4().hex
 
     async def main() -> tuple[Any, Any, Any]:
-        first = asyncio.ensure_future(group_commit.write(run, "wf", _insert, "first", False, 0.3))
+        first = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "first", False, 0.3))
         await asyncio.sleep(0.05)  # first's group is in flight (its transaction open in a thread)
-        dropped = asyncio.ensure_future(group_commit.write(run, "wf", _insert, "dropped"))
-        kept = asyncio.ensure_future(group_commit.write(run, "wf", _insert, "kept"))
+        dropped = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "dropped"))
+        kept = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "kept"))
         await asyncio.sleep(0.05)
         dropped.cancel()
         results = await asyncio.gather(first, dropped, kept, return_exceptions=True)
@@ -124,8 +124,8 @@ def test_a_cancelled_runner_still_hands_its_siblings_their_outcomes(launched: Ca
     run = uuid.uuid4().hex
 
     async def main() -> tuple[Any, Any]:
-        runner = asyncio.ensure_future(group_commit.write(run, "wf", _insert, "runner", False, 0.3))
-        sibling = asyncio.ensure_future(group_commit.write(run, "wf", _insert, "sibling", False, 0.3))
+        runner = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "runner", False, 0.3))
+        sibling = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "sibling", False, 0.3))
         await asyncio.sleep(0.1)  # both in one group, its transaction open
         runner.cancel()
         results = await asyncio.gather(runner, sibling, return_exceptions=True)
@@ -136,3 +136,25 @@ def test_a_cancelled_runner_still_hands_its_siblings_their_outcomes(launched: Ca
     # The sibling was not cancelled: it gets its own write's outcome once the transaction ends.
     assert isinstance(sibling, dict) and sibling["seen"] == 2, sibling
     assert launched() == ["runner", "sibling"]
+
+
+def test_the_queues_are_the_launchs_own(launched: Callable[[], list[str]]) -> None:
+    """A run's queue lives on the registry of the launch that runs it, never in a module table, so
+    a second runtime in the process (after this one's shutdown) cannot find this one's queues."""
+    registry = current()
+    run = uuid.uuid4().hex
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        first = asyncio.ensure_future(group_commit.write(registry, run, "wf", _insert, "held", False, 0.3))
+        deadline = time.monotonic() + 30
+        while not registry.group_queues and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # poll until the write has queued
+        keys = set(registry.group_queues)
+        assert keys == {(id(loop), "wf", run)}, keys
+        return await first
+
+    out = _run(main())
+    assert out["seen"] == 1
+    assert registry.group_queues == {}  # the queue goes with its last write
+    assert not hasattr(group_commit, "_queues")

@@ -21,11 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ...errors import StoreUnavailableError
 from .durable import plain_tx
+from .registry import GroupKey, GroupQueue, PendingWrite, Registry
 
 log = logging.getLogger("helix_dbos")
 
@@ -33,37 +33,22 @@ _YOUR_TURN: Final = object()
 """What a waiting write's future is set to when its batch is next: its task runs the batch."""
 
 
-@dataclass
-class _Write:
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    future: asyncio.Future[Any]
-
-
-@dataclass
-class _Queue:
-    waiting: list[_Write] = field(default_factory=list)
-    busy: bool = False
-
-
-_queues: dict[tuple[int, str | None, str], _Queue] = {}
-"""One queue per (event loop, workflow, run): touched only on its event loop's thread."""
-
-
-def _all(conn: Any, writes: list[_Write]) -> list[Any]:
+def _all(conn: Any, writes: list[PendingWrite]) -> list[Any]:
     return [w.fn(conn, *w.args) for w in writes]
 
 
 _all.__name__ = "a group of ledger writes"
 
 
-async def write(run_id: str, workflow_id: str | None, fn: Callable[..., Any], *args: Any) -> Any:
+async def write(registry: Registry, run_id: str, workflow_id: str | None, fn: Callable[..., Any], *args: Any) -> Any:
     """``plain_tx(fn, *args)``, sharing its transaction with the run's writes issued in the same
-    event-loop turn (or while the run's previous group was in flight)."""
+    event-loop turn (or while the run's previous group was in flight). The queues are
+    ``registry``'s (the launch running the run), never a module's."""
     loop = asyncio.get_running_loop()
     key = (id(loop), workflow_id, run_id)
-    queue = _queues.setdefault(key, _Queue())
-    mine = _Write(fn, args, loop.create_future())
+    queues = registry.group_queues
+    queue = queues.setdefault(key, GroupQueue())
+    mine = PendingWrite(fn, args, loop.create_future())
     queue.waiting.append(mine)
     if queue.busy:
         try:
@@ -71,13 +56,13 @@ async def write(run_id: str, workflow_id: str | None, fn: Callable[..., Any], *a
         except asyncio.CancelledError:
             if mine.future.done() and not mine.future.cancelled():  # its turn came as it was cancelled
                 queue.waiting = [w for w in queue.waiting if w is not mine]
-                _hand_over(key, queue)
+                _hand_over(queues, key, queue)
             raise
         if value is not _YOUR_TURN:
             return value
     else:
         queue.busy = True
-    group: list[_Write] = []
+    group: list[PendingWrite] = []
     try:
         if len(queue.waiting) == 1:
             await asyncio.sleep(0)  # the siblings woken in this turn join
@@ -98,7 +83,7 @@ async def write(run_id: str, workflow_id: str | None, fn: Callable[..., Any], *a
         raise
     finally:
         queue.waiting = [w for w in queue.waiting if w is not mine]  # cancelled before its group formed
-        _hand_over(key, queue)
+        _hand_over(queues, key, queue)
     return _unwrap(_deliver_outcomes(group, mine, outcomes))
 
 
@@ -109,7 +94,7 @@ def _unwrap(outcome: tuple[bool, Any]) -> Any:
     return value
 
 
-def _deliver_outcomes(group: list[_Write], mine: _Write, outcomes: list[tuple[bool, Any]]) -> tuple[bool, Any]:
+def _deliver_outcomes(group: list[PendingWrite], mine: PendingWrite, outcomes: list[tuple[bool, Any]]) -> tuple[bool, Any]:
     """Hand every other write its outcome; return the runner's own."""
     own: tuple[bool, Any] = (False, RuntimeError("group commit lost its own write"))
     for w, outcome in zip(group, outcomes, strict=True):
@@ -123,7 +108,7 @@ def _deliver_outcomes(group: list[_Write], mine: _Write, outcomes: list[tuple[bo
     return own
 
 
-def _deliver(group: list[_Write], mine: _Write, done: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+def _deliver(group: list[PendingWrite], mine: PendingWrite, done: asyncio.Future[list[tuple[bool, Any]]]) -> None:
     """A cancelled runner's group, once its transaction ended: each other write gets its outcome."""
     if done.cancelled():
         outcomes: list[tuple[bool, Any]] = [(False, asyncio.CancelledError())] * len(group)
@@ -134,7 +119,7 @@ def _deliver(group: list[_Write], mine: _Write, done: asyncio.Future[list[tuple[
     _deliver_outcomes(group, mine, outcomes)
 
 
-def _hand_over(key: tuple[int, str | None, str], queue: _Queue) -> None:
+def _hand_over(queues: dict[GroupKey, GroupQueue], key: GroupKey, queue: GroupQueue) -> None:
     """The next group's first live write runs it; with none left the queue goes."""
     while queue.waiting:
         first = queue.waiting[0]
@@ -143,11 +128,11 @@ def _hand_over(key: tuple[int, str | None, str], queue: _Queue) -> None:
             return
         queue.waiting.pop(0)  # its task was cancelled while it waited
     queue.busy = False
-    if _queues.get(key) is queue:
-        del _queues[key]
+    if queues.get(key) is queue:
+        del queues[key]
 
 
-async def _commit(group: list[_Write]) -> list[tuple[bool, Any]]:
+async def _commit(group: list[PendingWrite]) -> list[tuple[bool, Any]]:
     """Every write's outcome, ``(True, value)`` or ``(False, exception)``: one transaction for the
     group, or one each once the group's raised (its transaction rolled back: nothing of it is left)."""
     if len(group) > 1:

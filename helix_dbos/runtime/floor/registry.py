@@ -17,6 +17,7 @@ one launch.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,27 @@ from .transcript import TranscriptCache
 
 if TYPE_CHECKING:
     from ..process.executor_lock import ExecutorLock
+
+@dataclass
+class PendingWrite:
+    """A ledger write waiting for its group (``group_commit.write``)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: asyncio.Future[Any]
+
+
+@dataclass
+class GroupQueue:
+    """One run's group-commit queue on one event loop (``group_commit.py``)."""
+
+    waiting: list[PendingWrite] = field(default_factory=list)
+    busy: bool = False
+
+
+#: A group-commit queue's key: (event loop, workflow, run).
+GroupKey = tuple[int, str | None, str]
+
 
 @dataclass
 class Env:
@@ -74,6 +96,9 @@ class Registry:
         #: Set by ``Runtime.shutdown`` once its grace period is over: from then on a workflow's
         #: next ledger operation raises ``durable.ProcessStopping`` (it stays ``PENDING``).
         self.stopping = False
+        #: Group commit's queues (``group_commit.py``), one per (event loop, workflow, run), touched
+        #: only on their loop's thread: this launch's own, so two runtimes never share a queue.
+        self.group_queues: dict[GroupKey, GroupQueue] = {}
         self._run_workflow: Callable[..., Any] | None = None
         self._companion_workflow: Callable[..., Any] | None = None
 

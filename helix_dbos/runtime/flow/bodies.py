@@ -33,7 +33,7 @@ from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
-from ..floor.registry import env, lock_held, wait_lock_held
+from ..floor.registry import Registry
 from ..process import trace_export, tracing
 from ..process.faults import crash_point, fail_point
 from . import reconcile, scopes, tool_errors, transactional
@@ -42,10 +42,10 @@ from .local_child import run_local_child
 log = logging.getLogger("helix_dbos")
 
 
-async def _hold_executor_lock() -> None:
+async def _hold_executor_lock(registry: Registry) -> None:
     """Wait while the watchdog re-acquires a lost executor lock (it exits the process if it cannot)."""
-    if not lock_held():
-        await asyncio.to_thread(wait_lock_held)
+    if not registry.lock_held():
+        await asyncio.to_thread(registry.wait_lock_held)
 
 
 def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> GateOutcome:
@@ -58,7 +58,7 @@ def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries:
     return cast(GateOutcome, {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")})
 
 
-async def run_body(run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
+async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
     """One call's body: the attempt gate, the body (or the answer recovery gives instead), the result.
 
     Not a DBOS step: the gate and the result write are the ledger's two facts about the call, and a
@@ -70,23 +70,23 @@ async def run_body(run_id: str, dispatch_id: str, where: tuple[str, int] | None 
     the tool's, flushed by another call's commit, would have no parent; it names the run's root.
     """
     started = time.time_ns()
-    await _hold_executor_lock()  # no attempt is recorded by a process that lost its executor id
-    gate: GateOutcome = await group_commit.write(run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+    await _hold_executor_lock(registry)  # no attempt is recorded by a process that lost its executor id
+    gate: GateOutcome = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
     while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
-        await reconcile.ask_and_record(run_id, dispatch_id, gate)
+        await reconcile.ask_and_record(registry, run_id, dispatch_id, gate)
         gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
     if gate["action"] == "done" and gate.get("settled_before"):
         return {"status": gate["status"]}
     with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gate["_tool"],
                             policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt")) as s:
-        out = await _body(run_id, dispatch_id, gate)
+        out = await _body(registry, run_id, dispatch_id, gate)
         tracing.annotate(s, status=out.get("status"))
     await trace_export.flushed()  # the call's result is committed: its spans leave before a kill can lose them
     return out
 
 
-async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome:
-    e = env()
+async def _body(registry: Registry, run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome:
+    e = registry.env
     if gate["action"] == "done":
         return {"status": gate["status"]}
     gate = cast(RunGate, gate)  # past the gate's reconcile loop (``run_body``): the body goes ahead
@@ -106,11 +106,11 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
         await agent.refresh(await scopes.scope_of(agent, run_id, gate["session_id"]))
     crash_point("before_body", name)
     fail_point("before_body", name)
-    await _hold_executor_lock()  # nor does it start the body
+    await _hold_executor_lock(registry)  # nor does it start the body
     tool = agent.tool(name)
     if gate.get("transactional") and tool is not None and tool.transactional:
         # a daemon thread, as for any sync body: a transactional body stuck for ever never holds the exit
-        out = await in_daemon_thread(transactional.run, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx, name=f"helix-body-{name}")
+        out = await in_daemon_thread(transactional.run, e.engine, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx, name=f"helix-body-{name}")
         fence.raise_if_refused(out)
         crash_point("after_result", name)
         return cast(RecordOutcome, dict(out))
@@ -134,7 +134,7 @@ async def _body(run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
     written: BodyOutcome = await group_commit.write(
-        run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name")
+        registry, run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name")
     )
     fence.raise_if_refused(written)
     crash_point("after_result", name)

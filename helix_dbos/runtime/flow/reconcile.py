@@ -28,7 +28,7 @@ from ...threads import in_daemon_thread
 from ..floor import gate, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import CheckRequest, CheckTarget
-from ..floor.registry import env, lock_held, wait_lock_held
+from ..floor.registry import Registry, current
 from ..process.faults import crash_point
 
 log = logging.getLogger("helix_dbos")
@@ -66,13 +66,13 @@ async def ask(tool: Tool, ctx: CheckContext) -> CheckVerdict:
     return {"verdict": "unknown", "reason": f"the check returned {type(value).__name__}, not Applied, NotApplied or None"}
 
 
-async def ask_and_record(run_id: str, dispatch_id: str, request: CheckRequest) -> None:
+async def ask_and_record(registry: Registry, run_id: str, dispatch_id: str, request: CheckRequest) -> None:
     """Ask the call's reconcile check and commit its verdict (a tool removed meanwhile cannot tell).
 
     ``request`` names the call as a gate or a reading of the step gave it: ``agent_name``,
     ``tool_name``, ``session_id``, ``args`` and ``attempts`` (the attempt the verdict is about).
     """
-    tool = env().agent(request["agent_name"]).tool(request["tool_name"])
+    tool = registry.env.agent(request["agent_name"]).tool(request["tool_name"])
     if tool is None or tool.reconcile is None:
         verdict: CheckVerdict = {"verdict": "unknown", "reason": "the tool or its check is no longer defined"}
     else:
@@ -80,8 +80,8 @@ async def ask_and_record(run_id: str, dispatch_id: str, request: CheckRequest) -
                            args=request["args"], attempts=request["attempts"], run_id=run_id)
         verdict = await ask(tool, ctx)
     crash_point("after_check", request["tool_name"])
-    if not lock_held():  # a process that lost its executor id records no verdict
-        await asyncio.to_thread(wait_lock_held)
+    if not registry.lock_held():  # a process that lost its executor id records no verdict
+        await asyncio.to_thread(registry.wait_lock_held)
     await plain_tx(gate.record_check, run_id, dispatch_id, request["attempts"], verdict)
 
 
@@ -89,5 +89,6 @@ async def ask_before(run_id: str, read: Callable[[sa.Connection, str], list[Chec
     """Ask, side by side, every check ``read`` (a fenced ledger read) lists, and record each verdict;
     the number asked. The entry's own transaction then pairs by the recorded verdicts."""
     wanted: list[CheckTarget] = await plain_tx(read, run_id)
-    await asyncio.gather(*(ask_and_record(run_id, w["dispatch_id"], w) for w in wanted))
+    registry = current()
+    await asyncio.gather(*(ask_and_record(registry, run_id, w["dispatch_id"], w) for w in wanted))
     return len(wanted)

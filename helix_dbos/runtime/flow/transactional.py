@@ -44,7 +44,7 @@ from ...ledger.engine import unbounded_waits
 from ..floor import fence, gate, transcript
 from ..floor.durable import ProcessStopping
 from ..floor.records import RecordOutcome
-from ..floor.registry import env, installed
+from ..floor.registry import installed
 from ..floor.store_retry import Backoff, is_transient
 from ..process.faults import crash_point
 from . import tool_errors
@@ -161,7 +161,7 @@ def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt
     return {"status": "ok", "written": True}
 
 
-def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
+def run(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
     """Blocking (a worker thread): the body and its result commit together or not at all.
 
     A store that drops the connection under the body (an outage, a restart) rolled the body's
@@ -173,8 +173,8 @@ def run(run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, 
     The window opens when the failure is first seen, not when the try began: a try holds the body
     and its wait for its turn, which may last longer than the window, and a connection cut at the
     end of such a body deserves its retries. (A ledger transaction's try is bounded by the window,
-    so ``retrying`` counts from its start: silence there is the outage.)"""
-    engine = env().engine
+    so ``retrying`` counts from its start: silence there is the outage.) ``engine``: the ledger's
+    (the launch's ``Env.engine``), on which the transactional bodies' lock is taken."""
     backoff = Backoff(f"running transactional tool {tool.name!r}")
     retried = False
     while True:

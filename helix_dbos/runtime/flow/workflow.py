@@ -356,13 +356,14 @@ async def _saved_step(
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
-    dispatched = await _dispatch_children(run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
+    registry = current()  # the launch running this workflow: its engines, lock and group-commit queues
+    dispatched = await _dispatch_children(registry, run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
 
     # A body is not a DBOS step: its attempt gate and its result write are the ledger's two facts
     # about it, and a replay re-enters the gate, which answers from the ledger what happened.
     async def lane(members: list[LaneCall]) -> None:
         for m in members:
-            await run_body(run_id, m.dispatch_id, (m.run_id, m.step))
+            await run_body(registry, run_id, m.dispatch_id, (m.run_id, m.step))
 
     # Every lane runs to its end before a failure or a cancellation propagates: a body in flight
     # finishes and records its result, so a cancel settles it as finished, not as stopped.
@@ -371,7 +372,7 @@ async def _saved_step(
     if failures:
         raise next((f for f in failures if isinstance(f, (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError))), failures[0])
 
-    await _settle_children(run_id, dispatched)
+    await _settle_children(registry, run_id, dispatched)
 
     crash_point("before_step_commit")
     fail_point("step_commit")
@@ -381,10 +382,9 @@ async def _saved_step(
     return outcome
 
 
-async def _dispatch_children(run_id: str, calls: list[CallBrief]) -> list[ChildGate]:
+async def _dispatch_children(registry: Registry, run_id: str, calls: list[CallBrief]) -> list[ChildGate]:
     """Gate and start (or re-attach, or re-send to) every delegating call, in reply order: DBOS
     operations in workflow code, so their order must not depend on which lane finishes first."""
-    registry = current()
     gates = []
     for call in sorted(calls, key=lambda c: c["position"]):
         kind = children if call["kind"] == "remote" else companions
@@ -393,9 +393,8 @@ async def _dispatch_children(run_id: str, calls: list[CallBrief]) -> list[ChildG
     return gates
 
 
-async def _settle_children(run_id: str, gates: list[ChildGate]) -> None:
+async def _settle_children(registry: Registry, run_id: str, gates: list[ChildGate]) -> None:
     """Wait for each dispatched child in reply order and answer its call."""
-    registry = current()
     for gate in gates:
         if gate["action"] != "done":
             await (children if gate["kind"] == "remote" else companions).settle(registry, run_id, gate)
