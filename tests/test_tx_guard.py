@@ -77,6 +77,9 @@ def _rogue_statements(db_url: str) -> dict[str, str]:
         out["search_path"] = "SET LOCAL search_path TO helix"
         out["two_statements"] = "SELECT 1; COMMIT"
         out["truncate"] = "TRUNCATE helix.events"
+        out["lock_sessions"] = "LOCK TABLE helix.sessions IN ACCESS EXCLUSIVE MODE"  # would hold every run's fence
+    else:  # a temporary trigger is the connection's, but it fires on a main table's writes
+        out["temp_trigger"] = "CREATE TEMP TRIGGER rogue AFTER INSERT ON main.events BEGIN DELETE FROM main.events; END"
     return out
 
 

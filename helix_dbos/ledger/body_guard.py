@@ -166,6 +166,7 @@ def _sqlite_written_table(action: int, arg1: str | None, arg2: str | None) -> st
     if action in (
         sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_DROP_INDEX,
         sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_DROP_TRIGGER,
+        sqlite3.SQLITE_CREATE_TEMP_TRIGGER, sqlite3.SQLITE_DROP_TEMP_TRIGGER,  # a temp trigger may sit on a main table
     ):
         return arg2
     return None
@@ -228,6 +229,10 @@ def _pg_walk(node: Any) -> str | None:
             return "call set_config (a way round the ledger's schema or its triggers)"
         if kind in _WRITES and isinstance(body, dict) and _protected(body.get("relation")):
             return f"write the runtime's own table {_relname(body['relation'])}"
+        if kind == "LockStmt" and isinstance(body, dict):  # LOCK names its tables in a list, not one relation
+            for rel in body.get("relations") or []:
+                if _protected(rel):
+                    return f"lock the runtime's own table {_relname(rel)}"
         if kind in _RELATIONS and isinstance(body, dict):
             for rel in [body.get("relation"), *(body.get("relations") or []), *(body.get("objects") or [])]:
                 if _protected(rel):
