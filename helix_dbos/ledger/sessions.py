@@ -35,12 +35,14 @@ def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
     return conn.execute(stmt).scalar()
 
 
-def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> bool:
-    """Create the session row; False if it exists already (a concurrent entry created it first).
+def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> SessionRow | None:
+    """Create the session row and return it; None if it exists already (a concurrent entry created it first).
 
     Without ``ON CONFLICT``, two entries that both found no session raced to insert it and the loser
     met a raw primary-key violation: now the loser learns it lost, and the gate refuses it typed.
-    A child session inherits its parent's owner, so delegation never widens who sees it.
+    A child session inherits its parent's owner, so delegation never widens who sees it. The row
+    comes back from the insert itself: no other transaction sees it (nor can lock it) before this
+    one commits, so an entry needs no second read of the session it just created.
     """
     ts = now()
     if owner is None and parent_dispatch_id is not None:
@@ -58,9 +60,10 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
             created_at=ts,
             updated_at=ts,
         )
-        .returning(t.sessions.c.session_id)  # rowcount is -1 for this statement on psycopg
+        .returning(*t.sessions.c)  # rowcount is -1 for this statement on psycopg
     )
-    return result.first() is not None
+    row = result.mappings().first()
+    return cast("SessionRow", dict(row)) if row is not None else None
 
 
 def claim_session(conn: sa.Connection, session: SessionRow, run_id: str, status: str = "running") -> bool:

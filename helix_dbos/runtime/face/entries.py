@@ -89,12 +89,11 @@ def open_run(
         if agent_name not in agents:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
         session_id = session_id or store.new_id()
-        if not store.insert_session(conn, session_id, str(agent_name), owner=owner):
+        session = store.insert_session(conn, session_id, str(agent_name), owner=owner)
+        if session is None:
             # Another start of this new session id created it between our read and our insert: it
             # won the session's first run, as the gate's compare-and-set decides between turns.
             raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
-        session = store.get_session(conn, session_id, for_update=True)
-        assert session is not None
     else:
         if entry == "start":
             if agent_name is not None and agent_name != session["agent_name"]:
