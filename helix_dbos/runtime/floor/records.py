@@ -31,13 +31,6 @@ from ...views import StopStatus
 GateAction = Literal[BodyAction, "reconcile", "done"]
 
 
-class _Traced(TypedDict, total=False):
-    """What ``bodies._gate`` adds for the body's span: the call's saved policy and its tool."""
-
-    _replay: str | None
-    _tool: str | None
-
-
 class ReplyUsage(TypedDict):
     """A model reply's tokens, as the ``usage`` table stores them."""
 
@@ -170,7 +163,7 @@ class CheckTarget(CheckRequest):
     dispatch_id: str
 
 
-class RunGate(_Traced):
+class RunGate(TypedDict):
     """The body goes ahead: its attempt is committed (``action`` says why it may run)."""
 
     action: BodyAction
@@ -187,23 +180,20 @@ class RunGate(_Traced):
     approved: bool | None
 
 
-class ReconcileGate(CheckRequest, _Traced):
+class ReconcileGate(CheckRequest):
     """Ask the tool's reconcile check (outside the transaction), record its verdict, gate again."""
 
     action: Literal["reconcile"]
     reason: str
-    replay: NotRequired[str | None]  # added by ``bodies._gate``
 
 
-class DoneGate(_Traced):
+class DoneGate(TypedDict):
     """The call is answered (now or before) without a body: ``status`` is its answer."""
 
     action: Literal["done"]
     status: CallStatus
     #: The call was settled before this gate ran (a replay reaching it): nothing happened now.
     settled_before: NotRequired[bool]
-    replay: NotRequired[str | None]  # added by ``bodies._gate``
-    tool_name: NotRequired[str | None]
 
 
 GateOutcome = RunGate | ReconcileGate | DoneGate

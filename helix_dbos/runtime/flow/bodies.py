@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -48,14 +49,25 @@ async def _hold_executor_lock(registry: Registry) -> None:
         await asyncio.to_thread(registry.wait_lock_held)
 
 
-def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> GateOutcome:
-    """The attempt gate, plus the call's saved policy (for the span)."""
+@dataclass(frozen=True, slots=True)
+class _Gated:
+    """The gate's answer, and what the body's span names beside it: the call's tool and saved policy."""
+
+    answer: GateOutcome
+    tool: str | None
+    policy: str | None
+
+
+def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> _Gated:
+    """The attempt gate, plus the call's tool and saved policy (for the span)."""
     tries[0] += 1
     out = gate.gate(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
-    if "replay" not in out and not out.get("settled_before"):  # answered now without a body: the span still names the call's tool and policy
-        call = call_rows.get_call(conn, dispatch_id)
-        out = cast(GateOutcome, {**out, "replay": call["replay"] if call else None, "tool_name": call["tool_name"] if call else None})
-    return cast(GateOutcome, {**out, "_replay": out.get("replay"), "_tool": out.get("tool_name")})
+    if out["action"] != "reconcile" and out["action"] != "done":  # the body goes ahead: its answer names both
+        return _Gated(out, out["tool_name"], out["replay"])
+    if out["action"] == "done" and out.get("settled_before"):  # a replay reaching it: no span
+        return _Gated(out, None, None)
+    call = call_rows.get_call(conn, dispatch_id)  # answered now without a body: the span still names the call's tool and policy
+    return _Gated(out, call["tool_name"] if call else None, call["replay"] if call else None)
 
 
 async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
@@ -71,15 +83,17 @@ async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tup
     """
     started = time.time_ns()
     await _hold_executor_lock(registry)  # no attempt is recorded by a process that lost its executor id
-    gate: GateOutcome = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
-    while gate["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
-        await reconcile.ask_and_record(registry, run_id, dispatch_id, gate)
-        gate = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
-    if gate["action"] == "done" and gate.get("settled_before"):
-        return {"status": gate["status"]}
-    with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gate["_tool"],
-                            policy=gate["_replay"], decision=gate["action"], attempt=gate.get("attempt")) as s:
-        out = await _body(registry, run_id, dispatch_id, gate)
+    gated: _Gated = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+    answer = gated.answer
+    while answer["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
+        await reconcile.ask_and_record(registry, run_id, dispatch_id, answer)
+        gated = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+        answer = gated.answer
+    if answer["action"] == "done" and answer.get("settled_before"):
+        return {"status": answer["status"]}
+    with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gated.tool,
+                            policy=gated.policy, decision=answer["action"], attempt=answer.get("attempt")) as s:
+        out = await _body(registry, run_id, dispatch_id, answer)
         tracing.annotate(s, status=out.get("status"))
     await trace_export.flushed()  # the call's result is committed: its spans leave before a kill can lose them
     return out
