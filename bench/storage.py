@@ -105,7 +105,7 @@ class ModelStepTimer:
             (pydantic_ai.direct, "model_request", timed_async("model", pydantic_ai.direct.model_request)),  # model_step imports it at each call
             (model_step, "_read", timed_sync("transcript", model_step._read)),
             (transcript, "load", timed_sync("transcript", transcript.load)),
-            (model_step, "model_request_step", timed_async("total", model_step.model_request_step)),  # what model_step.ask calls
+            (model_step, "one_request", timed_async("total", model_step.one_request)),  # what model_step.ask calls
             # a run's first model request reads in the prepare's transaction: still the step's time
             (workflow, "preread", timed_sync("total", model_step.preread)),  # through the workflow module's name
         ):

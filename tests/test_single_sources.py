@@ -114,11 +114,7 @@ RAW_JSON_DICT = re.compile(r"dict\[\s*str\s*,\s*(?:typing\.)?Any\s*\]")
 
 #: Modules not yet reached, with at most how many each may still hold (a count may only go down).
 RAW_DICTS_NOT_YET_TYPED = {
-    "helix_dbos/runtime/face/entries.py": 3,
-    "helix_dbos/runtime/face/executor_leases.py": 1,
     "helix_dbos/runtime/face/modes.py": 1,
-    "helix_dbos/runtime/flow/model_request.py": 1,
-    "helix_dbos/runtime/floor/pairing.py": 1,
     "helix_dbos/runtime/process/config.py": 4,
 }
 

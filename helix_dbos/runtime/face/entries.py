@@ -40,7 +40,7 @@ from ..process import dbos_private
 #: is gone), or None while it lives.
 #: It reads DBOS's row of the run on the entry's own connection (``conn``): a second connection per
 #: entry would starve the API pool when many entries wait on one session's lock.
-LivenessCheck = Callable[[dict[str, Any], sa.Connection], str | None]
+LivenessCheck = Callable[[RunRow, sa.Connection], str | None]
 
 
 def _pending_unanswered(conn: sa.Connection, cp: CheckpointRow | None) -> list[CallRow]:
@@ -59,7 +59,7 @@ def open_run(
     agent_name: str | None,
     message: str | None,
     checkpoint_id: str | None,
-    agents: dict[str, Any],
+    agents: Mapping[str, Agent],
     profile: str,
     executor_id: str | None,
     is_dead: LivenessCheck = lambda run, conn: None,
@@ -104,7 +104,7 @@ def open_run(
     assert session_id is not None
     previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] in RUN_LIVE:
-        dead = is_dead(cast(dict[str, Any], previous), conn) if previous is not None else None  # a RunRow (runtime's check takes a dict)
+        dead = is_dead(previous, conn) if previous is not None else None
         if previous is not None and dead is None:
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
         if previous is not None and dead == "cancelled":

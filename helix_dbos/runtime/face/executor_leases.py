@@ -6,14 +6,14 @@ pending runs to DBOS's recovery (docs/operations.md).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS
 
 from ...errors import ExecutorIdInUseError
 from ...ledger import executors, runs, store
-from ..floor import commits as step_commits
+from ...ledger.records import RunRow
+from ..floor import commits
 from ..process import dbos_private, leases
 from ..process.config import resolve_database_url
 from ..process.executor_lock import ExecutorLock
@@ -78,13 +78,13 @@ class ExecutorLeases(LaunchedParts):
         with self.engine.begin() as conn:
             for run_id in runs.running_of_executor(conn, self.executor_id):
                 if dbos_private.workflow_status(conn, run_id) == "CANCELLED":
-                    step_commits.settle_cancel(conn, run_id)
+                    commits.settle_cancel(conn, run_id)
             # A run cancelled while it waited on an entry queue is never dequeued: no executor owns it,
             # so every launch settles those it finds (its session would stay queued for ever).
             for run_id in dbos_private.cancelled_among(conn, runs.queued(conn)):
-                step_commits.settle_cancel(conn, run_id)
+                commits.settle_cancel(conn, run_id)
 
-    def _run_is_dead(self, run: dict[str, Any], conn: sa.Connection) -> str | None:
+    def _run_is_dead(self, run: RunRow, conn: sa.Connection) -> str | None:
         """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""
         row = dbos_private.workflow_row(conn, run["run_id"])
         if row is None:

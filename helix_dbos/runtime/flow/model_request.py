@@ -27,6 +27,7 @@ from ...definitions import Agent
 from ...errors import StoreUnavailableError
 from ...ledger import fence_reads, rate
 from ...ledger import usage as usage_rows
+from ...ledger.user_json import JsonObject
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import ModelReply, PlannedCall, Reply, ReplyUsage
@@ -168,7 +169,7 @@ async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> Reply
     delay = MODEL_RETRY_INTERVAL
     for attempt in range(1, MODEL_ATTEMPTS + 1):
         try:
-            return await model_request_step(run_id, session_id, agent_name, step)
+            return await one_request(run_id, session_id, agent_name, step)
         except ModelRequestFailed as failed:
             if attempt == MODEL_ATTEMPTS or not is_retryable(failed.cause):
                 raise
@@ -182,12 +183,14 @@ async def live_model_request_step(run_id: str, session_id: str, agent_name: str,
     """The model request as a DBOS step (live output): DBOS records and retries on what the model
     or provider raised, not on the wrapper."""
     try:
-        return await model_request_step(run_id, session_id, agent_name, step)
+        return await one_request(run_id, session_id, agent_name, step)
     except ModelRequestFailed as failed:
         failed.reraise()
 
 
-async def model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+async def one_request(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+    """One model request, no retry, inside its ``helix.model_request`` span (not a DBOS step: ``ask``
+    retries it, ``live_model_request_step`` makes it one)."""
     with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
         reply = await _model_request(run_id, session_id, agent_name, step)
         if "response" in reply:
@@ -315,7 +318,7 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
         "model_name": response.model_name,
         "step": step,
         # the agent's hook is public API and sees plain dicts; what it hands back is the plan
-        "planned": cast("list[PlannedCall]", await agent.review_plan(cast("list[dict[str, Any]]", plan_calls(agent, response)), scope)),
+        "planned": cast("list[PlannedCall]", await agent.review_plan(cast("list[JsonObject]", plan_calls(agent, response)), scope)),
     }
     limits = getattr(agent, "usage_limits", None)
     if limits is not None:
