@@ -29,8 +29,7 @@ from ...ledger import calls as call_rows
 from ...ledger import store
 from ...ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
 from ...ledger.statuses import CALL_SETTLED, RUN_LIVE, EntryKind, RunStatus, awaits_answer
-from ..floor import commits as step_commits
-from ..floor import pairing, transcript
+from ..floor import commits, pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
 from ..floor.runs import open_run_row
 from ..process import dbos_private
@@ -109,7 +108,7 @@ def open_run(
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
         if previous is not None and dead == "cancelled":
             # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
-            step_commits.settle_cancel(conn, previous["run_id"])
+            commits.settle_cancel(conn, previous["run_id"])
             previous = store.get_run(conn, previous["run_id"])
         elif previous is not None:
             store.end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
@@ -273,6 +272,6 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
         assert run is not None
         # the caller's agents and profile: a front end has no launched runtime to read them from
         agent = agents.get(run["agent_name"]) if agents is not None else None
-        out = step_commits.settle_stop(conn, run, kind, agent=agent, profile=profile)
+        out = commits.settle_stop(conn, run, kind, agent=agent, profile=profile)
         return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out["status"])}  # a stop ends the run: never "committed"
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

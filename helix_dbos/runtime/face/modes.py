@@ -5,17 +5,21 @@ queues each serves and how an entry enqueues its run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...settings import EnvSettings
+from ..floor.records import OpenedRun
 from ..flow import workflow
 from ..process import dbos_private, queues
 from ..process.config import Settings, resolve_app_version, resolve_database_url
 from .launched import LaunchedParts, Mode
+
+if TYPE_CHECKING:
+    from dbos import EnqueueOptions
 
 
 class Modes(LaunchedParts):
@@ -60,8 +64,8 @@ class Modes(LaunchedParts):
             return None if not entry else [self.queue_name, *entry]
         return entry
 
-    def _enqueue(self, conn: sa.Connection, opened: Any, priority: int | None) -> None:
-        options: dict[str, Any] = {
+    def _enqueue(self, conn: sa.Connection, opened: OpenedRun, priority: int | None) -> None:
+        options: EnqueueOptions = {
             "queue_name": queues.entry_queue(opened["agent_name"], self.limits),
             "workflow_name": workflow.RUN_WORKFLOW,
             "workflow_id": opened["run_id"],

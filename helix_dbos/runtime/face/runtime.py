@@ -290,7 +290,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             log_level=environment.log_level,
         )
         if existing is None:
-            DBOS(config=self.settings.dbos_config())  # type: ignore[arg-type]
+            DBOS(config=self.settings.dbos_config())
             self._owns_dbos = True
             self._polling = polling.InternalQueuePolling(recovery_poll)
             listen = self._listened_queues()

@@ -21,13 +21,17 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from ...errors import ConfigurationError
 from ...ledger.engine import is_sqlite
+from ...ledger.user_json import JsonObject
 from ...settings import DEFAULT_STORE_RETRY_WINDOW, EnvSettings, from_environ
+
+if TYPE_CHECKING:
+    from dbos import DBOSConfig
 
 DEFAULT_SQLITE_URL = "sqlite:///helix_dbos.sqlite"
 DEFAULT_APP_NAME = "helix-dbos"
@@ -38,7 +42,7 @@ def _substitute(value: str) -> str:
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: os.environ.get(m.group(1), ""), value)
 
 
-def read_dbos_config(path: str | Path | None = None, environment: EnvSettings | None = None) -> dict[str, Any]:
+def read_dbos_config(path: str | Path | None = None, environment: EnvSettings | None = None) -> JsonObject:
     """``dbos-config.yaml`` from ``path``, ``HELIX_DBOS_CONFIG`` or the working directory; {} if absent."""
     candidate = Path(path or (environment or from_environ()).config_file)
     if not candidate.exists():
@@ -47,7 +51,7 @@ def read_dbos_config(path: str | Path | None = None, environment: EnvSettings | 
     return data if isinstance(data, dict) else {}
 
 
-def resolve_database_url(explicit: str | None = None, config: dict[str, Any] | None = None, environment: EnvSettings | None = None) -> str:
+def resolve_database_url(explicit: str | None = None, config: JsonObject | None = None, environment: EnvSettings | None = None) -> str:
     if explicit:
         return explicit
     environment = environment or from_environ()
@@ -103,11 +107,11 @@ class Settings:
     def sqlite(self) -> bool:
         return is_sqlite(self.database_url)
 
-    def dbos_config(self) -> dict[str, Any]:
+    def dbos_config(self) -> DBOSConfig:
         """The ``DBOSConfig`` for this runtime: JSON step outputs (SQL-readable), fast polling on SQLite."""
         from dbos import DBOSPortableJSONSerializer
 
-        config: dict[str, Any] = {
+        config: DBOSConfig = {
             "name": self.app_name,
             "system_database_url": self.database_url,
             "application_version": self.app_version,
