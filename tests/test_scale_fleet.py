@@ -255,3 +255,27 @@ def test_http_front_end_enqueues_and_a_worker_runs(fleet: Callable[..., Fleet], 
         assert ran == {worker.pid}
     finally:
         service.stop()
+
+
+@pytest.mark.kills
+def test_a_second_signal_cuts_a_workers_drain_short(fleet: Callable[..., Fleet]) -> None:
+    """``helix-dbos worker``: the first SIGTERM drains (up to --drain-timeout, 30 s here), a second
+    ends that wait at once, and the runs still in flight stay PENDING for another worker's takeover.
+    The CLI's own signal handler used to take every signal alike, so the second changed nothing."""
+    f = fleet(FLEET_DELAY="60")
+    w1 = f.worker("w1")
+    f.enqueue("slow", 1)
+    wait_for("a body in flight on w1", lambda: in_flight(f.effects, w1.pid))
+    w1.send_signal(signal.SIGTERM)
+    w1.send_signal(signal.SIGINT)  # the impatient operator's Ctrl-C (two SIGTERMs this close would merge into one)
+    signalled = time.monotonic()
+    assert w1.wait(timeout=25) == 0  # well inside the 30 s drain (and the body's 60 s)
+    assert time.monotonic() - signalled < 25
+    assert w1.stdout is not None
+    drained = json.loads(w1.stdout.read().strip().splitlines()[-1])
+    [run] = f.runs()
+    assert drained["left_pending"] == [run["run_id"]] and run["status"] == "running"
+    assert query(f.db_url, "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w", w=run["run_id"]) == [{"status": "PENDING"}]
+    f.worker("w2", FLEET_DELAY="1")  # takes the run over once w1's lease lapses
+    [done] = wait_for("the run taken over and finished", lambda: f.all_at_rest(1), timeout=120)
+    assert done["status"] == "completed"

@@ -66,7 +66,7 @@ def worker(
 
     Prints one JSON line once serving. SIGTERM (or Ctrl-C) drains: no more dequeues, runs in
     flight get --drain-timeout seconds to finish, the rest stay pending for another worker's
-    takeover. Exit 0 once drained.
+    takeover; a second signal ends that wait at once. Exit 0 once drained.
     """
     import signal
     import threading
@@ -77,14 +77,14 @@ def worker(
     runtime.mode = "worker"
     if concurrency is not None:
         runtime.worker_concurrency = concurrency
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop, hurry = threading.Event(), threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the first drains; a second cuts the drain short
+        signal.signal(sig, lambda *_: (hurry if stop.is_set() else stop).set())
     runtime.launch()
     typer.echo(json.dumps({"worker": runtime.executor_id, "pid": os.getpid()}))
     while not stop.wait(0.5):
         pass
-    left = runtime.drain(drain_timeout)
+    left = runtime.drain(drain_timeout, hurry=hurry)
     typer.echo(json.dumps({"drained": runtime.executor_id if runtime.settings else None, "left_pending": left}))
 
 

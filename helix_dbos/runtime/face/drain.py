@@ -79,16 +79,17 @@ class Stopping(LaunchedParts):
             if taken_over:
                 lock.on_lost(f"executor {lock.executor_id!r} lost its lease (its runs were taken over by another executor)")
 
-    def drain(self, timeout: float = 30.0) -> list[str]:
+    def drain(self, timeout: float = 30.0, *, hurry: threading.Event | None = None) -> list[str]:
         """Stop dequeuing, let the runs in flight here finish for up to ``timeout`` seconds, shut down.
 
         What SIGTERM does to ``helix-dbos worker``. Runs never dequeued stay on their queue for the
         other workers; a run still in flight at the deadline stays ``PENDING`` under this executor
         and is taken over by another worker once this one's lease is released (at shutdown), where
         the recovery rules decide its calls. Returns the ids of the runs left in flight.
+        ``hurry`` (set: the operator's second signal) ends the wait at once, as the deadline would.
         """
         left: list[str] = []
         if self._owns_dbos:
-            left = dbos_private.wait_active(timeout)
+            left = dbos_private.wait_active(timeout, hurry)
         self.shutdown(wait_seconds=0)
         return left

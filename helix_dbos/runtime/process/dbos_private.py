@@ -143,14 +143,14 @@ def active_workflow_ids() -> list[str]:
     return [str(w) for w in active.activeList()] if active is not None else []
 
 
-def wait_active(wait_seconds: float) -> list[str]:
+def wait_active(wait_seconds: float, hurry: threading.Event | None = None) -> list[str]:
     """Stop dequeuing, then wait up to ``wait_seconds`` (looking every 20 ms) for the workflows in
-    flight here to end; the ids still in flight."""
+    flight here to end, or until ``hurry`` is set (a second signal); the ids still in flight."""
     import time
 
     stop_background()
     deadline = time.monotonic() + wait_seconds
-    while (left := active_workflow_ids()) and time.monotonic() < deadline:
+    while (left := active_workflow_ids()) and time.monotonic() < deadline and not (hurry and hurry.is_set()):
         time.sleep(0.02)
     return left
 
