@@ -204,7 +204,7 @@ def _connection_cut(k: Kit, proxy: TcpProxy, rng: random.Random) -> str:
     """The database goes away mid-run for 0.5-4 s (connections reset, new ones refused), then returns:
     the same process rides it out inside its store_retry_window and completes the run."""
     proc = k.spawn("start", extra_env={"HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not k.lines("model") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     delay, length = rng.uniform(0.0, 0.4), rng.uniform(0.5, 4.0)

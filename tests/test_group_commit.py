@@ -147,7 +147,7 @@ def test_the_queues_are_the_launchs_own(launched: Callable[[], list[str]]) -> No
     async def main() -> Any:
         loop = asyncio.get_running_loop()
         first = asyncio.ensure_future(group_commit.write(registry, run, "wf", _insert, "held", False, 0.3))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while not registry.group_queues and time.monotonic() < deadline:
             await asyncio.sleep(0.01)  # poll until the write has queued
         keys = set(registry.group_queues)

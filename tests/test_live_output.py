@@ -50,7 +50,7 @@ def test_deltas_stream_while_the_step_runs(make_runtime: Any) -> None:
     rt = make_runtime([hx.Agent("live", streaming_model(), tools=[look])], live_output=True)
     handle = rt.start("live", "go")
     seen: list[dict[str, Any]] = []
-    reader = threading.Thread(target=lambda: seen.extend(live.read(handle.run_id, timeout=30)))
+    reader = threading.Thread(target=lambda: seen.extend(live.read(handle.run_id, timeout=120)))
     reader.start()
     result = handle.result(timeout=60)
     reader.join(40)

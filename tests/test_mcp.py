@@ -81,7 +81,7 @@ def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> 
     try:
         log = open(effects / "app.stderr", "w")
         app = subprocess.Popen(_app(db_url, effects, executor, where, "start", session, module), cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=log)
-        deadline = time.monotonic() + 45
+        deadline = time.monotonic() + 120
         while not (_bodies(effects)["read_stock"] and _bodies(effects)["delete_item"]):
             assert time.monotonic() < deadline and app.poll() is None, (effects / "app.stderr").read_text()[-3000:]
             time.sleep(0.05)

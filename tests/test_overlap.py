@@ -93,7 +93,7 @@ def test_a_process_cut_off_from_its_store_finishes_late_and_is_refused(pg_url: s
     db_url = pg_url
     k = Kit(db_url, tmp_path, scenario="slow")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "4", "HELIX_DBOS_TAKEOVER_AFTER": "2"})
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not k.lines("bodies"):
         assert time.monotonic() < deadline and proc.poll() is None, "the slow body never started"
         time.sleep(0.05)

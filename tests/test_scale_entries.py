@@ -413,7 +413,7 @@ def test_a_front_end_serves_live_output_from_a_worker(workers: Callable[..., Wor
         reader.join(150)
         wait_for("the run at rest", lambda: f.all_at_rest(1))
         # the Python API of the front end reads the same stream (the run has ended: all of it)
-        again = list(front.live(run_id, timeout=30))
+        again = list(front.live(run_id, timeout=120))
         assert front.is_front_end and dbos_private.configured_dbos() is None  # no DBOS in this process: the client read it
     seen = [v for k, v in events if k == "live"]
     assert events[0] == ("run", {"run_id": run_id, "best_effort": True}) and events[-1][0] == "end"

@@ -247,7 +247,7 @@ def test_a_frozen_worker_past_its_lease_is_taken_over_and_its_late_writes_refuse
             held = hold_watchdog(db_url, "worker-a")
         a.send_signal(signal.SIGCONT)
         if held is not None:
-            late = wait_attempt_outcomes(db_url, kit.session, "refused", timeout=30)
+            late = wait_attempt_outcomes(db_url, kit.session, "refused", timeout=120)
             assert late, "no woken body's write was tried"  # the first woken body wrote, and was refused
             held.close()
             held = None

@@ -95,7 +95,7 @@ def _spawn_slow_pair(k: Kit, receiver: Receiver) -> tuple[object, list[Received]
         assert proc.poll() is None and time.monotonic() < deadline, "both slow bodies to start"
         time.sleep(0.05)
     # the model request and the append were committed before the bodies started: flushed then
-    receiver.wait_for(lambda s: bool(named(s, "helix.append")), "the append's span, flushed at its commit", timeout=30)
+    receiver.wait_for(lambda s: bool(named(s, "helix.append")), "the append's span, flushed at its commit", timeout=120)
     return proc, receiver.snapshot()
 
 
@@ -112,7 +112,7 @@ def test_signal_mid_body_then_relaunch_is_one_trace(db_url: str, tmp_path: Path,
     proc.send_signal(sig)  # type: ignore[attr-defined]
     proc.wait(30)  # type: ignore[attr-defined]
     if sig != signal.SIGKILL:
-        got = receiver.wait_for(lambda s: len(named(s, "scenario.body")) == 2, "the bodies' spans, flushed at the signal", timeout=30)
+        got = receiver.wait_for(lambda s: len(named(s, "scenario.body")) == 2, "the bodies' spans, flushed at the signal", timeout=120)
         assert {s.attributes["tool"] for s in named(got, "scenario.body")} == {"slow_safe", "slow_unsafe"}
 
     woke = k.wake(extra_env=traced_env(receiver, SCENARIO_DELAY="0"))

@@ -82,7 +82,7 @@ class Receiver:
         with self.lock:
             return list(self.spans)
 
-    def wait_for(self, check: Callable[[list[Received]], bool], what: str, timeout: float = 60) -> list[Received]:
+    def wait_for(self, check: Callable[[list[Received]], bool], what: str, timeout: float = 120) -> list[Received]:
         deadline = time.monotonic() + timeout
         while True:
             spans = self.snapshot()
