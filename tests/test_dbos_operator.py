@@ -55,7 +55,7 @@ def dbos_get(db_url: str, workflow_id: str) -> dict[str, Any]:
     return json.loads(out[out.index("{") :])
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 45, what: str = "condition") -> Any:
+def wait_for(check: Callable[[], Any], timeout: float = 120, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()

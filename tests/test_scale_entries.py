@@ -10,14 +10,12 @@ check what the fleet does, counted from the ledger's ``runs.started_at`` / ``end
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
+from datetime import UTC
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import (
@@ -35,7 +33,7 @@ import helix_dbos as hx
 from helix_dbos.errors import ConfigurationError, NothingToResumeError, ValidationError
 from helix_dbos.runtime.process import dbos_private
 from tests.support.crashkit import helix_table, query
-from tests.support.procs import ROOT, child_env
+from tests.support.fleet import WorkerPool, wait_for
 
 APP = "tests.scenarios.entries_app:runtime"
 
@@ -49,23 +47,12 @@ def workflow_rows(db_url: str) -> dict[str, dict[str, Any]]:
     return {r["workflow_uuid"]: r for r in rows}
 
 
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def seconds(ts: Any) -> float:
     """A ledger timestamp in epoch seconds (SQLite hands them back as ISO text, in UTC)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     if isinstance(ts, str):
-        ts = datetime.fromisoformat(ts).replace(tzinfo=timezone.utc)
+        ts = datetime.fromisoformat(ts).replace(tzinfo=UTC)
     return float(ts.timestamp())
 
 
@@ -245,17 +232,12 @@ def test_a_stop_withdraws_a_run_no_worker_took(make_runtime: Any, db_url: str) -
 # --- real worker processes ------------------------------------------------------------------------------
 
 
-class Workers:
+class Workers(WorkerPool):
     """Worker processes of one test on one database, and a front end (``mode="client"``) in the test
     process: it launches no DBOS, so nothing runs here."""
 
     def __init__(self, db_url: str, workdir: Path, env: dict[str, str]) -> None:
-        self.db_url, self.workdir = db_url, workdir
-        self.effects = workdir / "effects"
-        self.effects.mkdir()
-        self.env = {"ENTRIES_EFFECTS": str(self.effects), "HELIX_DBOS_TAKEOVER_AFTER": "3", **env}
-        self.procs: list[subprocess.Popen[str]] = []
-        self._logs: list[IO[str]] = []
+        super().__init__(db_url, workdir, env, app=APP, effects_var="ENTRIES_EFFECTS")
         self.front: hx.Runtime | None = None
 
     def front_end(self, launch: bool = True) -> hx.Runtime:
@@ -275,45 +257,10 @@ class Workers:
                 os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
         return self.front
 
-    def worker(self, executor: str, **extra: str) -> subprocess.Popen[str]:
-        log = open(self.workdir / f"{executor}.log", "w")  # noqa: SIM115 - closed in stop_all
-        self._logs.append(log)
-        env = child_env(extra={**self.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", APP, "--db", self.db_url, "--drain-timeout", "30"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
-        )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("{"), f"worker {executor} did not start: {line!r} {(self.workdir / f'{executor}.log').read_text()[-3000:]}"
-        self.procs.append(proc)
-        return proc
-
-    def effects_of(self, kind: str) -> list[dict[str, Any]]:
-        path = self.effects / f"{kind}.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    def runs(self) -> list[dict[str, Any]]:
-        return query(self.db_url, f"SELECT * FROM {helix_table(self.db_url, 'runs')}")
-
-    def all_at_rest(self, n: int) -> list[dict[str, Any]] | None:
-        runs = self.runs()
-        return runs if len(runs) == n and all(r["status"] in ("completed", "failed", "interrupted") for r in runs) else None
-
     def stop_all(self) -> None:
         if self.front is not None:
             self.front.shutdown()
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for log in self._logs:
-            log.close()
+        super().stop_all()
 
 
 @pytest.fixture

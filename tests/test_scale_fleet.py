@@ -16,21 +16,17 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 from tests.support.crashkit import helix_table, query
+from tests.support.fleet import WorkerPool, read_effects, wait_for
 from tests.support.procs import ROOT, child_env
 from tests.support.rates import max_in_window
 
 APP = "tests.scenarios.fleet_app:runtime"
 LEASE = 3.0
-
-
-def read_effects(folder: Path, kind: str) -> list[dict[str, Any]]:
-    path = folder / f"{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def in_flight(folder: Path, pid: int) -> set[tuple[str, int]]:
@@ -39,41 +35,11 @@ def in_flight(folder: Path, pid: int) -> set[tuple[str, int]]:
     return {(b["dispatch_id"], b["attempt"]) for b in read_effects(folder, "bodies") if b["pid"] == pid} - ended
 
 
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-class Fleet:
+class Fleet(WorkerPool):
     """The processes of one test, on one database, with one effects folder."""
 
     def __init__(self, db_url: str, workdir: Path, env: dict[str, str]) -> None:
-        self.db_url, self.workdir = db_url, workdir
-        self.effects = workdir / "effects"
-        self.effects.mkdir()
-        self.env = {"FLEET_EFFECTS": str(self.effects), "HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), **env}
-        self.procs: list[subprocess.Popen[str]] = []
-        self._logs: list[IO[str]] = []
-
-    def worker(self, executor: str, **extra: str) -> subprocess.Popen[str]:
-        log = open(self.workdir / f"{executor}.log", "w")  # noqa: SIM115 - closed in stop_all
-        self._logs.append(log)
-        env = child_env(extra={**self.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", APP, "--db", self.db_url, "--drain-timeout", "30"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
-        )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("{"), f"worker {executor} did not start: {line!r} {(self.workdir / f'{executor}.log').read_text()[-3000:]}"
-        self.procs.append(proc)
-        return proc
+        super().__init__(db_url, workdir, env, app=APP, effects_var="FLEET_EFFECTS", lease=LEASE)
 
     def enqueue(self, prefix: str, count: int, *, agent: str = "fleet", owner: str | None = None, then_owner: str | None = None) -> dict[str, Any]:
         args = [sys.executable, "-m", "tests.scenarios.fleet_app", "--db", self.db_url, "enqueue", "--agent", agent, "--count", str(count), "--prefix", prefix]
@@ -84,26 +50,6 @@ class Fleet:
         done = subprocess.run(args, cwd=ROOT, env=child_env(extra=self.env), capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         return dict(json.loads(done.stdout.splitlines()[-1]))
-
-    def runs(self) -> list[dict[str, Any]]:
-        return query(self.db_url, f"SELECT * FROM {helix_table(self.db_url, 'runs')}")
-
-    def all_at_rest(self, n: int) -> list[dict[str, Any]] | None:
-        runs = self.runs()
-        return runs if len(runs) == n and all(r["status"] in ("completed", "failed", "interrupted") for r in runs) else None
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for log in self._logs:
-            log.close()
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ def statuses(db_url: str, run_id: str | None = None) -> tuple[list[str], list[st
     return dbos, runs
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

@@ -64,7 +64,7 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+def wait_for(check: Callable[[], Any], timeout: float = 120, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:

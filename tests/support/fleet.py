@@ -1,0 +1,86 @@
+"""Worker processes of one test (``helix-dbos worker --app ...``) on one database, with one effects
+folder: what the fleet tests share. Each test module names its app and the variable its app reads
+the effects folder from; the rest (start a worker and read its ready line, the ledger's runs, a
+clean stop of every process) is the same for all of them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from tests.support.crashkit import helix_table, query
+from tests.support.procs import ROOT, child_env
+
+AT_REST = ("completed", "failed", "interrupted")
+
+
+def read_effects(folder: Path, kind: str) -> list[dict[str, Any]]:
+    path = folder / f"{kind}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for(what: str, cond: Callable[[], Any], timeout: float = 120.0) -> Any:
+    """Poll ``cond`` until it returns something true; a generous ceiling, so a busy machine only waits longer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class WorkerPool:
+    """The worker processes of one test; ``stop_all`` (the fixture's teardown) ends every one."""
+
+    def __init__(self, db_url: str, workdir: Path, env: dict[str, str], *, app: str, effects_var: str, lease: float = 3.0) -> None:
+        self.db_url, self.workdir, self.app = db_url, workdir, app
+        self.effects = workdir / "effects"
+        self.effects.mkdir()
+        self.env = {effects_var: str(self.effects), "HELIX_DBOS_TAKEOVER_AFTER": str(lease), **env}
+        self.procs: list[subprocess.Popen[str]] = []
+        self._logs: list[IO[str]] = []
+
+    def worker(self, executor: str, **extra: str) -> subprocess.Popen[str]:
+        log = open(self.workdir / f"{executor}.log", "w")  # noqa: SIM115 - closed in stop_all
+        self._logs.append(log)
+        env = child_env(extra={**self.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", self.app, "--db", self.db_url, "--drain-timeout", "30"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("{"), f"worker {executor} did not start: {line!r} {(self.workdir / f'{executor}.log').read_text()[-3000:]}"
+        self.procs.append(proc)
+        return proc
+
+    def effects_of(self, kind: str) -> list[dict[str, Any]]:
+        return read_effects(self.effects, kind)
+
+    def runs(self) -> list[dict[str, Any]]:
+        return query(self.db_url, f"SELECT * FROM {helix_table(self.db_url, 'runs')}")
+
+    def all_at_rest(self, n: int) -> list[dict[str, Any]] | None:
+        runs = self.runs()
+        return runs if len(runs) == n and all(r["status"] in AT_REST for r in runs) else None
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for log in self._logs:
+            log.close()
