@@ -14,7 +14,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -32,7 +32,6 @@ from ...settings import from_environ
 from ...views import RunResult, SessionView, StopReceipt
 from ..floor import registry as process_registry
 from ..floor.registry import Registry
-from ..flow import live as live_stream
 from ..flow import workflow
 from ..process import dbos_private, leases, polling, queues, trace_export
 from ..process.config import (
@@ -51,6 +50,9 @@ from .executor_leases import ExecutorLeases
 from .launched import MODES, Mode
 from .modes import Modes
 from .reader import Reader
+
+if TYPE_CHECKING:
+    from ..flow.live import LiveValue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -497,7 +499,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         check_text("run_id", run_id)
         return self.reader.run(run_id)
 
-    def live(self, run_id: str, timeout: float | None = None) -> Iterator[live_stream.LiveValue]:
+    def live(self, run_id: str, timeout: float | None = None) -> Iterator[LiveValue]:
         """The run's model output as it streams (``live_output``), best-effort, until its workflow
         ends; ``TimeoutError`` when no value comes within ``timeout`` seconds.
 
@@ -505,12 +507,17 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         any process reads them: a front end (which launches no DBOS) through its ``DBOSClient``."""
         check_text("run_id", run_id)
         self.engine  # noqa: B018 - ConfigurationError before launch, as every read
+        # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/test_import_cost.py)
+        from ..flow import live as live_stream
+
         return live_stream.read(run_id, timeout, client=self._client if self.is_front_end else None)
 
-    async def live_async(self, run_id: str, timeout: float | None = None) -> AsyncIterator[live_stream.LiveValue]:
+    async def live_async(self, run_id: str, timeout: float | None = None) -> AsyncIterator[LiveValue]:
         """``live`` on the caller's event loop."""
         check_text("run_id", run_id)
         self.engine  # noqa: B018
+        from ..flow import live as live_stream
+
         async for value in live_stream.read_async(run_id, timeout, client=self._client if self.is_front_end else None):
             yield value
 
