@@ -7,8 +7,10 @@ reached the Postgres half skips with a clear message, except in CI (``CI=true``)
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +32,18 @@ def _restore_ctrl_c() -> None:
 
 
 _restore_ctrl_c()
+
+
+@pytest.fixture(autouse=True)
+def _dbos_console_on_a_live_stream() -> None:
+    """DBOS makes its console log handler once per process, on whatever ``sys.stderr`` is then; when
+    that was a CliRunner's or capsys's stream, it is closed by the next test, and every later
+    ``DBOS(...)`` in this worker fails flushing it ("I/O operation on closed file"), depending on
+    which test ran first. Point such a handler back at the process's real stderr."""
+    for handler in logging.getLogger("dbos").handlers:
+        stream = getattr(handler, "stream", None)
+        if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
+            handler.stream = sys.__stderr__  # not setStream: it flushes the closed stream first
 
 PG_URL = os.environ.get("HELIX_DBOS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("HELIX_DBOS_REQUIRE_POSTGRES") == "1"
