@@ -92,6 +92,7 @@ async def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 PLANS: dict[str, dict[str, Any]] = {}
+LOOSE: list[threading.Thread] = []  # joined before the result line: a CLI still running at exit would leave no ``cancels`` line
 
 
 async def race_send(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
@@ -101,7 +102,9 @@ async def race_send(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
     if plan["mode"] == "body":
         await in_daemon_thread(_cancel, ctx.run_id, key, "body")
     elif plan["mode"] == "loose":  # not awaited: it lands when it lands
-        threading.Thread(target=_cancel, args=(ctx.run_id, key, "loose"), daemon=True).start()
+        loose = threading.Thread(target=_cancel, args=(ctx.run_id, key, "loose"), daemon=True)
+        LOOSE.append(loose)
+        loose.start()
         await asyncio.sleep(float(plan["sleep"]))
     effects.append(EFFECTS, "body_ends", {"session": key, "t": time.time()})
     return {"sent": key}
@@ -127,6 +130,8 @@ def main(argv: list[str]) -> int:
             result = handle.result(timeout=180)
             out[session] = {"status": result.status, "error_code": result.error_code, "run_id": result.run_id,
                             "calls": [{"status": c.status, "attempts": len(c.attempts)} for c in rt.session(session).calls]}
+    for loose in LOOSE:  # a loose cancel may outlive its run (a no-op DBOS's CLI still exits 0 for): wait for its line
+        loose.join(timeout=150)
     print(json.dumps(out), flush=True)  # noqa: T201 - the result line the test reads
     return 0
 

@@ -26,9 +26,15 @@ from ...errors import (
     ValidationError,
 )
 from ...ledger import calls as call_rows
-from ...ledger import store
+from ...ledger.calls import get_call, settle_call
+from ...ledger.checkpoints import get_checkpoint, latest_checkpoint
+from ...ledger.events import emit
 from ...ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
+from ...ledger.rows import new_id
+from ...ledger.runs import end_run, get_run
+from ...ledger.sessions import get_session, insert_session
 from ...ledger.statuses import CALL_SETTLED, RUN_LIVE, EntryKind, RunStatus, awaits_answer
+from ...ledger.stops import request_stop
 from ..floor import commits, pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
 from ..floor.runs import open_run_row
@@ -79,7 +85,7 @@ def open_run(
     ``queued(agent_name)``: whether this run waits on a queue for a worker (the caller enqueues it in
     this same transaction); a session whose run is ``queued`` refuses another entry like a running one.
     """
-    session = store.get_session(conn, session_id, for_update=True) if session_id else None
+    session = get_session(conn, session_id, for_update=True) if session_id else None
     if session is not None and owner is not None and session["owner"] != owner:
         raise SessionNotFoundError(f"no session {session_id!r}")
     if session is None:
@@ -87,8 +93,8 @@ def open_run(
             raise SessionNotFoundError(f"no session {session_id!r}")
         if agent_name not in agents:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
-        session_id = session_id or store.new_id()
-        session = store.insert_session(conn, session_id, str(agent_name), owner=owner)
+        session_id = session_id or new_id()
+        session = insert_session(conn, session_id, str(agent_name), owner=owner)
         if session is None:
             # Another start of this new session id created it between our read and our insert: it
             # won the session's first run, as the gate's compare-and-set decides between turns.
@@ -101,7 +107,7 @@ def open_run(
         if session["agent_name"] not in agents:
             raise UnknownAgentError(f"no agent named {session['agent_name']!r} is defined in this process")
     assert session_id is not None
-    previous = store.get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
+    previous = get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] in RUN_LIVE:
         dead = is_dead(previous, conn) if previous is not None else None
         if previous is not None and dead is None:
@@ -109,15 +115,15 @@ def open_run(
         if previous is not None and dead == "cancelled":
             # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
             commits.settle_cancel(conn, previous["run_id"])
-            previous = store.get_run(conn, previous["run_id"])
+            previous = get_run(conn, previous["run_id"])
         elif previous is not None:
-            store.end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
-            previous = store.get_run(conn, previous["run_id"])
-        session = store.get_session(conn, session_id, for_update=True)
+            end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
+            previous = get_run(conn, previous["run_id"])
+        session = get_session(conn, session_id, for_update=True)
         assert session is not None
     _check_entry(conn, entry, session, _applied(conn, previous), message, checkpoint_id)
 
-    run_id = store.new_id()
+    run_id = new_id()
     agent_name = session["agent_name"]
     agent = agents[agent_name]
     waits = queued(agent_name)
@@ -134,7 +140,7 @@ def _applied(conn: sa.Connection, run: RunRow | None) -> RunRow | None:
     """The latest run that applied its entry: a run stopped while queued (withdrawn: it never
     started) changed nothing, so ``retry`` and ``resume`` look past it to the run before."""
     while run is not None and run["started_at"] is None and run["status"] not in RUN_LIVE and run["previous_run_id"]:
-        run = store.get_run(conn, run["previous_run_id"])
+        run = get_run(conn, run["previous_run_id"])
     return None if run is not None and run["started_at"] is None and run["status"] not in RUN_LIVE else run
 
 
@@ -150,7 +156,7 @@ def _check_entry(
     if entry in ("resume_with_message", "retry_with_message", "turn", "retry_from_checkpoint") and not message:
         raise ValidationError(f"{entry} needs a message")
     if checkpoint_id is not None:
-        cp = store.get_checkpoint(conn, checkpoint_id)
+        cp = get_checkpoint(conn, checkpoint_id)
         if cp is None or cp["session_id"] != sid:
             raise CheckpointNotFoundError(f"no checkpoint {checkpoint_id!r} in session {sid!r}")
         if cp["kind"] != "append":
@@ -158,7 +164,7 @@ def _check_entry(
     if entry in ("resume_continue", "retry", "resume_from_checkpoint") and previous is None:
         raise NothingToResumeError(f"session {sid!r} has no run to resume")
     if entry == "resume_continue":
-        if _pending_unanswered(conn, store.latest_checkpoint(conn, sid)):
+        if _pending_unanswered(conn, latest_checkpoint(conn, sid)):
             raise CallsPendingError(f"session {sid!r} is waiting for answers to its pending calls")
         if previous is not None and previous["status"] == "completed":
             raise NothingToResumeError(f"session {sid!r} completed; send a new turn instead")
@@ -182,10 +188,10 @@ def answer(
     error: str | None = None,
 ) -> Answered:
     """Record one answer, bound to the kind of pending call and fenced on the run that suspended."""
-    session = store.get_session(conn, session_id, for_update=True)
+    session = get_session(conn, session_id, for_update=True)
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
-    call = store.get_call(conn, dispatch_id, for_update=True)
+    call = get_call(conn, dispatch_id, for_update=True)
     if call is None or call["session_id"] != session_id:
         raise CallNotFoundError(f"no call {dispatch_id!r} in session {session_id!r}")
     is_client = call["kind"] == "client"
@@ -195,7 +201,7 @@ def answer(
         raise AnswerKindError(f"call {dispatch_id!r} is not a client call" + (" (it awaits an approval)" if call["requires_approval"] else ""))
     if call["answered_at"] is not None or call["approved"] is not None:
         raise DuplicateAnswerError(f"call {dispatch_id!r} was answered already")
-    latest = store.latest_checkpoint(conn, session_id)
+    latest = latest_checkpoint(conn, session_id)
     ref = pairing.step_ref(conn, latest)
     suspended_here = (
         session["status"] == "suspended_client_tool"
@@ -210,22 +216,22 @@ def answer(
     run_id = str(session["current_run_id"])
     if kind == "approval":
         call_rows.record_approval(conn, dispatch_id, bool(approved), reason, actor)
-        store.emit(conn, session_id, run_id, "approval_decided", {"dispatch_id": dispatch_id, "approved": bool(approved), "reason": reason, "actor": actor})
+        emit(conn, session_id, run_id, "approval_decided", {"dispatch_id": dispatch_id, "approved": bool(approved), "reason": reason, "actor": actor})
         if not approved:
-            fresh = store.get_call(conn, dispatch_id)
+            fresh = get_call(conn, dispatch_id)
             assert fresh is not None
-            store.settle_call(conn, fresh, "denied", run_id=run_id, paired_by="answer", note=reason)
+            settle_call(conn, fresh, "denied", run_id=run_id, paired_by="answer", note=reason)
     else:
         ok, value = transcript.jsonable(result)
         if not ok:
             raise ValidationError(str(value))
         call_rows.mark_answered(conn, dispatch_id)
-        fresh = store.get_call(conn, dispatch_id)
+        fresh = get_call(conn, dispatch_id)
         assert fresh is not None
         if error is not None:
-            store.settle_call(conn, fresh, "error", run_id=run_id, paired_by="answer", error={"type": "client_error", "message": error})
+            settle_call(conn, fresh, "error", run_id=run_id, paired_by="answer", error={"type": "client_error", "message": error})
         else:
-            store.settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
+            settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
     remaining = _pending_unanswered(conn, latest)
     return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
 
@@ -249,26 +255,26 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
     now, and so does a queued one no worker has taken yet (withdrawn from its queue)."""
     if kind not in ("interrupt", "abort"):
         raise ValidationError(f"stop kind must be 'interrupt' or 'abort', not {kind!r}")
-    session = store.get_session(conn, session_id, for_update=True)
+    session = get_session(conn, session_id, for_update=True)
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
     run_id = session["current_run_id"]
     if session["status"] not in ("queued", "running", "suspended_client_tool") or run_id is None:
         raise NothingToResumeError(f"session {session_id!r} has no live run to stop (status {session['status']})")
-    first = store.request_stop(conn, session_id, run_id, kind, requested_by)
+    first = request_stop(conn, session_id, run_id, kind, requested_by)
     if session["status"] == "queued" and dbos_private.withdraw_enqueued(conn, run_id):
         # No worker took it yet, and now none will (off its queue in this transaction): it ends here
         # without having applied its entry, so the session stands as before it, and the next entry
         # (a turn, resume or retry) starts from there. A worker that dequeued it first makes the
         # withdrawal a no-op, and the run stops at its first boundary as a running one does.
         status: RunStatus = "interrupted" if kind == "interrupt" else "failed"
-        store.emit(conn, session_id, run_id, "run_withdrawn", {"kind": kind, "requested_by": requested_by})
-        store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None,
+        emit(conn, session_id, run_id, "run_withdrawn", {"kind": kind, "requested_by": requested_by})
+        end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None,
                       error="stopped while queued: no worker ran it" if kind == "abort" else None)
         return {"run_id": run_id, "stopped": True, "status": status}
     if session["status"] == "suspended_client_tool":
         # No workflow is live to notice the record: the stop completes in this transaction.
-        run = store.get_run(conn, run_id)
+        run = get_run(conn, run_id)
         assert run is not None
         # the caller's agents and profile: a front end has no launched runtime to read them from
         agent = agents.get(run["agent_name"]) if agents is not None else None

@@ -11,8 +11,9 @@ import sqlalchemy as sa
 from dbos import DBOS
 
 from ...errors import ExecutorIdInUseError
-from ...ledger import executors, runs, store
+from ...ledger import executors, runs
 from ...ledger.records import RunRow
+from ...ledger.rows import now
 from ..floor import commits
 from ..process import dbos_private, leases
 from ..process.config import resolve_database_url
@@ -88,8 +89,8 @@ class ExecutorLeases(LaunchedParts):
         """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""
         row = dbos_private.workflow_row(conn, run["run_id"])
         if row is None:
-            created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=store.now().tzinfo)
-            return "lost" if store.now() - created > ORPHAN_AFTER else None
+            created = run["created_at"] if run["created_at"].tzinfo else run["created_at"].replace(tzinfo=now().tzinfo)
+            return "lost" if now() - created > ORPHAN_AFTER else None
         status, owner = row
         if status == "CANCELLED":
             return "cancelled"

@@ -23,9 +23,9 @@ from ...definitions import Agent
 from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, ValidationError
-from ...ledger import store
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
+from ...ledger.runs import end_run
 from ...ledger.statuses import EntryKind
 from ...recovery import Profile
 from ...settings import from_environ
@@ -379,7 +379,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
                 handle = DBOS.start_workflow(self._launched_registry().run_workflow, opened["run_id"])
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
             with self.engine.begin() as conn:
-                store.end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=f"{type(exc).__name__}: {exc}")
+                end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=f"{type(exc).__name__}: {exc}")
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
 

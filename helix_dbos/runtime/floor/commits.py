@@ -24,9 +24,24 @@ import sqlalchemy as sa
 
 from ...definitions import Agent
 from ...ledger import calls as call_rows
-from ...ledger import step_rows, store
+from ...ledger import step_rows
+from ...ledger.calls import insert_calls, record_check, reopen_call
+from ...ledger.checkpoints import (
+    checkpoint_event,
+    get_checkpoint,
+    insert_checkpoint,
+    latest_checkpoint,
+    new_checkpoint_id,
+    next_step,
+    rewind_to,
+)
+from ...ledger.events import emit
+from ...ledger.messages import insert_message
 from ...ledger.records import RunRow
+from ...ledger.rows import new_id
+from ...ledger.runs import end_run, start_queued_run
 from ...ledger.statuses import BODY_KINDS, CALL_SETTLED, REDIRECTING_ENTRIES, RunStatus
+from ...ledger.stops import request_stop
 from . import durable, fence, transcript
 from .pairing import (
     apply_pairings,
@@ -85,7 +100,7 @@ def redirect_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
     run = fence.check(conn, run_id, "read saved calls", admit_queued=True)
     if run["entry"] not in REDIRECTING_ENTRIES or durable.tx_committed(conn, run_id, PREPARE_TX):
         return []
-    target = store.get_checkpoint(conn, run["checkpoint_id"]) if run["checkpoint_id"] else store.latest_checkpoint(conn, run["session_id"])
+    target = get_checkpoint(conn, run["checkpoint_id"]) if run["checkpoint_id"] else latest_checkpoint(conn, run["session_id"])
     ref = step_ref(conn, target)
     return [] if ref is None else checks_to_ask(conn, run, [ref], "redirect")
 
@@ -94,7 +109,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
     """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
     run = fence.check(conn, run_id, "prepare", admit_queued=True)
     if run["status"] == "queued":  # a worker dequeued it: from here on it runs, on this executor
-        store.start_queued_run(conn, run_id, run["session_id"], env().settings.executor_id)
+        start_queued_run(conn, run_id, run["session_id"], env().settings.executor_id)
     sid, entry, agent = run["session_id"], run["entry"], env().agent(run["agent_name"])
     plan: EntryPlan = {
         "session_id": sid,
@@ -104,13 +119,13 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
         "mode": "model",
         "recover": None,
     }
-    target = store.latest_checkpoint(conn, sid)
+    target = latest_checkpoint(conn, sid)
     if run["checkpoint_id"]:
-        target = store.get_checkpoint(conn, run["checkpoint_id"])
+        target = get_checkpoint(conn, run["checkpoint_id"])
         assert target is not None
-        store.rewind_to(conn, target, run_id)
+        rewind_to(conn, target, run_id)
         _pair_left_behind(conn, run_id, agent)
-    store.emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
+    emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
     ref = step_ref(conn, target)
 
     if entry in REDIRECTING_ENTRIES:
@@ -120,28 +135,28 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
             apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "redirect")
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
             body = transcript.dump(transcript.results_message(calls, run["entry_message"]))
-            store.insert_message(conn, sid, run_id, ref["step"], "request", body)
-            store.insert_checkpoint(conn, sid, run_id, ref["step"], "step")
+            insert_message(conn, sid, run_id, ref["step"], "request", body)
+            insert_checkpoint(conn, sid, run_id, ref["step"], "step")
         elif run["entry_message"] is not None:
-            store.insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
+            insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
     elif entry == "start":
         if run["entry_message"] is not None:
-            store.insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
+            insert_message(conn, sid, run_id, None, "request", transcript.dump(transcript.user_message(run["entry_message"])))
     elif ref is not None:  # resume_continue, resume_from_checkpoint, retry: recover the saved step
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         if entry == "retry":
             decided = decisions(agent, calls, "retry")
             for call in calls:
                 if call["status"] in CALL_SETTLED and decided[call["dispatch_id"]].action != "keep":
-                    store.reopen_call(conn, call)
+                    reopen_call(conn, call)
                     if saved_call(call).check == "unknown":
                         # the failure asked and the check could not tell: retry() asks it again (the
                         # verdict stays in the session's events, as ``reconciled``)
-                        store.record_check(conn, call, None)
-                    store.emit(conn, sid, run_id, "call_reopened", {"dispatch_id": call["dispatch_id"]})
+                        record_check(conn, call, None)
+                    emit(conn, sid, run_id, "call_reopened", {"dispatch_id": call["dispatch_id"]})
         plan["mode"] = "recover"
         plan["recover"] = ref
-    plan["step"] = ref["step"] + 1 if plan["mode"] == "recover" and ref else store.next_step(conn, sid)
+    plan["step"] = ref["step"] + 1 if plan["mode"] == "recover" and ref else next_step(conn, sid)
     return plan
 
 
@@ -157,7 +172,7 @@ def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned:
     for p in planned:
         rows.append(
             {
-                "dispatch_id": store.new_id(),
+                "dispatch_id": new_id(),
                 "session_id": sid,
                 "run_id": run_id,
                 "checkpoint_id": checkpoint_id,
@@ -205,10 +220,10 @@ def _reply_rows(run_id: str, sid: str, step: int, reply: ModelReply, *after: tup
 def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall]) -> Appended:
     """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
     fence.check(conn, run_id, "append")
-    checkpoint_id = store.new_checkpoint_id()
+    checkpoint_id = new_checkpoint_id()
     rows = _planned_rows(run_id, sid, step, checkpoint_id, planned)
-    store.insert_calls(conn, rows)
-    events = [*_reply_events(step, reply), *_call_events(rows), store.checkpoint_event(checkpoint_id, "append", step)]
+    insert_calls(conn, rows)
+    events = [*_reply_events(step, reply), *_call_events(rows), checkpoint_event(checkpoint_id, "append", step)]
     step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "append")), events)
     return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [brief(r) for r in rows]}
 
@@ -234,7 +249,7 @@ def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]]
     finish = next((c for c in calls if c["kind"] == "finish" and c["status"] == "ok"), None)
     if finish is None:
         return None
-    store.end_run(conn, run_id, "completed", output=finish["result"], events=events)
+    end_run(conn, run_id, "completed", output=finish["result"], events=events)
     return {"status": "completed", "output": finish["result"]}
 
 
@@ -244,7 +259,7 @@ def _suspend_or_stop(conn: sa.Connection, run_id: str, rows: step_rows.StepRows,
     if stop is not None:
         step_rows.write(conn, rows, events)
         return settle_stop(conn, fence.check(conn, run_id, "stop"), stop)
-    store.end_run(conn, run_id, "suspended_client_tool", events=events)
+    end_run(conn, run_id, "suspended_client_tool", events=events)
     step_rows.write(conn, rows, events)
     return {"status": "suspended_client_tool"}
 
@@ -255,13 +270,13 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
     The fence and the step's calls are one read, or the full fence and then the calls when it
     would refuse (``pairing.fenced_step``)."""
     head, calls = fenced_step(conn, run_id, ref["run_id"], ref["step"], "step commit")
-    checkpoint_id = store.new_checkpoint_id()
+    checkpoint_id = new_checkpoint_id()
     if any(c["status"] not in CALL_SETTLED for c in calls):
         rows = step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension"))
         own = ref["run_id"] == run_id  # a recovered step of an earlier run suspends this one
-        return _suspend_or_stop(conn, run_id, rows, [store.checkpoint_event(checkpoint_id, "suspension", ref["step"])], head["stop_kind"] if own else None)
+        return _suspend_or_stop(conn, run_id, rows, [checkpoint_event(checkpoint_id, "suspension", ref["step"])], head["stop_kind"] if own else None)
     answers = ("request", transcript.dump(transcript.results_message(calls)))
-    events: Events = [store.checkpoint_event(checkpoint_id, "step", ref["step"])]
+    events: Events = [checkpoint_event(checkpoint_id, "step", ref["step"])]
     outcome = _finish(conn, run_id, calls, events)
     step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], messages=[answers], checkpoint=(checkpoint_id, "step")), events)
     return outcome or {"status": "committed"}
@@ -270,26 +285,26 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
 def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall], output_required: bool) -> StepOutcome:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
     run = fence.check(conn, run_id, "step commit")
-    checkpoint_id = store.new_checkpoint_id()
+    checkpoint_id = new_checkpoint_id()
     events = _reply_events(step, reply)
     if not planned:
         if not output_required:
-            events.append(store.checkpoint_event(checkpoint_id, "step", step))
+            events.append(checkpoint_event(checkpoint_id, "step", step))
             text = transcript.reply_text(transcript.load_response(reply["response"]))
-            store.end_run(conn, run_id, "completed", output=text, events=events)
+            end_run(conn, run_id, "completed", output=text, events=events)
             step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")), events)
             return {"status": "completed", "output": text}
         retry = ("request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
-        events.append(store.checkpoint_event(checkpoint_id, "step", step))
+        events.append(checkpoint_event(checkpoint_id, "step", step))
         step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")), events)
         return {"status": "committed"}
     pending = any(p["status"] not in CALL_SETTLED for p in planned)
     kind = "suspension" if pending else "step"
     calls = _planned_rows(run_id, sid, step, checkpoint_id, planned)
-    store.insert_calls(conn, calls)
+    insert_calls(conn, calls)
     answers = [] if pending else [("request", transcript.dump(transcript.results_message(calls)))]
     rows = _reply_rows(run_id, sid, step, reply, *answers, checkpoint=(checkpoint_id, kind))
-    events += [*_call_events(calls), store.checkpoint_event(checkpoint_id, kind, step)]
+    events += [*_call_events(calls), checkpoint_event(checkpoint_id, kind, step)]
     if pending:  # a stop that came during the model request: its calls are paired, the run stops
         return _suspend_or_stop(conn, run_id, rows, events, run["stop_kind"])
     outcome = _finish(conn, run_id, calls, events)
@@ -314,7 +329,7 @@ def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> StepO
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "run_failed")
-    store.end_run(conn, run_id, "failed", error_code=code, error=message)
+    end_run(conn, run_id, "failed", error_code=code, error=message)
     return {"status": "failed", "error_code": code, "error": message}
 
 
@@ -333,10 +348,10 @@ def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
     reason, run = fence.why_refused(conn, run_id, None, admit_queued=True)
     if reason is not None or run is None:
         return None
-    store.request_stop(conn, run["session_id"], run_id, "abort", "dbos workflow cancel")
-    store.emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})
+    request_stop(conn, run["session_id"], run_id, "abort", "dbos workflow cancel")
+    emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})
     if run["status"] == "queued":
-        store.end_run(conn, run_id, "failed", error_code="run_stopped", error="cancelled while queued (dbos workflow cancel): no worker ran it")
+        end_run(conn, run_id, "failed", error_code="run_stopped", error="cancelled while queued (dbos workflow cancel): no worker ran it")
         return {"status": "failed"}
     return settle_stop(conn, run, "abort")
 
@@ -358,8 +373,8 @@ def settle_stop(conn: sa.Connection, run: RunRow, kind: str, *, agent: Agent | N
         if any(c["status"] not in CALL_SETTLED for c in calls):
             apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop", profile=profile), "stop")
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
-        store.insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
-        store.insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
+        insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
+        insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
     status: RunStatus = "interrupted" if kind == "interrupt" else "failed"
-    store.end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
+    end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
     return {"status": status}

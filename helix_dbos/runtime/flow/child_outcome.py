@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Required, TypedDict
 
 import sqlalchemy as sa
 
-from ...ledger import store
 from ...ledger.records import RunRow
+from ...ledger.runs import end_run, get_run
 from ...ledger.statuses import RUN_AT_REST, RUN_LIVE, RunStatus
+from ...ledger.stops import request_stop, stop_of
 from ...ledger.user_json import JsonObject
 from ..floor import commits, fence, gate
 from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
@@ -73,9 +74,9 @@ def _propagate_stop(conn: sa.Connection, parent_run_id: str, child: RunRow | Non
     """A stop of the parent reaches the child it waits on: same kind, one durable record on the child run."""
     if child is None or child["status"] not in RUN_LIVE:  # a child queued on its agent's limit too
         return
-    kind = store.stop_of(conn, parent_run_id)
-    if kind is not None and store.stop_of(conn, child["run_id"]) is None:
-        store.request_stop(conn, child["session_id"], child["run_id"], kind, f"parent run {parent_run_id}")
+    kind = stop_of(conn, parent_run_id)
+    if kind is not None and stop_of(conn, child["run_id"]) is None:
+        request_stop(conn, child["session_id"], child["run_id"], kind, f"parent run {parent_run_id}")
 
 
 def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> Outcome:
@@ -89,7 +90,7 @@ def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_
     fence.check(conn, parent_run_id, "wait for sub-agent")
     own = dbos_status(conn, dispatch_id)
     host = dbos_status(conn, host_workflow_id) if host_workflow_id else None
-    child = store.get_run(conn, dispatch_id)
+    child = get_run(conn, dispatch_id)
     if child is not None and child["status"] in RUN_AT_REST:
         return _done(child)
     if own is not None:
@@ -146,7 +147,7 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
     ``failed`` so its session does not stay "running" forever.
     """
     sid = state.get("child_session_id")
-    child = store.get_run(conn, dispatch_id)
+    child = get_run(conn, dispatch_id)
     if state["state"] == "done":
         status = state["status"]
         if status == "completed":
@@ -174,8 +175,8 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
     if out["written"] and child is not None:
         # Only the parent attempt that answered the call closes the child: a fenced-off late one must not.
         if child["status"] == "suspended_client_tool":
-            store.request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
+            request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
             commits.settle_stop(conn, child, "abort")
         elif child["status"] in RUN_LIVE and state["state"] == "lost":
-            store.end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
+            end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
     return out

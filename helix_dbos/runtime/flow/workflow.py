@@ -25,8 +25,8 @@ from dbos import DBOS, StepOptions
 
 from ...definitions import Agent
 from ...errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
-from ...ledger import store
 from ...ledger.records import FenceRow, RunRow
+from ...ledger.runs import get_run
 from ...ledger.statuses import BODY_KINDS
 from ...recovery import lanes
 from ...views import RunResult
@@ -121,7 +121,7 @@ def _read_run(run_id: str) -> RunRow | None:
     """The run's row once it has ended; None while it is still running (an execution cut short by a
     shutdown: the execution that recovers the workflow emits the root instead)."""
     with env().engine.connect() as conn:
-        run = store.get_run(conn, run_id)
+        run = get_run(conn, run_id)
     return run if run is not None and run["status"] != "running" else None
 
 
