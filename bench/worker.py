@@ -21,7 +21,6 @@ from typing import Any
 
 BARE_QUEUE = "bench_bare"
 QUEUE_POLL_S = 0.1
-STORE_RETRY_WINDOW = 1800.0
 
 
 def main(argv: list[str]) -> int:
@@ -54,11 +53,7 @@ def main(argv: list[str]) -> int:
         extra = {"agents": agents, "limits": limits}
     helix = HelixRunner(
         spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"],
-        mode=args.helix_mode, worker_concurrency=args.concurrency, owner_share=args.owner_share,
-        # hundreds of runs in flight on 8 pooled connections, on a shared machine: a run may wait
-        # longer than the default 60 s window for a connection, which is no outage (the bench
-        # measures throughput; DBOS's own pool waits without a deadline)
-        store_retry_window=STORE_RETRY_WINDOW, **extra,
+        mode=args.helix_mode, worker_concurrency=args.concurrency, owner_share=args.owner_share, **extra,
     )
     DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
     stop = threading.Event()

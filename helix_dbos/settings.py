@@ -154,7 +154,7 @@ class EnvSettings:
     recovery_poll: float = field(default=DEFAULT_RECOVERY_POLL, metadata=_var(
         "HELIX_DBOS_RECOVERY_POLL", "how often DBOS's internal queue is polled", _seconds(0.05, 60)))
     store_retry_window: float = field(default=DEFAULT_STORE_RETRY_WINDOW, metadata=_var(
-        "HELIX_DBOS_STORE_RETRY_WINDOW", "how long transient store errors are retried before a run fails `store_unavailable`", _seconds(0.0)))
+        "HELIX_DBOS_STORE_RETRY_WINDOW", "how long transient store errors (never a wait for a pooled connection) are retried before a run fails `store_unavailable`", _seconds(0.0)))
     companion_idle_seconds: float = field(default=DEFAULT_COMPANION_IDLE_SECONDS, metadata=_var(
         "HELIX_DBOS_COMPANION_IDLE_SECONDS", "how long a companion waits for its next turn before it ends", _positive_seconds))
     # --- what a run emits

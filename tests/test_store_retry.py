@@ -185,7 +185,7 @@ def test_a_silent_server_is_a_transient_error_within_the_bound(pg_url: str) -> N
     silence works; outside it the same query simply waits the silence out."""
     import time
 
-    from helix_dbos.ledger.engine import bounded_waits
+    from helix_dbos.ledger.engine import WaitBound, bounded_waits
     from tests.support.tcpproxy import TcpProxy
 
     proxy = TcpProxy.for_url(pg_url)
@@ -196,7 +196,7 @@ def test_a_silent_server_is_a_transient_error_within_the_bound(pg_url: str) -> N
         proxy.stall()
         # the pooled connection's pre-ping waits past the bound, then so does the reconnect SQLAlchemy tries
         started = time.monotonic()
-        with pytest.raises(sa.exc.OperationalError) as info, bounded_waits(time.monotonic() + 1.0):
+        with pytest.raises(sa.exc.OperationalError) as info, bounded_waits(WaitBound(1.0)):
             with engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
         assert is_transient(info.value) and time.monotonic() - started < 4, info.value  # libpq's connect minimum: 2 s

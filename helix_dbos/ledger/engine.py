@@ -126,31 +126,68 @@ PG_CONNECT_ARGS: dict[str, Any] = {
     "tcp_user_timeout": 30000,
 }
 
-#: The monotonic time by which the current retried transaction must hear from the server (None:
-#: no bound). Set by ``store_retry`` for each try of a transaction with a finite window.
-_wait_until: ContextVar[float | None] = ContextVar("helix_wait_until", default=None)
+class WaitBound:
+    """How long the current try of a retried transaction may wait on the server.
+
+    ``span``: seconds counted from the moment the try holds a pooled connection (a wait for one of
+    the pool's connections is no silence of the server: with more runs in flight than connections it
+    is the normal state, and counting it turned a busy worker's runs into ``store_unavailable``);
+    ``cap``: a monotonic time no wait goes past whatever the checkout (the retry window's end once
+    an outage began), or None. ``until``: the current bound, restarted at each checkout;
+    ``started``: when it was last restarted (where a failure's retry window opens)."""
+
+    __slots__ = ("cap", "span", "started", "until")
+
+    def __init__(self, span: float, cap: float | None = None) -> None:
+        self.span, self.cap = span, cap
+        self.started = self.until = 0.0
+        self.restart()
+
+    def restart(self) -> None:
+        self.started = time.monotonic()
+        until = self.started + self.span
+        self.until = until if self.cap is None else min(until, self.cap)
+
+
+#: The bound of the current retried transaction's waits on the server (None: no bound). Set by
+#: ``store_retry`` for each try of a transaction with a finite window.
+_wait_until: ContextVar[WaitBound | None] = ContextVar("helix_wait_until", default=None)
 
 
 @contextmanager
-def bounded_waits(until: float | None) -> Iterator[None]:
+def bounded_waits(bound: WaitBound | None) -> Iterator[None]:
     """Within this block (and the worker threads it starts, which copy the context), a Postgres
-    connection of the ledger that waits for the server past monotonic time ``until`` is closed and
-    the wait fails with a psycopg ``OperationalError`` (no SQLSTATE: a lost connection, transient).
+    connection of the ledger that waits for the server past ``bound.until`` is closed and the wait
+    fails with a psycopg ``OperationalError`` (no SQLSTATE: a lost connection, transient). Each
+    checkout from the pool restarts the bound (``WaitBound``), so the wait for a pooled connection
+    does not eat the server's time.
 
     Why: a server that stops answering without closing anything (frozen, overloaded, a proxy or
     link that holds the bytes) leaves a client blocked in a read for ever; the kernel acknowledges
-    what was sent, so neither keepalives nor ``tcp_user_timeout`` notice. Any wait counts, a lock
-    wait included: a transaction that cannot get an answer within the window is, to its caller, a
-    store that is unavailable.
+    what was sent, so neither keepalives nor ``tcp_user_timeout`` notice. Any wait on the server
+    counts, a lock wait included: a transaction that cannot get an answer within the window is, to
+    its caller, a store that is unavailable.
     """
-    if until is None or math.isinf(until):
+    if bound is None or math.isinf(bound.until):
         yield
         return
-    token = _wait_until.set(until)
+    token = _wait_until.set(bound)
     try:
         yield
     finally:
         _wait_until.reset(token)
+
+
+class BoundedQueuePool(sa.pool.QueuePool):
+    """The ledger's Postgres pool: a checkout restarts the current try's ``WaitBound`` once it holds
+    a connection (before the pre-ping, which is a wait on the server like any other)."""
+
+    def _do_get(self) -> Any:
+        record = super()._do_get()
+        bound = _wait_until.get()
+        if bound is not None:
+            bound.restart()
+        return record
 
 
 @contextmanager
@@ -177,10 +214,10 @@ def _bounded_connection_class() -> type[psycopg.Connection[Any]]:
 
     class BoundedConnection(psycopg.Connection[Any]):
         def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
-            until = _wait_until.get()
-            if until is None:
+            bound = _wait_until.get()
+            if bound is None:
                 return super().wait(gen, interval, timeout)
-            left = max(until - time.monotonic(), 0.0)
+            left = max(bound.until - time.monotonic(), 0.0)
             try:
                 return super().wait(gen, interval, left if timeout is None else min(timeout, left))
             except pe._WaitTimeout:
@@ -195,9 +232,9 @@ def _bounded_connection_class() -> type[psycopg.Connection[Any]]:
 
 
 def _bounded_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
-    until = _wait_until.get()
-    if until is not None:  # a connection attempt inside the bound gives up with it (libpq's minimum: 2 s)
-        cparams["connect_timeout"] = max(2, min(int(cparams.get("connect_timeout") or 10), math.ceil(until - time.monotonic())))
+    bound = _wait_until.get()
+    if bound is not None:  # a connection attempt inside the bound gives up with it (libpq's minimum: 2 s)
+        cparams["connect_timeout"] = max(2, min(int(cparams.get("connect_timeout") or 10), math.ceil(bound.until - time.monotonic())))
     return _bounded_connection_class().connect(*cargs, **cparams)
 
 
@@ -208,6 +245,7 @@ def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
         event.listens_for(engine, "connect")(_sqlite_pragmas)
     else:
         if "poolclass" not in kwargs:
+            kwargs["poolclass"] = BoundedQueuePool
             kwargs.setdefault("pool_size", 10)
             kwargs.setdefault("max_overflow", 10)
             kwargs.setdefault("pool_pre_ping", True)

@@ -13,6 +13,15 @@ bytes) raises nothing: each try of a transaction with a finite window therefore 
 closed and the try fails like a lost connection; the window counts from the start of the first try
 that failed, so a try that hung for the whole window ends it at once.
 
+A wait for one of the pool's connections is not an outage: a worker holding more runs in flight
+than its ``tx_pool`` has connections (the normal state at scale) makes runs queue for a connection,
+each for as long as the runs ahead of it hold theirs, while the database answers every one of them.
+So a try's bound on the server starts when it holds a connection (``ledger.engine.WaitBound``), and
+a checkout that timed out (SQLAlchemy's ``pool_timeout``: every connection in use) is tried again at
+once without opening the window: the wait goes on, as DBOS's own pool waits, until a connection is
+free. A real outage still ends it: connections in use fail within the bound and come back to the
+pool, and the next try meets the outage itself (a refused connect, a silent server), which counts.
+
 DBOS itself retries its system-database writes without a deadline (``db_retry``): those pause the
 run until the store returns, which is the same outcome as a short outage inside the window. This
 module bounds the waits helix_dbos owns: every ledger transaction (``durable.tx`` retries past the
@@ -32,7 +41,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from ...errors import StoreUnavailableError
-from ...ledger.engine import bounded_waits
+from ...ledger.engine import WaitBound, bounded_waits
 
 T = TypeVar("T")
 log = logging.getLogger("helix_dbos")
@@ -42,9 +51,14 @@ _MAX_DELAY = 2.0
 _SQLITE_TRANSIENT = ("database is locked", "database table is locked", "database is busy")
 
 
+def is_pool_wait(exc: BaseException) -> bool:
+    """A checkout from the pool that timed out: every connection is in use (busy, not an outage)."""
+    return isinstance(exc, sa.exc.TimeoutError)
+
+
 def is_transient(exc: BaseException) -> bool:
     """A store error that goes away by itself: worth retrying the whole transaction."""
-    if isinstance(exc, sa.exc.TimeoutError):  # pool checkout timed out: connections are all stuck
+    if is_pool_wait(exc):
         return True
     if not isinstance(exc, sa.exc.DBAPIError):
         return False
@@ -95,21 +109,27 @@ class Backoff:
         self.deadline: float | None = None
         self.delay = _FIRST_DELAY
 
-    def try_until(self, started: float) -> float | None:
-        """By when a try started at ``started`` must hear from the server.
+    def try_bound(self) -> WaitBound:
+        """How long a try may wait on the server, counted from each checkout of a pooled connection.
 
         With no window (``math.inf``: retried until the store answers) each try is still bounded by
         the configured window, so one connection stuck on a silent peer is abandoned and the next
-        try gets a new one, instead of waiting on it for ever."""
+        try gets a new one, instead of waiting on it for ever. Once an outage began, no wait goes
+        past the window's end."""
         if math.isinf(self.window):
-            return started + max(_window(), 1.0)
+            return WaitBound(max(_window(), 1.0))
         # never under a second: a caller's nearly spent wait must not turn every read into a timeout
-        return self.deadline if self.deadline is not None else started + max(self.window, 1.0)
+        return WaitBound(max(self.window, 1.0), self.deadline)
 
     def next_delay(self, exc: BaseException, started: float | None = None) -> float:
-        """How long to wait before the next try (``started``: when the failed try began); raises
-        ``StoreUnavailableError`` once the window is spent."""
+        """How long to wait before the next try (``started``: when the failed try began, or last
+        checked a connection out of the pool); raises
+        ``StoreUnavailableError`` once the window is spent. A pool checkout that timed out before
+        any outage began is tried again at once and opens no window (``is_pool_wait``)."""
         now = time.monotonic()
+        if self.deadline is None and is_pool_wait(exc):
+            log.info("no pooled connection free while %s (every one in use): still waiting for one", self.what)
+            return 0.0
         if self.deadline is None:
             self.deadline = min(now, started if started is not None else now) + self.window
             log.warning("database unavailable while %s (%s); retrying for up to %gs", self.what, first_line(exc), self.window)
@@ -124,21 +144,19 @@ class Backoff:
 async def retrying(what: str, attempt: Callable[[], Awaitable[T]], window: float | None = None) -> T:
     """Run ``attempt`` (one whole transaction) until it succeeds, a non-transient error, or the window
     ends (``store_retry_window`` unless given; ``math.inf``: until the store answers). Each try's
-    waits on the server are bounded (``Backoff.try_until``): silence counts as an outage too."""
+    waits on the server are bounded (``Backoff.try_bound``): silence counts as an outage too."""
     backoff = Backoff(what, window)
-    failed = False
     while True:
-        started = time.monotonic()
+        bound = backoff.try_bound()
         try:
-            with bounded_waits(backoff.try_until(started)):  # copied into the try's worker thread
+            with bounded_waits(bound):  # copied into the try's worker thread
                 value = await attempt()
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            failed = True
-            await asyncio.sleep(backoff.next_delay(exc, started))
+            await asyncio.sleep(backoff.next_delay(exc, bound.started))
             continue
-        if failed:
+        if backoff.deadline is not None:
             log.warning("database reachable again while %s", what)
         return value
 
@@ -147,13 +165,13 @@ def retrying_sync(what: str, attempt: Callable[[], T], window: float) -> T:
     """``retrying`` for callers' threads (the API's waits), with the runtime's window passed in."""
     backoff = Backoff(what, window)
     while True:
-        started = time.monotonic()
+        bound = backoff.try_bound()
         try:
-            with bounded_waits(backoff.try_until(started)):
+            with bounded_waits(bound):
                 return attempt()
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            time.sleep(backoff.next_delay(exc, started))
+            time.sleep(backoff.next_delay(exc, bound.started))
 
 
