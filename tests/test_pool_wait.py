@@ -118,8 +118,9 @@ def test_an_outage_on_a_small_pool_still_fails_typed_after_the_window(pg_url: st
             pass
         stdout, _ = proc.communicate(timeout=180)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # only when an assertion above failed: end it as a worker is ended
+            proc.terminate()
+            proc.wait(60)
     assert proc.returncode == 0, (tmp_path / "stderr").read_text()[-4000:]
     result = json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
     result.pop("_elapsed")
