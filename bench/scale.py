@@ -33,6 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bench.concurrency import BatchStats, _count, _stop_worker, _wait_bare, _wait_helix
+from bench.stats import max_in_window, max_overlap, starts_over
 from bench.systems.helix import CAP, CAPPED_AGENT, RATE, RATED_AGENT, limited_agents
 from bench.workload import WorkloadSpec, expected_answer
 
@@ -170,38 +171,6 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
                 _stop_worker(proc)
     out["limits"] = run_limits(url, sessions, timeout=timeout)
     return out
-
-
-def max_overlap(spans: list[tuple[float, float]]) -> int:
-    """The most intervals open at one instant (an end at t closes before a start at t opens)."""
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
-    best = cur = 0
-    for _, d in events:
-        cur += d
-        best = max(best, cur)
-    return best
-
-
-def starts_over(spans: list[tuple[float, float]], cap: int) -> int:
-    """How many starts found `cap` or more intervals already open (each one a time the cap was exceeded)."""
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
-    cur = over = 0
-    for _, d in events:
-        if d == 1 and cur >= cap:
-            over += 1
-        cur += d
-    return over
-
-
-def max_in_window(epochs: list[float], period: float) -> int:
-    """The most grants any half-open window of `period` seconds holds (tests/support/rates.py's rule)."""
-    epochs = sorted(epochs)
-    best, lo = 0, 0
-    for hi, e in enumerate(epochs):
-        while epochs[lo] <= e - period:
-            lo += 1
-        best = max(best, hi - lo + 1)
-    return best
 
 
 def _ts(value: datetime | None) -> float | None:

@@ -11,12 +11,12 @@ import sys
 
 import sqlalchemy as sa
 
+from bench.stats import max_in_window
 from helix_dbos.ledger import rate
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.migrate import upgrade
 from tests.support.procs import ROOT, child_env
-from tests.support.rates import max_in_window
 
 LIMIT, PERIOD, EACH = 5, 0.5, 8
 

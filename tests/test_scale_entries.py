@@ -30,6 +30,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
+from bench.stats import max_overlap
 from helix_dbos.errors import ConfigurationError, NothingToResumeError, ValidationError
 from helix_dbos.runtime.process import dbos_private
 from tests.support.crashkit import helix_table, query
@@ -54,16 +55,6 @@ def seconds(ts: Any) -> float:
     if isinstance(ts, str):
         ts = datetime.fromisoformat(ts).replace(tzinfo=UTC)
     return float(ts.timestamp())
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals open at one instant (an end at t closes before a start at t)."""
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    best = now = 0
-    for _, d in events:
-        now += d
-        best = max(best, now)
-    return best
 
 
 # --- a priority on every entry ------------------------------------------------------------------------

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from bench.stats import max_in_window, max_overlap
 from tests.support.crashkit import helix_table, query
 from tests.support.fleet import WorkerPool, read_effects, wait_for
 from tests.support.procs import ROOT, child_env
-from tests.support.rates import max_in_window
 
 APP = "tests.scenarios.fleet_app:runtime"
 LEASE = 3.0
@@ -69,16 +69,6 @@ def fleet(pg_url: str, tmp_path: Path) -> Iterator[Callable[..., Fleet]]:
 def _seconds(ts: Any) -> float:
     return float(ts.timestamp())
 
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals open at one instant (an end at t closes before a start at t)."""
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    best = now = 0
-    for _, d in events:
-        now += d
-        best = max(best, now)
-    return best
 
 
 @pytest.mark.kills
