@@ -160,6 +160,11 @@ def drop_template() -> bool:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite leaves no template behind (each xdist worker drops its own; the controller has none)."""
+    template = _sqlite_state.pop("template", None)
+    if template is not None:
+        import shutil
+
+        shutil.rmtree(template.parent, ignore_errors=True)
     try:
         drop_template()
     except Exception as exc:  # noqa: BLE001  (a server gone at the end must not fail a finished suite)
@@ -191,11 +196,42 @@ def drop_postgres(url: str) -> None:
         conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
+_sqlite_state: dict[str, Path] = {}
+
+
+def sqlite_copy_of_template(path: Path) -> str:
+    """A SQLite ledger at ``path``, copied from one migrated once per session (DBOS's tables and the
+    ledger's), as Postgres test databases are cloned from a template: migrating a new file costs a
+    launch about two seconds, paid by hundreds of tests. Tests of a first launch on a new file make
+    their own URL (test_operational's concurrent first launches, test_cli's unmigrated reads)."""
+    import sqlite3
+    import tempfile
+
+    template = _sqlite_state.get("template")
+    if template is None:
+        from dbos import DBOS
+
+        from helix_dbos.ledger.migrate import upgrade
+
+        template = Path(tempfile.mkdtemp(prefix="helix_sqlite_tpl_")) / "template.sqlite"
+        url = f"sqlite:///{template}"
+        DBOS.migrate(url)
+        upgrade(url)
+        _sqlite_state["template"] = template
+    src, dst = sqlite3.connect(template), sqlite3.connect(path)
+    try:
+        src.backup(dst)  # one consistent file, whatever the template's WAL held
+    finally:
+        src.close()
+        dst.close()
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database URL: a SQLite file, or a Postgres database cloned from a migrated template."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'helix.sqlite'}"
+        yield sqlite_copy_of_template(tmp_path / "helix.sqlite")
         return
     yield from _postgres_database()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,34 +30,49 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def _at_head(cfg: Config, url: str) -> bool:
-    """Whether a Postgres ledger is already at head: then a launch takes no migration lock at all, so
-    a role that squats that (computable) advisory lock, the read-only audit role say, cannot hang it."""
-    import sqlalchemy as sa
-    from alembic.runtime.migration import MigrationContext
+@functools.cache
+def _heads(scripts: Path) -> frozenset[str]:
+    """The scripts' head revisions, parsed once per process: reading the revision files is most of
+    an at-head launch's cost (about 0.3 s), and they do not change under a running process."""
     from alembic.script import ScriptDirectory
 
-    from .engine import create_sync_engine, is_sqlite
+    cfg = Config()
+    cfg.set_main_option("script_location", str(scripts))
+    return frozenset(ScriptDirectory.from_config(cfg).get_heads())
+
+
+def _at_head(url: str) -> bool:
+    """Whether the ledger is already at head: then a launch runs no migration at all. On Postgres it
+    also takes no migration lock, so a role that squats that (computable) advisory lock, the
+    read-only audit role say, cannot hang it; on SQLite it skips Alembic's environment (most of a
+    relaunch's start-up). A file with no version table is not at head (it may not exist yet: the
+    read creates nothing, since SQLite creates the file on the first write, not on connect)."""
+    import sqlalchemy as sa
+    from alembic.runtime.migration import MigrationContext
+
+    from .engine import create_sync_engine, is_sqlite, sqlite_path
     from .tables import SCHEMA
 
-    if is_sqlite(url):
-        return False  # SQLite's migrations serialize on its single writer, not on a lock others can take
-    heads = set(ScriptDirectory.from_config(cfg).get_heads())
+    sqlite = is_sqlite(url)
+    if sqlite:
+        path = sqlite_path(url)
+        if not path or not os.path.exists(path):
+            return False  # an in-memory or a new file: nothing to read, and connecting would create it
     engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            opts = {"version_table": "alembic_version", "version_table_schema": SCHEMA}
-            return set(MigrationContext.configure(conn, opts=opts).get_current_heads()) == heads
+            opts = {"version_table": "helix_alembic_version", "version_table_schema": None} if sqlite else {
+                "version_table": "alembic_version", "version_table_schema": SCHEMA}
+            return set(MigrationContext.configure(conn, opts=opts).get_current_heads()) == _heads(migrations_dir())
     finally:
         engine.dispose()
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    cfg = alembic_config(url)
-    if revision == "head" and _at_head(cfg, url):
+    if revision == "head" and _at_head(url):
         return
     with _sqlite_migration_lock(url):
-        command.upgrade(cfg, revision)
+        command.upgrade(alembic_config(url), revision)
 
 
 @contextmanager
