@@ -164,7 +164,7 @@ def test_serve_refuses_all_interfaces_without_authentication(tmp_path: Any) -> N
         [sys.executable, "-m", "helix_dbos.cli", "serve", "--host", "0.0.0.0", "--port", "1", "--db", f"sqlite:///{tmp_path}/x.sqlite"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
     )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # a refused start (tests/test_refused_starts.py)
     assert "configuration_error" in proc.stderr and "--insecure" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "x.sqlite").exists()  # refused before the runtime touched the database
 

@@ -220,7 +220,13 @@ def short(value: str | None, n: int = 8) -> str:
     return "-" if not value else value[:n]
 
 
-def _refused(exc: HelixError, as_json: bool) -> NoReturn:
+#: The exit status of a refused start of a command that serves (``serve``, ``worker``, and
+#: ``python -m helix_dbos.service``): a bad setting, an app that does not load, a port in use, a
+#: database or executor id the runtime cannot have. 2, as a usage error: nothing was started.
+REFUSED_START = 2
+
+
+def _refused(exc: HelixError, as_json: bool, status: int = 1) -> NoReturn:
     if as_json:
         print_json(exc.to_dict())
     else:
@@ -228,7 +234,7 @@ def _refused(exc: HelixError, as_json: bool) -> NoReturn:
         if exc.detail:  # a structured detail as JSON, as --json prints it (not a Python repr)
             detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail, ensure_ascii=False, default=str)
             err_console.print(f"[dim]{esc(detail)}[/]")
-    raise typer.Exit(1) from None
+    raise typer.Exit(status) from None
 
 
 #: The largest ``--limit`` a listing takes: more rows than a terminal or a script wants, far below
@@ -255,17 +261,25 @@ def int_range(flag: str, low: int, high: int) -> Callable[[int | None], int | No
 
 def typed_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """A refusal prints its user-safe sentence and code (or the JSON body) and exits 1, never a traceback."""
+    return _guarded(fn, 1)
 
+
+def refused_starts(fn: Callable[P, R]) -> Callable[P, R]:
+    """``typed_errors`` for the commands that serve: a refusal is a refused start, exit ``REFUSED_START``."""
+    return _guarded(fn, REFUSED_START)
+
+
+def _guarded(fn: Callable[P, R], status: int) -> Callable[P, R]:
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except HelixError as exc:
-            _refused(exc, bool(kwargs.get("as_json")))
+            _refused(exc, bool(kwargs.get("as_json")), status)
         except Exception as exc:  # the server, not the ledger: SQLAlchemy's, psycopg's or DBOS's wrapper
             explained = explain_database_error(exc) if type(exc).__module__.startswith(("dbos", "psycopg", "sqlalchemy")) else None
             if explained is None:
                 raise
-            _refused(explained, bool(kwargs.get("as_json")))
+            _refused(explained, bool(kwargs.get("as_json")), status)
 
     return run

@@ -14,10 +14,10 @@ from typing import Annotated
 
 import typer
 
-from .common import DbOption, database_url, err_console, int_range, typed_errors
+from .common import DbOption, database_url, err_console, int_range, refused_starts
 
 
-@typed_errors
+@refused_starts
 def serve(
     host: Annotated[str | None, typer.Option("--host", help="Address to bind (default: HELIX_DBOS_HOST, then 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option("--port", callback=int_range("--port", 0, 65535), help="Port to bind (default: HELIX_DBOS_PORT, then PORT, then 8000).")] = None,
@@ -55,7 +55,7 @@ def serve(
     importlib.import_module("helix_dbos.service.http").serve(app_, host, port, environment.http_log_level)
 
 
-@typed_errors
+@refused_starts
 def worker(
     app_spec: Annotated[str | None, typer.Option("--app", help="package.module:runtime (default: HELIX_DBOS_APP, then the examples).")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Runs one worker runs at once (DBOS worker_concurrency of the run queues).")] = None,

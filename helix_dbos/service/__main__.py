@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
-from ..errors import ConfigurationError
+from ..errors import HelixError, ValidationError
 from ..settings import from_environ
 
 
+def refuse(exc: HelixError) -> NoReturn:
+    """A refused start: its sentence on stderr and exit 2 (``helix-dbos serve`` exits the same)."""
+    print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+    raise SystemExit(2) from None
+
+
 def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str | None = None) -> None:
-    """Check the settings, build the app and run uvicorn; a bad setting exits 2 with its sentence."""
+    """Check the settings, build the app and run uvicorn; a refused start (a bad setting, an app that
+    does not load, a model whose provider is missing, a port in use) exits 2 with its sentence."""
     from .app import create_app
     from .settings import ServiceSettings
 
@@ -23,9 +31,8 @@ def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str |
         environment = from_environ()
         settings = ServiceSettings.from_env(host=host, insecure=insecure, environment=environment)
         app = create_app(app_spec=app_spec, settings=settings)
-    except ConfigurationError as exc:
-        print(f"error [configuration_error]: {exc.message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except HelixError as exc:
+        refuse(exc)
     if host in ("0.0.0.0", "::") and not environment.allowed_hosts:
         print(
             f"helix_dbos: listening on {host}, but only Host headers naming {', '.join(settings.allowed_hosts)} are answered; "
@@ -44,12 +51,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default=None, help="default: HELIX_DBOS_HOST, else 127.0.0.1")
     parser.add_argument("--port", type=int, default=None, help="default: HELIX_DBOS_PORT, else PORT, else 8000")
     parser.add_argument("--insecure", action="store_true", default=None, help="Serve beyond loopback without authentication (a gateway in front authenticates).")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a usage error exits 2 too (argparse's own)
+    if args.port is not None and not 0 <= args.port <= 65535:
+        refuse(ValidationError(f"--port must be an integer from 0 to 65535, not {args.port}"))
     try:
         environment = from_environ()
-    except ConfigurationError as exc:
-        print(f"error [configuration_error]: {exc.message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except HelixError as exc:
+        refuse(exc)
     serve(args.host or environment.host, args.port if args.port is not None else environment.port, insecure=args.insecure)
 
 

@@ -48,6 +48,7 @@ API_ERROR_CODES = (
     "calls_pending",
     "stale_answer",
     "duplicate_answer",
+    "store_unavailable",
     "internal_error",
 )
 

@@ -18,8 +18,10 @@ from typing import Any
 
 import uvicorn
 
-#: What uvicorn.run exits with when the server never started (a port in use): kept the same.
-STARTUP_FAILURE = 3
+#: The exit status when the server never started (a port in use, a runtime that would not launch
+#: in the lifespan): 2, a refused start, as every other refusal of ``serve`` and of
+#: ``python -m helix_dbos.service`` (uvicorn.run's own 3 said the same thing with another number).
+STARTUP_FAILURE = 2
 
 
 def is_stopping(app: Any) -> bool:
@@ -42,7 +44,14 @@ def serve(app: Any, host: str, port: int, log_level: str = "warning") -> None:
     app.state.stopping = False
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     server = _Server(config, app)
-    with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn re-raises once it has shut down (uvicorn.run's own)
-        server.run()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn re-raises once it has shut down (uvicorn.run's own)
+            server.run()
+    except SystemExit:
+        if server.started:
+            raise
+        # uvicorn exits 3 itself where it never started: a port in use, a lifespan (the runtime's
+        # launch) that failed; the number is ours
+        sys.exit(STARTUP_FAILURE)
     if not server.started:
         sys.exit(STARTUP_FAILURE)

@@ -4,19 +4,27 @@ Beside ``/events`` (the durable ledger events, exactly once and resumable), neve
 these values come from the run workflow's DBOS stream (``runtime/flow/live.py``), written by whichever
 worker runs the step and read here from the database (``Runtime.live``), so the serving process need
 not be the worker: a front end, which launches no DBOS, reads them through its ``DBOSClient``. They carry no ``id``: a reconnect starts again from the first value of the run.
+
+A stop signal to the service (Ctrl-C, SIGTERM: ``app.state.stopping``, service/http.py) ends an open
+stream within one poll, as it ends ``/events`` streams, and without the ``end`` frame (the run did
+not end): waiting on the next value alone, the stream held uvicorn's shutdown for its whole 5 s grace
+and was then cut with an ASGI traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
 from ..errors import RunNotFoundError, SessionNotFoundError
 from ..runtime import Runtime
+from .http import is_stopping
 from .responses import EventStream
 from .routes import TEXT, Caller, SessionId, _allowed, known_query, stream_errors
 
@@ -40,13 +48,30 @@ def _run_of(request: Request, session_id: str, run_id: str | None) -> str | None
     return run_id
 
 
-async def _sse(runtime: Runtime, run_id: str, timeout: float) -> AsyncIterator[bytes]:
+async def _sse(runtime: Runtime, run_id: str, timeout: float, stopping: Callable[[], bool] = lambda: False, interval: float = 0.1) -> AsyncIterator[bytes]:
+    """The run's live values as SSE frames, then ``end``; on ``stopping`` (checked every ``interval``
+    seconds while no value comes) the stream ends at once, without ``end``."""
     yield f"event: run\ndata: {json.dumps({'run_id': run_id, 'best_effort': True})}\n\n".encode()
+    values = runtime.live_async(run_id, timeout=timeout)
     try:
-        async for value in runtime.live_async(run_id, timeout=timeout):
+        while not stopping():
+            following = asyncio.ensure_future(anext(values))
+            while not following.done():
+                await asyncio.wait({following}, timeout=interval)
+                if not following.done() and stopping():
+                    following.cancel()
+                    with contextlib.suppress(BaseException):  # its cancellation, or whatever it ended with meanwhile
+                        await following
+                    return
+            try:
+                value = following.result()
+            except (StopAsyncIteration, TimeoutError):
+                break  # the run's workflow ended, or the caller's ?timeout= ran out: the end frame follows
             yield f"event: live\ndata: {json.dumps(value)}\n\n".encode()
-    except TimeoutError:
-        pass  # the caller's ?timeout= ran out: the stream ends with its end frame, as a finished run's does
+        else:
+            return
+    finally:
+        await values.aclose()
     yield b"event: end\ndata: {}\n\n"
 
 
@@ -69,4 +94,6 @@ async def session_live(
     target = await asyncio.to_thread(_run_of, request, session_id, run_id)  # a 404 before the stream starts
     if target is None:
         raise SessionNotFoundError(f"session {session_id!r} has no run")
-    return EventStream(_sse(request.app.state.runtime, target, timeout), headers=EventStream.HEADERS)
+    stopping = functools.partial(is_stopping, request.app)  # a Ctrl-C ends the stream instead of cutting it
+    interval = request.app.state.service_settings.sse_poll_sec
+    return EventStream(_sse(request.app.state.runtime, target, timeout, stopping, interval), headers=EventStream.HEADERS)

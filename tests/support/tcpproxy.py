@@ -9,6 +9,11 @@ closing anything: connections stay open and new ones are accepted, but no byte i
 way; the kernel still acknowledges what the client sends, so no TCP timeout or keepalive notices.
 ``restore()`` delivers what was held and forwards again, as a server that wakes up would. Threads,
 no asyncio: it runs beside whatever the test process does.
+
+``lose_commit_ack(marker)`` plays the outage that makes a retry dangerous: on the first connection
+whose client sends ``marker`` (a session id in a bound parameter), the next ``COMMIT`` reaches the
+server, which commits, and its reply is dropped and the connection reset: the client never hears
+that its transaction committed. One-shot; ``acks_lost`` counts the replies dropped.
 """
 
 from __future__ import annotations
@@ -60,6 +65,10 @@ class TcpProxy:
         self.accepted = 0
         self.refused = 0
         self.dropped = 0
+        self.acks_lost = 0
+        self._trap: bytes | None = None
+        self._watching: set[socket.socket] = set()  # client sockets that sent the trap's marker
+        self._doomed: set[socket.socket] = set()  # upstream sockets whose next reply is dropped
         threading.Thread(target=self._accept_loop, name="tcpproxy-accept", daemon=True).start()
 
     @classmethod
@@ -115,6 +124,31 @@ class TcpProxy:
         finally:
             self.restore()
 
+    def lose_commit_ack(self, marker: bytes) -> None:
+        """Drop the reply to the next COMMIT on the first connection that sends ``marker``."""
+        with self._lock:
+            self._trap = marker
+
+    def _client_sent(self, client: socket.socket, upstream: socket.socket, data: bytes) -> None:
+        with self._lock:
+            if self._trap is not None and self._trap in data:
+                self._watching.add(client)
+            if client in self._watching and b"COMMIT\x00" in data:
+                self._watching.discard(client)
+                self._trap = None
+                self._doomed.add(upstream)
+
+    def _server_replied(self, upstream: socket.socket, client: socket.socket) -> bool:
+        """Whether this reply is the one to lose (then both ends are reset)."""
+        with self._lock:
+            if upstream not in self._doomed:
+                return False
+            self._doomed.discard(upstream)
+            self.acks_lost += 1
+        _reset(client)
+        _reset(upstream)
+        return True
+
     def close(self) -> None:
         self._closed = True
         self.cut()
@@ -147,16 +181,20 @@ class TcpProxy:
                     continue
                 self._open.update((client, upstream))
                 self.accepted += 1
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), name="tcpproxy-pump", daemon=True).start()
+            for a, b, outbound in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(a, b, outbound), name="tcpproxy-pump", daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, outbound: bool = True) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 self._flowing.wait()  # stalled: hold it (the client's kernel has its ACK already)
+                if outbound:
+                    self._client_sent(src, dst, data)
+                elif self._server_replied(src, dst):
+                    break
                 dst.sendall(data)
         except OSError:
             pass

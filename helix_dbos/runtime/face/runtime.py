@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -23,15 +23,19 @@ from ...definitions import Agent
 from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, ValidationError
+from ...ledger import tx_outputs
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
+from ...ledger.rows import new_id
 from ...ledger.runs import end_run
 from ...ledger.statuses import EntryKind
 from ...recovery import Profile
 from ...settings import from_environ
 from ...views import RunResult, SessionView, StopReceipt
 from ..floor import registry as process_registry
+from ..floor.records import OpenedRun
 from ..floor.registry import Registry
+from ..floor.store_retry import retrying_sync
 from ..flow import workflow
 from ..process import dbos_private, leases, polling, queues, trace_export
 from ..process.config import (
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 log = logging.getLogger("helix_dbos")
 
 ResumeMode = Literal["continue", "with_message", "from_checkpoint"]
@@ -344,6 +349,36 @@ class Runtime(Modes, ExecutorLeases, Stopping):
 
     # --- entries -------------------------------------------------------------------------------
 
+    def _entry_tx(self, what: str, fn: Callable[[sa.Connection], T], wrote: Callable[[T], bool] = lambda out: True) -> T:
+        """``fn`` (an entry's, an answer's or a stop's transaction) through a store outage, exactly once.
+
+        Tried again for ``store_retry_window`` on a transient error, as the runs' transactions and
+        the reads are; past it ``StoreUnavailableError`` (``store_unavailable``), never the driver's
+        error. A commit whose acknowledgement was lost may have committed: so the transaction also
+        records its output (``tx_outputs``, under a token minted per call), and a retry that finds
+        the record returns it instead of applying the entry a second time (which would open a
+        second run, or refuse its own run as ``session_running``). ``wrote(out)`` False: the
+        transaction changed nothing (a repeated stop), so there is nothing to record, and its retry
+        answers the same anyway.
+        """
+        token = f"entry:{new_id()}"
+        tried = False
+
+        def attempt() -> T:
+            nonlocal tried
+            with self.engine.begin() as conn:
+                if tried:
+                    done = tx_outputs.recorded(conn, token, "entry")
+                    if done is not None:  # the earlier try committed; only its acknowledgement was lost
+                        return cast(T, done[0])
+                tried = True
+                out = fn(conn)
+                if wrote(out):
+                    tx_outputs.record(conn, token, "entry", out)
+            return out
+
+        return retrying_sync(what, attempt, self.store_retry_window)
+
     def _enter(self, entry: EntryKind, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None, priority: int | None = None) -> RunHandle:
         if deps is not None:
             from ..floor.transcript import jsonable
@@ -351,7 +386,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             ok, why = jsonable(deps)
             if not ok:
                 raise ValidationError(f"deps must be JSON (a deps factory rebuilds the object in any process): {why}")
-        with self.engine.begin() as conn:
+        def admit(conn: sa.Connection) -> OpenedRun:
             opened = entries.open_run(
                 conn,
                 entry=entry,
@@ -372,14 +407,21 @@ class Runtime(Modes, ExecutorLeases, Stopping):
                 store_deps(conn, opened["session_id"], opened["run_id"], deps)
             if opened["queued"]:  # the workflow's row in the same transaction: admitted iff queued
                 self._enqueue(conn, opened, priority)
+            return opened
+
+        opened = self._entry_tx(f"admitting a {entry} entry", admit)
         if opened["queued"]:
             return RunHandle(self, opened["run_id"], opened["session_id"])
         try:
             with SetWorkflowID(opened["run_id"]):
                 handle = DBOS.start_workflow(self._launched_registry().run_workflow, opened["run_id"])
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
-            with self.engine.begin() as conn:
-                end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=f"{type(exc).__name__}: {exc}")
+            failed = f"{type(exc).__name__}: {exc}"
+
+            def release(conn: sa.Connection) -> None:
+                end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=failed)
+
+            self._entry_tx("releasing a run that did not start", release)
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
 
@@ -441,8 +483,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         check_session_id(session_id)
         check_text("dispatch_id", dispatch_id, 64)
         check_priority(priority)
-        with self.engine.begin() as conn:
-            out = entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw)
+        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw))
         run = None
         if out["all_answered"] and self.auto_continue:
             run = self._enter("resume_continue", session_id=session_id, priority=priority)
@@ -469,8 +510,9 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         """
         check_session_id(session_id)
         check_text("requested_by", requested_by, 200)
-        with self.engine.begin() as conn:
-            out = entries.stop(conn, session_id=session_id, kind=kind, requested_by=requested_by, agents=self.agents, profile=self.recovery)
+        out = self._entry_tx("recording a stop", lambda conn: entries.stop(
+            conn, session_id=session_id, kind=kind, requested_by=requested_by, agents=self.agents, profile=self.recovery),
+            wrote=lambda out: out["status"] != "stop_already_requested")
         return StopReceipt(session_id=session_id, run_id=out["run_id"], kind=kind, stopped=out["stopped"], status=out["status"])
 
     # --- reads ---------------------------------------------------------------------------------
@@ -512,7 +554,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
 
         return live_stream.read(run_id, timeout, client=self._client if self.is_front_end else None)
 
-    async def live_async(self, run_id: str, timeout: float | None = None) -> AsyncIterator[LiveValue]:
+    async def live_async(self, run_id: str, timeout: float | None = None) -> AsyncGenerator[LiveValue, None]:
         """``live`` on the caller's event loop."""
         check_text("run_id", run_id)
         self.engine  # noqa: B018
