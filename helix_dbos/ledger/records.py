@@ -5,8 +5,8 @@ these tables, and the type says exactly which keys it holds and which words its 
 columns may carry (the Literals of ``statuses.py``, never spelled again here). At runtime a row stays
 the plain ``dict`` that ``rows.fetch_one`` builds from a ``SELECT``: SQL reads, the JSON a
 transaction records as its output and every caller's subscripting are unchanged; the types are for
-the checker and the reader only. Fields follow the columns of ``tables.py``, in the same order;
-a key is ``NotRequired`` only where a row really lacks it.
+the checker and the reader only. Fields follow the columns of ``tables.py``, in the same order
+(``CallRow``'s after the ``NewCallRow`` it extends); a key is ``NotRequired`` only where a row really lacks it.
 """
 
 from __future__ import annotations
@@ -128,8 +128,10 @@ class CheckOutcome(CheckVerdict):
     at: str
 
 
-class CallRow(TypedDict):
-    """``calls``: one tool call the model made, saved before any body, with its policy and its answer."""
+class NewCallRow(TypedDict):
+    """A call as the save-first record inserts it (``commits.append_checkpoint``, or a step
+    committed without saving first): the ``calls`` columns the planner gives, with the fresh
+    dispatch id the call keeps for life. ``CallRow`` is this and the columns the database fills."""
 
     dispatch_id: str
     session_id: str
@@ -146,12 +148,19 @@ class CallRow(TypedDict):
     sequential: bool
     requires_approval: bool
     status: CallStatus
-    attempts: int
     result: Any
     error: Any
-    outcome_note: str | None
     paired_by: PairedBy | None
     settled_run_id: str | None
+    transactional: bool
+
+
+class CallRow(NewCallRow):
+    """``calls``: one tool call the model made, saved before any body, with its policy and its answer
+    (``NewCallRow``'s columns, and these)."""
+
+    attempts: int
+    outcome_note: str | None
     approved: bool | None
     approval_reason: str | None
     approval_actor: str | None
@@ -160,7 +169,6 @@ class CallRow(TypedDict):
     created_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
-    transactional: bool
     decided_by: DecidedBy | None
     #: A ``CheckOutcome`` when written by helix_dbos; typed as the JSON it is stored as, since the
     #: service returns it as stored (a narrower type would drop keys a check's verdict added).
@@ -218,6 +226,7 @@ __all__ = [
     "EventRow",
     "FenceRow",
     "MessageRow",
+    "NewCallRow",
     "RunRow",
     "SessionRow",
 ]

@@ -279,5 +279,5 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
         # the caller's agents and profile: a front end has no launched runtime to read them from
         agent = agents.get(run["agent_name"]) if agents is not None else None
         out = commits.settle_stop(conn, run, kind, agent=agent, profile=profile)
-        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out["status"])}  # a stop ends the run: never "committed"
+        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out.status)}  # a stop ends the run: never "committed"
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

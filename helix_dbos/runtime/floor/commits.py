@@ -250,7 +250,7 @@ def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]]
     if finish is None:
         return None
     end_run(conn, run_id, "completed", output=finish["result"], events=events)
-    return {"status": "completed", "output": finish["result"]}
+    return StepOutcome("completed", output=finish["result"])
 
 
 def _suspend_or_stop(conn: sa.Connection, run_id: str, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
@@ -261,7 +261,7 @@ def _suspend_or_stop(conn: sa.Connection, run_id: str, rows: step_rows.StepRows,
         return settle_stop(conn, fence.check(conn, run_id, "stop"), stop)
     end_run(conn, run_id, "suspended_client_tool", events=events)
     step_rows.write(conn, rows, events)
-    return {"status": "suspended_client_tool"}
+    return StepOutcome("suspended_client_tool")
 
 
 def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
@@ -279,7 +279,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
     events: Events = [checkpoint_event(checkpoint_id, "step", ref["step"])]
     outcome = _finish(conn, run_id, calls, events)
     step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], messages=[answers], checkpoint=(checkpoint_id, "step")), events)
-    return outcome or {"status": "committed"}
+    return outcome or StepOutcome("committed")
 
 
 def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall], output_required: bool) -> StepOutcome:
@@ -293,11 +293,11 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
             text = transcript.reply_text(transcript.load_response(reply["response"]))
             end_run(conn, run_id, "completed", output=text, events=events)
             step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")), events)
-            return {"status": "completed", "output": text}
+            return StepOutcome("completed", output=text)
         retry = ("request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
         events.append(checkpoint_event(checkpoint_id, "step", step))
         step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")), events)
-        return {"status": "committed"}
+        return StepOutcome("committed")
     pending = any(p["status"] not in CALL_SETTLED for p in planned)
     kind = "suspension" if pending else "step"
     calls = _planned_rows(run_id, sid, step, checkpoint_id, planned)
@@ -309,7 +309,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
         return _suspend_or_stop(conn, run_id, rows, events, run["stop_kind"])
     outcome = _finish(conn, run_id, calls, events)
     step_rows.write(conn, rows, events)
-    return outcome or {"status": "committed"}
+    return outcome or StepOutcome("committed")
 
 
 # --- ends ----------------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> StepO
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "run_failed")
     end_run(conn, run_id, "failed", error_code=code, error=message)
-    return {"status": "failed", "error_code": code, "error": message}
+    return StepOutcome("failed", error_code=code, error=message)
 
 
 def stop_run(conn: sa.Connection, run_id: str, kind: str) -> StepOutcome:
@@ -352,7 +352,7 @@ def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
     emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})
     if run["status"] == "queued":
         end_run(conn, run_id, "failed", error_code="run_stopped", error="cancelled while queued (dbos workflow cancel): no worker ran it")
-        return {"status": "failed"}
+        return StepOutcome("failed")
     return settle_stop(conn, run, "abort")
 
 
@@ -377,4 +377,4 @@ def settle_stop(conn: sa.Connection, run: RunRow, kind: str, *, agent: Agent | N
         insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")
     status: RunStatus = "interrupted" if kind == "interrupt" else "failed"
     end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None, error="aborted" if kind == "abort" else None)
-    return {"status": status}
+    return StepOutcome(status)

@@ -30,6 +30,7 @@ from dbos import DBOS, StepOptions
 from ...ledger import tx_outputs
 from ...ledger.escape import escape_json, unescape_json
 from ..process import dbos_private, trace_export
+from . import codec
 from .records import RecordedReply
 from .registry import env, installed
 from .store_retry import retrying
@@ -168,13 +169,13 @@ async def tx_with_reply(reply: Any, name: str, fn: Callable[[sa.Connection, *Ts]
     ops[REPLY] += 1
 
     def work(conn: sa.Connection, *a: *Ts) -> T:
-        tx_outputs.record(conn, workflow_id, op, reply)
+        tx_outputs.record(conn, workflow_id, op, codec.encode(reply))
         return fn(conn, *a)
 
     return await tx(name, work, *args)
 
 
-async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
+async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_as: type[T] | None = None) -> T:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.
 
@@ -188,9 +189,11 @@ async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     SQLite the write lock is never held across event-loop turns. In an outage it is re-run until the
     store answers, with no deadline (a lost commit acknowledgement finds its record and returns it).
 
-    The record is JSON (the ledger's ``Json`` column), so what ``fn`` returns must read back as it
-    was written: a ``TypedDict`` of ``runtime/floor/records.py`` or ``ledger/records.py``, a list of
-    them, a string. A replay hands back the same keys; a tuple would come back a list.
+    The record is JSON (the ledger's ``Json`` column), written and read back through ``codec``:
+    what ``fn`` returns is a record of ``runtime/floor/records.py`` (a frozen dataclass, its type
+    given as ``read_as`` so a replay decodes it), or a row (a ``TypedDict`` of ``records.py`` or
+    ``ledger/records.py``, a list of them, a string), which a replay hands back with the same keys
+    (a tuple would come back a list).
     """
     workflow_id = DBOS.workflow_id
     assert workflow_id is not None, "ledger transactions run in a workflow"
@@ -202,22 +205,25 @@ async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     engine = env().tx_engine
     fresh: list[bool] = []
 
+    def replayed(recorded: object) -> T:
+        return cast(T, recorded) if read_as is None else codec.decode(read_as, recorded)
+
     def once() -> T:
         try:
             with engine.begin() as conn:
                 if ops[_REPLAYING]:
                     done = tx_outputs.recorded(conn, workflow_id, op)
                     if done is not None:
-                        return cast(T, done[0])
+                        return replayed(done[0])
                 out = fn(conn, *args)
-                tx_outputs.record(conn, workflow_id, op, out)
+                tx_outputs.record(conn, workflow_id, op, _encoded(name, out, read_as))
         except sa.exc.IntegrityError:
             # another execution of this workflow committed this operation first: its output is the answer
             with engine.connect() as conn:
                 done = tx_outputs.recorded(conn, workflow_id, op)
             if done is None:
                 raise
-            return cast(T, done[0])
+            return replayed(done[0])
         # Operations commit in workflow order, so once one is new to the record every later one is too.
         ops[_REPLAYING] = 0
         fresh.append(True)
@@ -229,7 +235,17 @@ async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     return out
 
 
-async def tx_and_read(name: str, fn: Callable[[sa.Connection, *Ts], T], read: Callable[[sa.Connection, T], R], *args: *Ts) -> tuple[T, R | None]:
+def _encoded(name: str, out: object, read_as: type[Any] | None) -> object:
+    """``out`` as ``tx`` records it; a record whose type the replay would not be told is a bug here."""
+    encoded = codec.encode(out)
+    if encoded is not out and read_as is None:
+        raise TypeError(f"{name} returns a {type(out).__name__}: its tx must say read_as=, or a replay would hand back a dict")
+    return encoded
+
+
+async def tx_and_read(
+    name: str, fn: Callable[[sa.Connection, *Ts], T], read: Callable[[sa.Connection, T], R], *args: *Ts, read_as: type[T] | None = None
+) -> tuple[T, R | None]:
     """``tx``, and ``read(conn, output)`` in the same transaction after its work: the output is
     recorded, the read is only handed back (``runtime/floor/handoff.py``), and None unless this execution
     committed the transaction fresh (a replay or another execution's record returns the recorded
@@ -241,7 +257,7 @@ async def tx_and_read(name: str, fn: Callable[[sa.Connection, *Ts], T], read: Ca
         ran[:] = [(out, read(conn, out))]
         return out
 
-    out = await tx(name, work, *args)
+    out = await tx(name, work, *args, read_as=read_as)
     return out, next((r for o, r in ran if o is out), None)
 
 

@@ -8,24 +8,29 @@ attempt (``RunGate``), a reconcile check must be asked first (``ReconcileGate``)
 answered without a body (``DoneGate``); a delegating call's is a ``ChildGate``. The result write
 answers a ``RecordOutcome``, a step commit or a run's end a ``StepOutcome``.
 
-Like the ledger's rows (``ledger/records.py``) the ``TypedDict``s stay plain dicts at runtime: a
-workflow records them as JSON (``durable.tx``, ``durable.record_reply``, DBOS's step outputs) and a
-replay hands back the same keys, so their shapes are part of what a run recorded: a key may be
-added (as ``NotRequired``), never renamed or dropped, or a run started on older code could not
-recover on newer. ``LaneCall`` is never recorded, so it is a frozen dataclass.
+A record is a frozen dataclass (``StepOutcome``, ``LaneCall``); one a workflow records (a ``tx``
+output, the run workflow's result) crosses the durable boundary through ``codec.py``, which writes
+the dict the code recorded before the record was a dataclass and reads it back, so a run started on
+older code recovers on newer. Records not yet moved over, like the ledger's rows
+(``ledger/records.py``), are ``TypedDict``s, plain dicts at runtime recorded as JSON (``durable.tx``,
+``durable.record_reply``, DBOS's step outputs): a replay hands back the same keys, so a key may be
+added (as ``NotRequired``), never renamed or dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, Required, TypedDict, final
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Required, TypedDict, final
 
-from ...ledger.records import CheckVerdict
-from ...ledger.statuses import CallKind, CallStatus, EntryKind, RunStatus
+from ...ledger.records import CheckVerdict, NewCallRow
+from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, RunStatus
 from ...ledger.user_json import JsonObject, ToolArgs
 from ...recovery.decide import BodyAction
 from ...views import StopStatus
+
+if TYPE_CHECKING:
+    from ...definitions.tools import ReplayPolicy
 
 #: The gate's answers: a body action of the recovery rules, ``reconcile``, or ``done`` (answered).
 GateAction = Literal[BodyAction, "reconcile", "done"]
@@ -80,7 +85,7 @@ class PlannedCallBase(TypedDict):
     tool_call_id: str
     tool_name: str
     args: ToolArgs
-    replay: str
+    replay: ReplayPolicy
     concurrency_group: str | None
     sequential: bool
     requires_approval: bool
@@ -88,7 +93,7 @@ class PlannedCallBase(TypedDict):
     result: Any
     #: The call's error as the model reads it (``planning``: an invalid call's ``code`` and ``message``).
     error: JsonObject | None
-    paired_by: str | None
+    paired_by: PairedBy | None
 
 
 class PlannedCall(PlannedCallBase):
@@ -97,33 +102,6 @@ class PlannedCall(PlannedCallBase):
 
     kind: CallKind
     status: CallStatus
-
-
-class NewCallRow(TypedDict):
-    """A planned call as the save-first record inserts it (``commits.append_checkpoint``, or a step
-    committed without saving first): a ``CallRow`` less the columns the database fills, with the
-    fresh dispatch id the call keeps for life."""
-
-    dispatch_id: str
-    session_id: str
-    run_id: str
-    checkpoint_id: str
-    step: int
-    position: int
-    tool_call_id: str
-    tool_name: str
-    kind: CallKind
-    args: ToolArgs
-    replay: str
-    concurrency_group: str | None
-    sequential: bool
-    requires_approval: bool
-    transactional: bool
-    status: CallStatus
-    result: Any
-    error: JsonObject | None
-    paired_by: str | None
-    settled_run_id: str | None
 
 
 class StepRef(TypedDict):
@@ -302,13 +280,23 @@ class Appended(TypedDict):
     calls: list[CallBrief]
 
 
-class StepOutcome(TypedDict):
-    """A step commit or a run's end: the run's status now (``committed``: the run goes on)."""
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """A step commit or a run's end: the run's status now (``committed``: the run goes on), the
+    run's output when it completed, its error when it failed.
+
+    Recorded (``durable.tx`` outputs, and the run workflow's DBOS result) through ``codec``, as the
+    dict it was before it was a dataclass: ``status`` and only the keys it set."""
 
     status: RunStatus | Literal["committed"]
-    output: NotRequired[Any]
-    error_code: NotRequired[str]
-    error: NotRequired[str]
+    output: Any = None
+    error_code: str | None = None
+    error: str | None = None
+
+    @property
+    def goes_on(self) -> bool:
+        """The step committed and the run asks the model again (it did not come to rest)."""
+        return self.status == "committed"
 
 
 class OpenedRun(TypedDict):

@@ -28,9 +28,10 @@ from ...errors import HelixError, RunFencedError, StoreUnavailableError, helix_c
 from ...ledger.records import FenceRow, RunRow
 from ...ledger.runs import get_run
 from ...ledger.statuses import BODY_KINDS
+from ...ledger.user_json import JsonObject
 from ...recovery import lanes
 from ...views import RunResult
-from ..floor import commits, durable, fence, reads
+from ..floor import codec, commits, durable, fence, reads
 from ..floor.durable import plain_tx, recorded, step, tx, tx_and_read, workflow_function
 from ..floor.records import (
     CallBrief,
@@ -80,7 +81,7 @@ def register(registry: Registry) -> None:
     launch's closure; children and companions start it from the registry, never from a module.
     """
 
-    async def run(run_id: str) -> StepOutcome:
+    async def run(run_id: str) -> JsonObject:
         return await _run(run_id)
 
     # binds it on the registry for entries, children and companions, and registers the companion workflow
@@ -88,8 +89,9 @@ def register(registry: Registry) -> None:
     companions.register(registry)
 
 
-async def _run(run_id: str) -> StepOutcome:
-    """The workflow's output is recorded by DBOS (escaped, as step outputs are); nothing reads it back.
+async def _run(run_id: str) -> JsonObject:
+    """The workflow's output is recorded by DBOS (``_output``: the outcome's JSON, escaped as step
+    outputs are); nothing reads it back.
 
     The run's root span is emitted when this execution ends, whichever way (``_root_span``)."""
     with tracing.in_run(run_id):
@@ -125,7 +127,7 @@ def _read_run(run_id: str) -> RunRow | None:
     return run if run is not None and run["status"] != "running" else None
 
 
-async def _run_once(run_id: str) -> StepOutcome:
+async def _run_once(run_id: str) -> JsonObject:
     workflow_id = DBOS.workflow_id
     if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
         raise await _refused(run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
@@ -225,7 +227,7 @@ async def _drive(run_id: str) -> StepOutcome:
     step_no: int = plan["step"]
     if plan["mode"] == "recover":
         outcome = await _saved_step(run_id, sid, agent, cast(StepRef, plan["recover"]), None)  # set in "recover" mode
-        if outcome["status"] != "committed":
+        if not outcome.goes_on:
             return outcome
     while True:
         if used >= budget:
@@ -252,7 +254,7 @@ async def _drive(run_id: str) -> StepOutcome:
             commit = tracing.traced("helix.step_commit", commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
             outcome = await _ending("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
             crash_point("after_step_commit")
-        if outcome["status"] != "committed":
+        if not outcome.goes_on:
             return outcome
         step_no += 1
 
@@ -295,7 +297,7 @@ async def _ending(name: str, fn: Callable[[sa.Connection, str, *Ts], StepOutcome
     """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
     does, it also reads the run's result, handed to a caller waiting in this process
     (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
-    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args)
+    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args, read_as=StepOutcome)
     if result is not None:
         env().settled.put(run_id, result)
     return outcome
@@ -303,7 +305,7 @@ async def _ending(name: str, fn: Callable[[sa.Connection, str, *Ts], StepOutcome
 
 def _settled_read(run_id: str) -> Callable[[sa.Connection, StepOutcome], RunResult | None]:
     def read(conn: sa.Connection, outcome: StepOutcome) -> RunResult | None:
-        return None if outcome.get("status") == "committed" else reads.at_rest(conn, run_id)
+        return None if outcome.goes_on else reads.at_rest(conn, run_id)
 
     return read
 
@@ -318,12 +320,12 @@ def _first_read(conn: sa.Connection, run_id: str, plan: EntryPlan) -> Preread | 
 
 def _commit_outcome(out: StepOutcome) -> Mapping[str, object]:
     """The step commit's span attribute: the run's status after it (``committed``: it goes on)."""
-    return {"status": out.get("status")}
+    return {"status": out.status}
 
 
-def _output(outcome: StepOutcome) -> StepOutcome:
-    """The workflow's output as DBOS records it: a plain dict, escaped as step outputs are."""
-    return cast(StepOutcome, dict(recorded(outcome)))
+def _output(outcome: StepOutcome) -> JsonObject:
+    """The workflow's output as DBOS records it: the outcome's JSON (``codec``), escaped as step outputs are."""
+    return cast(JsonObject, recorded(codec.encode(outcome)))
 
 
 def _defines_checks() -> bool:

@@ -152,12 +152,12 @@ def annotate(s: Span, **attrs: object) -> None:
 def traced(name: str, fn: Callable[[C, *Ts], T], run_id: str, outcome: Callable[[T], Mapping[str, object]] | None = None, **attrs: object) -> Callable[[C, *Ts], T]:
     """``fn(conn, *args)`` inside a span: handed to ``durable.tx``, it runs only when DBOS executes the
     transaction (a replay returns the recorded output without calling it, so no span twice).
-    ``outcome`` picks the span's attributes from ``fn``'s output (a dict) once it returns."""
+    ``outcome`` picks the span's attributes from ``fn``'s output (a record) once it returns."""
 
     def run(conn: C, *args: *Ts) -> T:
         with span(name, run_id, **attrs) as s:
             out = fn(conn, *args)
-            if outcome is not None and isinstance(out, dict):
+            if outcome is not None and out is not None:
                 annotate(s, **outcome(out))
             return out
 

@@ -1,0 +1,102 @@
+"""The one door a run's records cross the durable boundary by: a record to plain JSON and back.
+
+A run records some of its records: a ledger transaction's output (``durable.tx``, the
+``tx_outputs`` row a replay hands back) and the run workflow's result (DBOS's, with helix's portable
+JSON serializer). The workflow code passes frozen dataclasses (``records.py``); what is recorded is
+JSON, so every such record goes out through ``encode`` and comes back through ``decode``, here and
+nowhere else.
+
+What a record encodes to is the dict the code wrote before the record was a dataclass, key for key,
+and decoding reads that shape: a run recorded by an older version replays on a newer one after a
+deploy (a workflow recovered mid-run reads its recorded outputs back). A field may be added (decoded
+with its default when an old record lacks it), never renamed or dropped.
+
+Records that are rows of the ledger (``ledger/records.py``, ``CallBrief``, ``Appended``) stay
+``TypedDict``s, plain dicts at runtime, and pass through ``encode`` and ``decode`` unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar, cast
+
+from ...errors import HelixError
+from ...ledger.user_json import JsonObject
+from .records import StepOutcome
+
+R = TypeVar("R")
+
+
+class RecordShapeError(HelixError, ValueError):
+    """A recorded value does not have the shape of the record it is read back as (a record written
+    by code this version cannot read, or a corrupted ``tx_outputs`` row)."""
+
+    code = "record_shape"
+
+
+def _mapping(kind: type[Any], data: object) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise RecordShapeError(f"a recorded {kind.__name__} is a JSON object, not {type(data).__name__}: {data!r:.200}")
+    return data
+
+
+# --- StepOutcome --------------------------------------------------------------------------------
+
+
+def _encode_step_outcome(o: StepOutcome) -> JsonObject:
+    out: JsonObject = {"status": o.status}
+    if o.status == "completed" or o.output is not None:  # a completed run's output, None included
+        out["output"] = o.output
+    if o.error_code is not None:
+        out["error_code"] = o.error_code
+    if o.error is not None:
+        out["error"] = o.error
+    return out
+
+
+def _decode_step_outcome(data: object) -> StepOutcome:
+    d = _mapping(StepOutcome, data)
+    if "status" not in d:
+        raise RecordShapeError(f"a recorded StepOutcome has a status: {dict(d)!r:.200}")
+    return StepOutcome(d["status"], d.get("output"), d.get("error_code"), d.get("error"))
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+_ENCODERS: Final[dict[type[Any], Callable[[Any], object]]] = {
+    StepOutcome: _encode_step_outcome,
+}
+_DECODERS: Final[dict[type[Any], Callable[[object], Any]]] = {
+    StepOutcome: _decode_step_outcome,
+}
+
+
+def encode(value: R) -> object:
+    """``value`` as plain JSON-able data: a record of this module's table as the dict its shape
+    is recorded as, a list of values each encoded, anything else (a ledger row, a string) as it is."""
+    encoder = _ENCODERS.get(type(value))
+    if encoder is not None:
+        return encoder(value)
+    if isinstance(value, list):
+        items = [encode(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
+def decode(kind: type[R], data: object) -> R:
+    """``data`` (what ``encode`` gave, or what the code before this record was a dataclass recorded)
+    as a ``kind``; ``RecordShapeError`` when it has not that shape."""
+    if isinstance(data, kind):
+        return data
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise TypeError(f"{kind.__name__} is not a record the codec knows")
+    return cast(R, decoder(data))
+
+
+def decoder(kind: type[R]) -> Callable[[object], R]:
+    """``decode`` bound to ``kind``: how ``durable.tx`` is told what its output reads back as."""
+    return lambda data: decode(kind, data)
+
+
+__all__ = ["RecordShapeError", "decode", "decoder", "encode"]
