@@ -85,3 +85,6 @@ def test_a_database_that_cannot_be_reached_exits_2(entry: str, tmp_path: Path) -
     """The runtime's launch is refused (in the service, inside uvicorn's lifespan): still 2."""
     proc = refused(entry, tmp_path, {"HELIX_DBOS_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/helix"}, port=free_port())
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    # one typed line that says what to check, as the CLI's commands print it; not the driver's traceback
+    assert "configuration_error" in proc.stderr and "cannot reach the database server" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "sqlalche.me" not in proc.stderr, proc.stderr

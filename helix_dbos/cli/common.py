@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -80,21 +79,10 @@ def esc(value: Any) -> str:
 
 
 def explain_database_error(exc: BaseException) -> ConfigurationError | None:
-    """A driver's connection failure as a ``configuration_error`` whose hint fits the cause."""
-    text = str(getattr(exc, "orig", None) or exc)
-    missing = re.search(r'database "([^"]+)" does not exist', text)
-    if missing:
-        return ConfigurationError(
-            f"the database {missing.group(1)!r} does not exist on that server; create it first (createdb {missing.group(1)}, or CREATE DATABASE), then run `helix-dbos migrate`",
-            detail=text.strip().splitlines()[0],
-        )
-    if re.search(r"Connection refused|could not translate host name|Name or service not known|timeout expired|No route to host|could not connect", text, re.I):
-        return ConfigurationError("cannot reach the database server: is it running, and is the host and port in --db (or HELIX_DBOS_DATABASE_URL) right?", detail=text.strip().splitlines()[0])
-    if re.search(r'password authentication failed|no pg_hba.conf entry|role "[^"]+" does not exist', text):
-        return ConfigurationError("the database server refused the login; check the user and password in --db", detail=text.strip().splitlines()[0])
-    if "unable to open database file" in text:
-        return ConfigurationError("cannot open the SQLite file: does its directory exist and is it writable?", detail=text.strip())
-    return None
+    """``ledger.engine.explain_database_error``, imported when needed (SQLAlchemy is not, for --help)."""
+    from ..ledger.engine import explain_database_error as explain
+
+    return explain(exc)
 
 
 def unique_prefix(kind: str, given: str, ids: list[str], flag: str) -> str:

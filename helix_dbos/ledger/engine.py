@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -253,3 +254,21 @@ def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
         engine = sa.create_engine(sync_url(url), **kwargs)
         event.listen(engine, "do_connect", _bounded_connect)
     return engine.execution_options(schema_translate_map=translate_map(url))
+
+
+def explain_database_error(exc: BaseException) -> ConfigurationError | None:
+    """A driver's connection failure as a ``configuration_error`` whose hint fits the cause."""
+    text = str(getattr(exc, "orig", None) or exc)
+    missing = re.search(r'database "([^"]+)" does not exist', text)
+    if missing:
+        return ConfigurationError(
+            f"the database {missing.group(1)!r} does not exist on that server; create it first (createdb {missing.group(1)}, or CREATE DATABASE), then run `helix-dbos migrate`",
+            detail=text.strip().splitlines()[0],
+        )
+    if re.search(r"Connection refused|could not translate host name|Name or service not known|timeout expired|No route to host|could not connect", text, re.I):
+        return ConfigurationError("cannot reach the database server: is it running, and is the host and port in --db (or HELIX_DBOS_DATABASE_URL) right?", detail=text.strip().splitlines()[0])
+    if re.search(r'password authentication failed|no pg_hba.conf entry|role "[^"]+" does not exist', text):
+        return ConfigurationError("the database server refused the login; check the user and password in --db", detail=text.strip().splitlines()[0])
+    if "unable to open database file" in text:
+        return ConfigurationError("cannot open the SQLite file: does its directory exist and is it writable?", detail=text.strip())
+    return None

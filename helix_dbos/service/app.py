@@ -23,6 +23,8 @@ from fastapi_offline import FastAPIOffline
 
 import helix_dbos
 
+from ..errors import HelixError
+from ..ledger.engine import explain_database_error
 from ..runtime import Runtime
 from . import errors, live, routes, ui
 from .loader import load_runtime
@@ -83,6 +85,13 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return spec
 
 
+def refusal(exc: BaseException) -> HelixError | None:
+    """A launch's failure as the typed refusal it is (a driver's connection error explained), or None."""
+    if isinstance(exc, HelixError):
+        return exc
+    return explain_database_error(exc) if type(exc).__module__.startswith(("dbos", "psycopg", "sqlalchemy")) else None
+
+
 def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, settings: ServiceSettings | None = None, database_url: str | None = None) -> FastAPI:
     """The service over ``runtime``, or over the app ``HELIX_DBOS_APP`` (``app_spec``) names.
 
@@ -97,7 +106,11 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, s
         # Every blocking call (ledger reads, entries, ``?wait=`` polls that hold a thread for up to
         # 300 s) runs in the loop's default executor; Python sizes it to the CPU count, far too few.
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=settings.http_threads, thread_name_prefix="helix-http"))
-        await target.launch_async()
+        try:
+            await target.launch_async()
+        except Exception as exc:  # a refused start: service/http.py prints it as one line, not uvicorn's traceback
+            app.state.start_refused = refusal(exc)
+            raise
         try:
             yield
         finally:

@@ -12,6 +12,7 @@ back (the stream's ``retry:`` tells it when to try).
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from types import FrameType
 from typing import Any
@@ -38,12 +39,36 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+class _RefusalShown(logging.Filter):
+    """Drops the lifespan's traceback when the failure was a typed refusal: it is printed as one line."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__()
+        self._app = app
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        refused = getattr(self._app.state, "start_refused", None) is not None
+        return not (refused and str(record.msg).startswith("Traceback"))
+
+
+def _print_refusal(app: Any) -> None:
+    refused = getattr(app.state, "start_refused", None)
+    if refused is None:
+        return
+    sys.stderr.write(f"error [{refused.code}]: {refused.message}\n")
+    if refused.detail:
+        sys.stderr.write(f"{refused.detail}\n")
+
+
 def serve(app: Any, host: str, port: int, log_level: str = "warning") -> None:
     """``uvicorn.run(app, ...)`` with the service's settings, and streams that end on a stop signal.
     ``log_level``: uvicorn's (``HELIX_DBOS_HTTP_LOG_LEVEL``, read by ``helix_dbos/settings.py``)."""
     app.state.stopping = False
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     server = _Server(config, app)
+    app.state.start_refused = None
+    quiet = _RefusalShown(app)
+    logging.getLogger("uvicorn.error").addFilter(quiet)
     try:
         with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn re-raises once it has shut down (uvicorn.run's own)
             server.run()
@@ -52,6 +77,10 @@ def serve(app: Any, host: str, port: int, log_level: str = "warning") -> None:
             raise
         # uvicorn exits 3 itself where it never started: a port in use, a lifespan (the runtime's
         # launch) that failed; the number is ours
+        _print_refusal(app)
         sys.exit(STARTUP_FAILURE)
+    finally:
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
     if not server.started:
+        _print_refusal(app)
         sys.exit(STARTUP_FAILURE)
