@@ -68,6 +68,7 @@ def test_a_port_in_use_exits_2(entry: str, busy_port: int, tmp_path: Path) -> No
     proc = refused(entry, tmp_path, {}, port=busy_port, args=args)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "address already in use" in proc.stderr, proc.stderr
+    assert "serving on" not in proc.stderr, proc.stderr  # it never said it serves
 
 
 @pytest.mark.parametrize("entry", SERVING)
@@ -88,3 +89,4 @@ def test_a_database_that_cannot_be_reached_exits_2(entry: str, tmp_path: Path) -
     # one typed line that says what to check, as the CLI's commands print it; not the driver's traceback
     assert "configuration_error" in proc.stderr and "cannot reach the database server" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and "sqlalche.me" not in proc.stderr, proc.stderr
+    assert "serving on" not in proc.stderr, proc.stderr

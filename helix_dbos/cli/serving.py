@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from .common import DbOption, database_url, err_console, int_range, refused_starts
+from .common import DbOption, database_url, int_range, refused_starts
 
 
 @refused_starts
@@ -50,9 +50,9 @@ def serve(
     if front_end:
         os.environ["HELIX_DBOS_MODE"] = "client"  # the runtime the app defines resolves its mode from here
     app_ = create_app(app_spec=app_spec, database_url=database_url(db) if db else None)
-    # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
-    err_console.print(f"helix-dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it")
-    importlib.import_module("helix_dbos.service.http").serve(app_, host, port, environment.http_log_level)
+    # uvicorn at "warning" says nothing once it listens: one line (once it does), so a newcomer knows where to look
+    banner = f"helix-dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it"
+    importlib.import_module("helix_dbos.service.http").serve(app_, host, port, environment.http_log_level, banner=banner)
 
 
 @refused_starts

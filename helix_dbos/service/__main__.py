@@ -40,10 +40,10 @@ def serve(host: str, port: int, *, insecure: bool | None = None, app_spec: str |
             file=sys.stderr,
         )
     # uvicorn at "warning" says nothing once it listens: one line, so a newcomer knows where to look
-    print(f"helix_dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it", file=sys.stderr)
+    banner = f"helix_dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it"
     from .http import serve
 
-    serve(app, host, port, environment.http_log_level)
+    serve(app, host, port, environment.http_log_level, banner=banner)
 
 
 def main(argv: list[str] | None = None) -> None:

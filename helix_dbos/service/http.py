@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import sys
 from types import FrameType
 from typing import Any
@@ -30,9 +31,16 @@ def is_stopping(app: Any) -> bool:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+    def __init__(self, config: uvicorn.Config, app: Any, banner: str | None = None) -> None:
         super().__init__(config)
         self._app = app
+        self._banner = banner
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._banner:  # once it listens: a refused start never said it serves
+            sys.stderr.write(self._banner + "\n")
+            sys.stderr.flush()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._app.state.stopping = True  # open streams end at their next poll
@@ -60,12 +68,13 @@ def _print_refusal(app: Any) -> None:
         sys.stderr.write(f"{refused.detail}\n")
 
 
-def serve(app: Any, host: str, port: int, log_level: str = "warning") -> None:
+def serve(app: Any, host: str, port: int, log_level: str = "warning", banner: str | None = None) -> None:
     """``uvicorn.run(app, ...)`` with the service's settings, and streams that end on a stop signal.
-    ``log_level``: uvicorn's (``HELIX_DBOS_HTTP_LOG_LEVEL``, read by ``helix_dbos/settings.py``)."""
+    ``log_level``: uvicorn's (``HELIX_DBOS_HTTP_LOG_LEVEL``, read by ``helix_dbos/settings.py``);
+    ``banner``: the line printed on stderr once the server listens (uvicorn at "warning" says nothing)."""
     app.state.stopping = False
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
-    server = _Server(config, app)
+    server = _Server(config, app, banner)
     app.state.start_refused = None
     quiet = _RefusalShown(app)
     logging.getLogger("uvicorn.error").addFilter(quiet)
