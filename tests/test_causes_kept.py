@@ -47,11 +47,11 @@ def test_reconcile_checks_that_fail_before_a_failure_log_their_traceback(monkeyp
     log with its traceback (it was one line with the message only)."""
     broke = RuntimeError("the checks' read failed")
 
-    async def ask_before(run_id: str, read: Any) -> int:
+    async def ask_before(registry: Any, run_id: str, read: Any) -> int:
         raise broke
 
     monkeypatch.setattr(reconcile, "ask_before", ask_before)
     with caplog.at_level(logging.WARNING, logger="helix_dbos"):
-        asyncio.run(workflow._ask_before_failing("run-1", "run_error"))
+        asyncio.run(workflow._ask_before_failing(None, "run-1", "run_error"))  # type: ignore[arg-type]  # ask_before is replaced
     (record,) = _tracebacks_of(caplog, RuntimeError)
     assert record.exc_info is not None and record.exc_info[1] is broke and "run-1" in record.getMessage()

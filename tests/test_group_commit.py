@@ -21,7 +21,7 @@ from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.floor import group_commit
-from helix_dbos.runtime.floor.registry import current, env
+from helix_dbos.runtime.floor.registry import current, env, serving
 
 
 class Refused(Exception):
@@ -55,9 +55,12 @@ def _run(coro: Any) -> Any:
     """On a fresh event loop in its own thread, as a workflow's loop is never the test's."""
     out: dict[str, Any] = {}
 
+    registry = current()
+
     def main() -> None:
         try:
-            out["value"] = asyncio.run(coro)
+            with serving(registry):  # what a workflow's entry sets: the registry its ledger operations use
+                out["value"] = asyncio.run(coro)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             out["error"] = exc
 

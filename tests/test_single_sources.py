@@ -148,3 +148,33 @@ def test_log_is_defined_once_per_runtime_module() -> None:
             bad[str(path.relative_to(ROOT))] = (top, calls)
     assert bad == {}
     assert _loggers(ast.parse("import logging\nlog = logging.getLogger('x')\ndef f():\n    logging.getLogger('x').info('y')\n")) == (["log"], 2)
+
+
+#: The process-wide lookups of the launched runtime (``runtime/floor/registry.py``).
+REGISTRY_LOOKUPS = frozenset({"current", "env", "installed"})
+
+
+def _registry_lookups(source: str) -> list[int]:
+    """The lines where ``source`` calls one of ``REGISTRY_LOOKUPS`` (by its bare name or as ``registry.x``)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in REGISTRY_LOOKUPS and not (isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name)):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_a_runs_code_is_handed_its_registry_never_looks_it_up() -> None:
+    """``runtime/flow`` and ``runtime/floor`` get the registry (its Env, the agent) as an argument, and
+    the durable operations from the one the workflow's entry set (``registry.serving``): no module
+    there calls ``current()``, ``env()`` or ``installed()`` (issue 24, item 5); registry.py defines them."""
+    found = {}
+    for folder in ("flow", "floor"):
+        for path in sorted((PACKAGE / "runtime" / folder).glob("*.py")):
+            if path.name != "registry.py" and (lines := _registry_lookups(path.read_text())):
+                found[str(path.relative_to(ROOT))] = lines
+    assert found == {}
+    probe = "def f():\n    return registry.env(), current(), registry.env.agents, self.a.env()\n"
+    assert _registry_lookups(probe) == [2, 2]  # ``self.a.env()`` is a method of something held, not the lookup

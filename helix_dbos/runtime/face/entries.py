@@ -35,8 +35,10 @@ from ...ledger.runs import end_run, get_run
 from ...ledger.sessions import get_session, insert_session
 from ...ledger.statuses import CALL_SETTLED, RUN_LIVE, EntryKind, RunStatus, awaits_answer
 from ...ledger.stops import request_stop
+from ...recovery import Profile
 from ..floor import commits, pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
+from ..floor.registry import agent_named
 from ..floor.runs import open_run_row
 from ..process import dbos_private
 
@@ -65,7 +67,7 @@ def open_run(
     message: str | None,
     checkpoint_id: str | None,
     agents: Mapping[str, Agent],
-    profile: str,
+    profile: Profile,
     executor_id: str | None,
     is_dead: LivenessCheck = lambda run, conn: None,
     owner: str | None = None,
@@ -114,7 +116,7 @@ def open_run(
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
         if previous is not None and dead == "cancelled":
             # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
-            commits.settle_cancel(conn, previous["run_id"])
+            commits.settle_cancel(conn, previous["run_id"], agents, profile)
             previous = get_run(conn, previous["run_id"])
         elif previous is not None:
             end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
@@ -250,7 +252,7 @@ def _stale_reason(call: CallRow, session: SessionRow) -> str:
 # --- stop ----------------------------------------------------------------------------------------
 
 
-def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None, agents: Mapping[str, Agent] | None = None, profile: str | None = None) -> StopRequested:
+def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None, agents: Mapping[str, Agent], profile: Profile) -> StopRequested:
     """Write one durable stop record for the current run and return; a suspended run stops here and
     now, and so does a queued one no worker has taken yet (withdrawn from its queue)."""
     if kind not in ("interrupt", "abort"):
@@ -277,7 +279,6 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
         run = get_run(conn, run_id)
         assert run is not None
         # the caller's agents and profile: a front end has no launched runtime to read them from
-        agent = agents.get(run["agent_name"]) if agents is not None else None
-        out = commits.settle_stop(conn, run, kind, agent=agent, profile=profile)
+        out = commits.settle_stop(conn, run, kind, agent_named(agents, run["agent_name"]), profile)
         return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out.status)}  # a stop ends the run: never "committed"
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}

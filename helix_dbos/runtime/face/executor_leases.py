@@ -79,11 +79,11 @@ class ExecutorLeases(LaunchedParts):
         with self.engine.begin() as conn:
             for run_id in runs.running_of_executor(conn, self.executor_id):
                 if dbos_private.workflow_status(conn, run_id) == "CANCELLED":
-                    commits.settle_cancel(conn, run_id)
+                    commits.settle_cancel(conn, run_id, self.agents, self.recovery)
             # A run cancelled while it waited on an entry queue is never dequeued: no executor owns it,
             # so every launch settles those it finds (its session would stay queued for ever).
             for run_id in dbos_private.cancelled_among(conn, runs.queued(conn)):
-                commits.settle_cancel(conn, run_id)
+                commits.settle_cancel(conn, run_id, self.agents, self.recovery)
 
     def _run_is_dead(self, run: RunRow, conn: sa.Connection) -> str | None:
         """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None."""

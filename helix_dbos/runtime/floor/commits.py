@@ -13,6 +13,10 @@ Save first (``append_checkpoint``: the reply and every call with a fresh dispatc
 body), then the step commit (one request answering every call, or a suspension); a step that starts
 no body saves and commits in one. A run's ends (fail, stop, a DBOS cancel) never leave a call
 unanswered: each saved, unanswered call is paired first.
+
+What a transaction judges calls by (the agents as the code defines them now, the recovery
+profile, the executor id) is handed in: the run workflow's ``Env``, or a front end's own agents
+and profile (``settle_cancel``, ``settle_stop``); nothing here looks the launched runtime up.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ...ledger.rows import new_id
 from ...ledger.runs import end_run, start_queued_run
 from ...ledger.statuses import BODY_KINDS, CALL_SETTLED, REDIRECTING_ENTRIES, RunStatus
 from ...ledger.stops import request_stop
+from ...recovery import Profile
 from . import durable, fence, transcript
 from .pairing import (
     apply_pairings,
@@ -64,7 +69,7 @@ from .records import (
     StepOutcome,
     StepRef,
 )
-from .registry import env
+from .registry import Env, agent_named
 
 TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your response in a tool call"
 
@@ -72,7 +77,7 @@ TEXT_NOT_ALLOWED = "Plain text responses are not permitted, please include your 
 # --- the entry --------------------------------------------------------------------------------
 
 
-def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
+def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent, profile: Profile) -> None:
     """Answer every unanswered call of the branch a rewind just superseded, in the rewind's transaction.
 
     No run will ever reach those calls again (entries and answers follow the active branch), so a
@@ -84,13 +89,13 @@ def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent) -> None:
     for saver, step in sorted(steps, key=lambda ref: (ref[1], ref[0])):
         calls = calls_of_step(conn, saver, step)
         # a superseded branch asks no check: no run or model reaches it again
-        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "rewind")
+        apply_pairings(conn, run_id, calls, decisions(agent, profile, calls, "redirect", ask_checks=False), "rewind")
 
 
 PREPARE_TX = "helix.prepare"
 
 
-def redirect_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
+def redirect_checks(conn: sa.Connection, env: Env, run_id: str) -> list[CheckTarget]:
     """The reconcile checks a redirecting entry asks before its pairing (a fenced read).
 
     Its target is the step ``prepare_entry`` will pair: the rewind's checkpoint or the latest one.
@@ -102,15 +107,15 @@ def redirect_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
         return []
     target = get_checkpoint(conn, run["checkpoint_id"]) if run["checkpoint_id"] else latest_checkpoint(conn, run["session_id"])
     ref = step_ref(conn, target)
-    return [] if ref is None else checks_to_ask(conn, run, [ref], "redirect")
+    return [] if ref is None else checks_to_ask(conn, env, run, [ref], "redirect")
 
 
-def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
+def prepare_entry(conn: sa.Connection, env: Env, run_id: str) -> EntryPlan:
     """Apply the entry to the ledger and say where the run starts: at the model, or recovering a step."""
     run = fence.check(conn, run_id, "prepare", admit_queued=True)
     if run["status"] == "queued":  # a worker dequeued it: from here on it runs, on this executor
-        start_queued_run(conn, run_id, run["session_id"], env().settings.executor_id)
-    sid, entry, agent = run["session_id"], run["entry"], env().agent(run["agent_name"])
+        start_queued_run(conn, run_id, run["session_id"], env.settings.executor_id)
+    sid, entry, agent = run["session_id"], run["entry"], env.agent(run["agent_name"])
     plan: EntryPlan = {
         "session_id": sid,
         "agent_name": run["agent_name"],
@@ -124,7 +129,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
         target = get_checkpoint(conn, run["checkpoint_id"])
         assert target is not None
         rewind_to(conn, target, run_id)
-        _pair_left_behind(conn, run_id, agent)
+        _pair_left_behind(conn, run_id, agent, env.profile)
     emit(conn, sid, run_id, "run_status", {"status": "running", "entry": entry})
     ref = step_ref(conn, target)
 
@@ -132,7 +137,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
         if ref is not None:
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
             # the checks were asked just before this transaction (``redirect_checks``): pair by their verdicts
-            apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "redirect")
+            apply_pairings(conn, run_id, calls, decisions(agent, env.profile, calls, "redirect", ask_checks=False), "redirect")
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
             body = transcript.dump(transcript.results_message(calls, run["entry_message"]))
             insert_message(conn, sid, run_id, ref["step"], "request", body)
@@ -145,7 +150,7 @@ def prepare_entry(conn: sa.Connection, run_id: str) -> EntryPlan:
     elif ref is not None:  # resume_continue, resume_from_checkpoint, retry: recover the saved step
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         if entry == "retry":
-            decided = decisions(agent, calls, "retry")
+            decided = decisions(agent, env.profile, calls, "retry")
             for call in calls:
                 if call["status"] in CALL_SETTLED and decided[call["dispatch_id"]].action != "keep":
                     reopen_call(conn, call)
@@ -253,18 +258,19 @@ def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]]
     return StepOutcome("completed", output=finish["result"])
 
 
-def _suspend_or_stop(conn: sa.Connection, run_id: str, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
+def _suspend_or_stop(conn: sa.Connection, env: Env, run_id: str, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
     """A step left with a pending call: the run suspends, unless a stop came while it ran (its calls
     are paired, the run stops: never a suspension)."""
     if stop is not None:
         step_rows.write(conn, rows, events)
-        return settle_stop(conn, fence.check(conn, run_id, "stop"), stop)
+        run = fence.check(conn, run_id, "stop")
+        return settle_stop(conn, run, stop, env.agent(run["agent_name"]), env.profile)
     end_run(conn, run_id, "suspended_client_tool", events=events)
     step_rows.write(conn, rows, events)
     return StepOutcome("suspended_client_tool")
 
 
-def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
+def commit_after_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, ref: StepRef) -> StepOutcome:
     """The step commit after the bodies: one request answering every call, or a suspension.
 
     The fence and the step's calls are one read, or the full fence and then the calls when it
@@ -274,7 +280,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
     if any(c["status"] not in CALL_SETTLED for c in calls):
         rows = step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension"))
         own = ref["run_id"] == run_id  # a recovered step of an earlier run suspends this one
-        return _suspend_or_stop(conn, run_id, rows, [checkpoint_event(checkpoint_id, "suspension", ref["step"])], head["stop_kind"] if own else None)
+        return _suspend_or_stop(conn, env, run_id, rows, [checkpoint_event(checkpoint_id, "suspension", ref["step"])], head["stop_kind"] if own else None)
     answers = ("request", transcript.dump(transcript.results_message(calls)))
     events: Events = [checkpoint_event(checkpoint_id, "step", ref["step"])]
     outcome = _finish(conn, run_id, calls, events)
@@ -282,7 +288,7 @@ def commit_saved_step(conn: sa.Connection, run_id: str, sid: str, ref: StepRef) 
     return outcome or StepOutcome("committed")
 
 
-def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall], output_required: bool) -> StepOutcome:
+def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall], output_required: bool) -> StepOutcome:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
     run = fence.check(conn, run_id, "step commit")
     checkpoint_id = new_checkpoint_id()
@@ -306,7 +312,7 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
     rows = _reply_rows(run_id, sid, step, reply, *answers, checkpoint=(checkpoint_id, kind))
     events += [*_call_events(calls), checkpoint_event(checkpoint_id, kind, step)]
     if pending:  # a stop that came during the model request: its calls are paired, the run stops
-        return _suspend_or_stop(conn, run_id, rows, events, run["stop_kind"])
+        return _suspend_or_stop(conn, env, run_id, rows, events, run["stop_kind"])
     outcome = _finish(conn, run_id, calls, events)
     step_rows.write(conn, rows, events)
     return outcome or StepOutcome("committed")
@@ -315,31 +321,35 @@ def commit_unsaved_step(conn: sa.Connection, run_id: str, sid: str, step: int, r
 # --- ends ----------------------------------------------------------------------------------------
 
 
-def failure_checks(conn: sa.Connection, run_id: str) -> list[CheckTarget]:
+def failure_checks(conn: sa.Connection, env: Env, run_id: str) -> list[CheckTarget]:
     """The reconcile checks a failing run asks before ``fail_run`` pairs its calls (a fenced read)."""
     run = fence.check(conn, run_id, "read saved calls")
-    return checks_to_ask(conn, run, open_steps(conn, run), "redirect")
+    return checks_to_ask(conn, env, run, open_steps(conn, run), "redirect")
 
 
-def fail_run(conn: sa.Connection, run_id: str, code: str, message: str) -> StepOutcome:
+def fail_run(conn: sa.Connection, env: Env, run_id: str, code: str, message: str) -> StepOutcome:
     """A failed run never leaves a call unanswered: each saved, unanswered call is paired first,
     by the redirect rules and the verdicts the checks asked just before (``failure_checks``) gave."""
     run = fence.check(conn, run_id, "fail")
-    agent = env().agent(run["agent_name"])
+    agent = env.agent(run["agent_name"])
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
-        apply_pairings(conn, run_id, calls, decisions(agent, calls, "redirect", ask_checks=False), "run_failed")
+        apply_pairings(conn, run_id, calls, decisions(agent, env.profile, calls, "redirect", ask_checks=False), "run_failed")
     end_run(conn, run_id, "failed", error_code=code, error=message)
     return StepOutcome("failed", error_code=code, error=message)
 
 
-def stop_run(conn: sa.Connection, run_id: str, kind: str) -> StepOutcome:
+def stop_run(conn: sa.Connection, env: Env, run_id: str, kind: str) -> StepOutcome:
     """The run's own workflow honours a stop record (fenced like every transaction of a run)."""
-    return settle_stop(conn, fence.check(conn, run_id, "stop"), kind)
+    run = fence.check(conn, run_id, "stop")
+    return settle_stop(conn, run, kind, env.agent(run["agent_name"]), env.profile)
 
 
-def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
+def settle_cancel(conn: sa.Connection, run_id: str, agents: Mapping[str, Agent], profile: Profile) -> StepOutcome | None:
     """A DBOS cancel of a live run settles like ``stop(kind="abort")``, with a stop record naming it.
+
+    ``agents`` and ``profile``: the caller's (the run's workflow, or a front end settling a cancel it
+    found), what the stop's pairing judges the calls by.
 
     None when the run is not the session's current, running (or still queued) run any more
     (nothing to settle). A queued run cancelled on its queue is never dequeued, so this is its only
@@ -353,25 +363,24 @@ def settle_cancel(conn: sa.Connection, run_id: str) -> StepOutcome | None:
     if run["status"] == "queued":
         end_run(conn, run_id, "failed", error_code="run_stopped", error="cancelled while queued (dbos workflow cancel): no worker ran it")
         return StepOutcome("failed")
-    return settle_stop(conn, run, "abort")
+    return settle_stop(conn, run, "abort", agent_named(agents, run["agent_name"]), profile)
 
 
-def settle_stop(conn: sa.Connection, run: RunRow, kind: str, *, agent: Agent | None = None, profile: str | None = None) -> StepOutcome:
+def settle_stop(conn: sa.Connection, run: RunRow, kind: str, agent: Agent, profile: Profile) -> StepOutcome:
     """Finished calls keep their results; the rest are paired ``run_stopped``; the run ends.
 
     Every open step is answered, also one whose calls all finished before the stop was honoured
     (a DBOS cancel that committed mid-body refuses the step commit after it): its saved reply
     still needs the request answering it, or the transcript would hold calls nobody answered.
-    ``agent`` and ``profile``: given by a caller in a process with no launched runtime (a front
-    end stopping a suspended run), else the launched runtime's."""
+    ``agent`` (the run's, as the code defines it now) and ``profile``: the caller's (a workflow's
+    ``Env``, or a front end stopping a suspended run with its own agents)."""
     run_id = run["run_id"]
-    agent = agent or env().agent(run["agent_name"])
     for ref in open_steps(conn, run):
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         if not calls:
             continue
         if any(c["status"] not in CALL_SETTLED for c in calls):
-            apply_pairings(conn, run_id, calls, decisions(agent, calls, "stop", profile=profile), "stop")
+            apply_pairings(conn, run_id, calls, decisions(agent, profile, calls, "stop"), "stop")
             calls = calls_of_step(conn, ref["run_id"], ref["step"])
         insert_message(conn, run["session_id"], run_id, ref["step"], "request", transcript.dump(transcript.results_message(calls)))
         insert_checkpoint(conn, run["session_id"], run_id, ref["step"], "step")

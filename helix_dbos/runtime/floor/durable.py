@@ -32,7 +32,7 @@ from ...ledger.escape import escape_json, unescape_json
 from ..process import dbos_private, trace_export
 from . import codec
 from .records import RecordedReply
-from .registry import env, installed
+from .registry import serving, serving_registry
 from .store_retry import retrying
 
 if TYPE_CHECKING:
@@ -74,14 +74,13 @@ async def off_loop(fn: Callable[[*Ts], T], *args: *Ts) -> T:
     """``asyncio.to_thread(fn, *args)`` for a workflow's own ledger work, which a stopping process
     never does: ``ProcessStopping`` instead, so DBOS records nothing and the workflow stays ``PENDING``.
 
-    Stopping means ``Runtime.shutdown`` is past its grace period (``Registry.stopping``, or no
-    runtime is installed any more), or the interpreter is exiting with the workflow still running
+    Stopping means ``Runtime.shutdown`` is past its grace period (``Registry.stopping`` of the
+    registry this workflow was entered with, also set once it is uninstalled), or the interpreter is exiting with the workflow still running
     (a second Ctrl-C cut the shutdown short, or a script never called it): its executors then refuse
     new work with a ``RuntimeError``, which the run would have recorded as its failure (and DBOS as
     ``ERROR``, which it never recovers) while the ledger stayed ``running``.
     """
-    launched = installed()
-    if launched is None or launched.stopping:
+    if serving_registry().stopping:
         raise ProcessStopping("the process is stopping: the workflow's next ledger operation is left to the next launch")
     try:
         return await asyncio.to_thread(fn, *args)
@@ -130,12 +129,14 @@ async def replayed_reply() -> RecordedReply | None:
         return None
     workflow_id, op = DBOS.workflow_id, f"{REPLY}#{ops[REPLY]}"
 
+    engine = serving_registry().env.tx_engine
+
     def look() -> RecordedReply | None:
-        with env().tx_engine.connect() as conn:
+        with engine.connect() as conn:
             done = tx_outputs.recorded(conn, workflow_id, op)
         return None if done is None else cast(RecordedReply, done[0])
 
-    found = await retrying("reading a recorded model reply", lambda: off_loop(look), window=math.inf)
+    found = await retrying("reading a recorded model reply", lambda: off_loop(look), math.inf, _try_bound())
     if found is not None:
         ops[REPLY] += 1
     return found
@@ -202,7 +203,7 @@ async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_
         raise RuntimeError(f"{name}: ledger transactions need the workflow's operation counter")
     op = f"{name}#{ops[name]}"
     ops[name] += 1
-    engine = env().tx_engine
+    engine = serving_registry().env.tx_engine
     fresh: list[bool] = []
 
     def replayed(recorded: object) -> T:
@@ -229,7 +230,7 @@ async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_
         fresh.append(True)
         return out
 
-    out = await retrying(f"running {name}", lambda: off_loop(once), window=math.inf)
+    out = await retrying(f"running {name}", lambda: off_loop(once), math.inf, _try_bound())
     if fresh:  # committed now (not replayed): its span, and every span before it, leave before a kill can lose them
         await trace_export.flushed()
     return out
@@ -267,8 +268,9 @@ def tx_committed(conn: sa.Connection, workflow_id: str, name: str) -> bool:
 
 
 def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Registry) -> Callable[..., Coroutine[Any, Any, Any]]:
-    """Wrap a workflow function: its own operation counter for ``tx``, and a stopping event loop
-    leaves it ``PENDING`` (see ``ProcessStopping``).
+    """Wrap a workflow function: its own operation counter for ``tx``, the registry its durable
+    operations run against (``registry.serving``: set here, the workflow's entry, as DBOS calls it
+    with its input only), and a stopping event loop leaves it ``PENDING`` (see ``ProcessStopping``).
 
     Each execution starts out replaying: its transactions look their record up until the first one
     that finds none (a recovered or resumed workflow returns what it committed before; a fresh one
@@ -280,14 +282,20 @@ def workflow_function(fn: Callable[..., Coroutine[Any, Any, Any]], registry: Reg
     async def workflow(*args: Any, **kwargs: Any) -> Any:
         ops: Counter[str] = Counter({_REPLAYING: 1})
         _ops.set(ops)
-        return await inner(*args, **kwargs)
+        with serving(registry):
+            return await inner(*args, **kwargs)
 
     return workflow
 
 
-def _short_tx(fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
-    with env().tx_engine.begin() as conn:
+def _short_tx(engine: sa.Engine, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
+    with engine.begin() as conn:
         return fn(conn, *args)
+
+
+def _try_bound() -> float:
+    """How long one try of a transaction retried without a deadline may wait on the server."""
+    return serving_registry().env.settings.store_retry_window
 
 
 async def plain_tx(fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
@@ -300,7 +308,10 @@ async def plain_tx(fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     so ``fn`` must be idempotent across such a retry: the writers passed here are (the attempt gate
     by its token in ``bodies.py``, the result write by its attempt fence).
     """
-    return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: off_loop(_short_tx, fn, *args))
+    registry = serving_registry()
+    window = registry.env.settings.store_retry_window
+    engine = registry.env.tx_engine
+    return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: off_loop(_short_tx, engine, fn, *args), window, window)
 
 
 def recorded(value: Any) -> Any:

@@ -22,13 +22,16 @@ from ...recovery.decide import BodyAction
 from . import fence
 from .pairing import FenceHead, calls_of_step, decisions, fenced_step, mark_proved
 from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome, RunGate
-from .registry import env
+from .registry import Env
 
 
 def gate(
-    conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None = None, *, retried: bool = True, where: tuple[str, int] | None = None
+    conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: str | None = None, *, retried: bool = True, where: tuple[str, int] | None = None
 ) -> GateOutcome:
     """A body's first act: decide, and if it runs, commit the attempt before the body starts.
+
+    ``env``: the launch's agents (the call's tool as the code defines it now), recovery profile
+    and executor id (the attempt's).
 
     Idempotent per ``token``: if this gate execution's attempt is already committed (its
     acknowledgement was lost and the transaction runs again), the body goes ahead under that attempt.
@@ -46,9 +49,9 @@ def gate(
         assert call is not None and run is not None
         if call["status"] != "running" or call["attempts"] != mine["attempt"]:
             return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
-        tool = env().agent(run["agent_name"]).tool(call["tool_name"])
+        tool = env.agent(run["agent_name"]).tool(call["tool_name"])
         return _goes_ahead("run", mine["attempt"], call, run["agent_name"], tool is not None and tool.transactional)
-    return _decide(conn, run_id, dispatch_id, token, where)
+    return _decide(conn, env, run_id, dispatch_id, token, where)
 
 
 def _goes_ahead(action: BodyAction, attempt: int, call: CallRow, agent_name: str, transactional: bool) -> RunGate:
@@ -59,7 +62,7 @@ def _goes_ahead(action: BodyAction, attempt: int, call: CallRow, agent_name: str
             "agent_name": agent_name, "transactional": transactional, "replay": call["replay"], "approved": call["approved"]}
 
 
-def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | None, where: tuple[str, int] | None) -> GateOutcome:
+def _decide(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: str | None, where: tuple[str, int] | None) -> GateOutcome:
     """Decide by the recovery rules, and if the body runs, commit the attempt before it starts.
 
     Two reads: the fence's (the run, its session's lock, its stop record, DBOS's cancel) and the
@@ -68,19 +71,19 @@ def _decide(conn: sa.Connection, run_id: str, dispatch_id: str, token: str | Non
     call = next(c for c in calls if c["dispatch_id"] == dispatch_id)
     if call["status"] in CALL_SETTLED:
         return {"action": "done", "status": call["status"], "settled_before": True}
-    agent = env().agent(run["agent_name"])
+    agent = env.agent(run["agent_name"])
     if run["stop_kind"] is not None:
-        d = decisions(agent, calls, "stop")[dispatch_id]  # a body that started and left no result: outcome_unknown
+        d = decisions(agent, env.profile, calls, "stop")[dispatch_id]  # a body that started and left no result: outcome_unknown
         assert d.status is not None
         mark_proved(conn, dispatch_id, d)
         call_rows.settle_call(conn, call, d.status, run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
         return {"action": "done", "status": d.status}
-    d = decisions(agent, calls, "recover")[dispatch_id]
+    d = decisions(agent, env.profile, calls, "recover")[dispatch_id]
     if d.action in ("run", "run_again", "reattach", "reenter"):
         mark_proved(conn, dispatch_id, d)
         tool = agent.tool(call["tool_name"])
         transactional = tool is not None and tool.transactional
-        attempt = attempt_rows.start_attempt(conn, call, run_id, env().settings.executor_id, transactional=transactional, token=token)
+        attempt = attempt_rows.start_attempt(conn, call, run_id, env.settings.executor_id, transactional=transactional, token=token)
         if d.action != "run":
             events.emit(conn, call["session_id"], run_id, "recovery",
                        {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
@@ -139,16 +142,16 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     return {"status": call["status"], "recorded": True}
 
 
-def child_gate(conn: sa.Connection, run_id: str, dispatch_id: str, kind: str) -> tuple[ChildGate, CallRow | None, Any]:
+def child_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, kind: str) -> tuple[ChildGate, CallRow | None, Any]:
     """The gate of a call that delegates (remote child, companion turn): the decision, and if it
     goes ahead, the call's row and its sub-agent as the code defines it now (None if removed)."""
-    decided = cast(ChildGate, {**gate(conn, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind})
+    decided = cast(ChildGate, {**gate(conn, env, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind})
     if decided["action"] == "done":
         return decided, None, None
     call = call_rows.get_call(conn, dispatch_id)
     parent = run_rows.get_run(conn, run_id)
     assert call is not None and parent is not None
-    return decided, call, env().agent(parent["agent_name"]).sub_agent(call["tool_name"])
+    return decided, call, env.agent(parent["agent_name"]).sub_agent(call["tool_name"])
 
 
 def record(

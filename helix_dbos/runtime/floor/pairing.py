@@ -19,10 +19,10 @@ from ...ledger import checkpoints as checkpoint_rows
 from ...ledger import fence_reads
 from ...ledger.records import CallRow, CheckpointRow, RunRow
 from ...ledger.statuses import CALL_SETTLED
-from ...recovery import Decision, SavedCall, ToolNow, decide
+from ...recovery import Decision, Profile, SavedCall, ToolNow, decide
 from . import fence
 from .records import CheckTarget, StepRef
-from .registry import env
+from .registry import Env
 
 
 class FenceHead(TypedDict):
@@ -100,11 +100,11 @@ def fenced_step(conn: sa.Connection, run_id: str, saver: str, step: int, operati
     return {"agent_name": row["agent_name"], "stop_kind": row["stop_kind"]}, calls_of_step(conn, saver, step, for_update=for_update)
 
 
-def decisions(agent: Agent, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True, profile: str | None = None) -> dict[str, Decision]:
-    """The recovery rules over one step's rows. ``ask_checks=False`` where the caller pairs now,
-    with the verdicts already on the rows (a redirect, a failure, a rewind): no ``reconcile`` action.
-    ``profile``: the runtime's recovery profile where no runtime is launched here (a front end's stop)."""
-    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, profile or env().profile, ask_checks)  # type: ignore[arg-type]
+def decisions(agent: Agent, profile: Profile, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:
+    """The recovery rules over one step's rows, for ``agent`` as the code defines it now under the
+    runtime's recovery ``profile``. ``ask_checks=False`` where the caller pairs now, with the
+    verdicts already on the rows (a redirect, a failure, a rewind): no ``reconcile`` action."""
+    out = decide([saved_call(c) for c in calls], tools_now(agent), entry, profile, ask_checks)  # type: ignore[arg-type]
     return {d.dispatch_id: d for d in out}
 
 
@@ -152,16 +152,16 @@ def open_steps(conn: sa.Connection, run: RunRow) -> list[StepRef]:
     return [{"run_id": r, "step": s} for r, s in sorted(refs, key=lambda ref: ref[1])]
 
 
-def checks_to_ask(conn: sa.Connection, run: RunRow, steps: list[StepRef], entry: str) -> list[CheckTarget]:
+def checks_to_ask(conn: sa.Connection, env: Env, run: RunRow, steps: list[StepRef], entry: str) -> list[CheckTarget]:
     """The started calls of ``steps`` whose pairing under ``entry`` waits for a reconcile check
     (no verdict yet about their latest attempt), as ``ask_and_record`` requests."""
-    agent = env().agent(run["agent_name"])
+    agent = env.agent(run["agent_name"])
     wanted: list[CheckTarget] = []
     for ref in steps:
         calls = calls_of_step(conn, ref["run_id"], ref["step"])
         if all(c["status"] in CALL_SETTLED for c in calls):
             continue
-        decided = decisions(agent, calls, entry)
+        decided = decisions(agent, env.profile, calls, entry)
         for c in calls:
             if decided[c["dispatch_id"]].action == "reconcile":
                 wanted.append({"dispatch_id": c["dispatch_id"], "attempts": c["attempts"], "args": c["args"], "tool_name": c["tool_name"],

@@ -6,19 +6,37 @@ made at registration, ``DBOS.workflow(name=...)``) and hands it to everything it
 and companions start the run workflow they find here, never one from a module global, so a
 workflow is always the function of the registry that registered it.
 
-DBOS is one per process and resolves a workflow by its registered name on recovery, so a workflow
-DBOS starts, and the step code under it, can only find the launched runtime through one
-process-wide lookup. That lookup is here and nowhere else: ``current()`` (and ``env()``, its Env,
-for the workflow code written against it; ``lock_held()``/``wait_lock_held()`` for body code).
+A run's code is handed what it needs: the run workflow is a closure over its registry
+(``workflow.register``), which passes it (or its ``Env``, or the agent) down as an argument to
+everything under it, the floor's transaction functions included (``commits``, ``gate``,
+``pairing`` take the ``Env``). The one thing not passed by argument is the registry the durable
+operations (``durable.tx``, ``plain_tx``, ``off_loop``) run against: their signature is the
+transaction function's and its arguments, used from every corner of a run, so the workflow's entry
+(``durable.workflow_function``, which holds the registry) sets it once in a ``ContextVar``
+(``serving``/``serving_registry``), which every task and worker thread of that execution inherits.
+
+Where the process-wide lookup (``current()``, ``env()``, ``installed()``) remains, and why:
+
+- ``runtime/face``: ``Runtime.launch`` installs its registry (``install``; ``installed()`` to
+  refuse a second one) and holds it; nothing under it looks it up.
+- ``lock_held()``/``wait_lock_held()``: kept for code with no registry in hand (tests); the run's
+  own code asks ``registry.lock_held()``.
+- ``runtime/flow`` and ``runtime/floor`` never call ``current()``, ``env()`` or ``installed()``
+  (``tests/test_single_sources.py`` counts them): the run's code reads the registry it was handed,
+  and the durable operations the ``serving`` one.
+
 ``install`` refuses a second registry while one is live, so a second ``Runtime`` in one process
 fails typed instead of taking over the first's workflows; ``uninstall`` at shutdown lets the next
-one launch.
+one launch, and marks the registry ``stopping`` (its workflows' next ledger operation leaves them
+``PENDING``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -80,10 +98,15 @@ class Env:
     settled: Handoff[str, Any] = field(default_factory=lambda: Handoff(size=256))
 
     def agent(self, name: str) -> Agent:
-        try:
-            return self.agents[name]
-        except KeyError:
-            raise UnknownAgentError(f"no agent named {name!r} is defined in this process") from None
+        return agent_named(self.agents, name)
+
+
+def agent_named(agents: Mapping[str, Agent], name: str) -> Agent:
+    """The agent called ``name`` among ``agents``, or the typed error a run of an unknown agent gets."""
+    try:
+        return agents[name]
+    except KeyError:
+        raise UnknownAgentError(f"no agent named {name!r} is defined in this process") from None
 
 
 class Registry:
@@ -155,9 +178,13 @@ def install(registry: Registry) -> None:
 
 
 def uninstall(registry: Registry) -> None:
-    """Clear the process's registry if it is ``registry`` (a failed or second launch clears nothing)."""
+    """Clear the process's registry if it is ``registry`` (a failed or second launch clears nothing).
+
+    An uninstalled registry is stopping for good: a workflow of it still running leaves its next
+    ledger operation to the next launch (``durable.off_loop``)."""
     global _installed
     if _installed is registry:
+        registry.stopping = True
         _installed = None
 
 
@@ -166,7 +193,7 @@ def installed() -> Registry | None:
 
 
 def current() -> Registry:
-    """The launched runtime's registry, for code DBOS calls into (workflows and their steps)."""
+    """The launched runtime's registry, for the face and process layers (see the module's docstring)."""
     if _installed is None:
         raise ConfigurationError("helix_dbos runtime is not launched in this process (call runtime.launch())")
     return _installed
@@ -191,3 +218,27 @@ def wait_lock_held() -> None:
     registry = installed()
     if registry is not None:
         registry.wait_lock_held()
+
+
+#: The registry the workflow execution running in this context was entered with: set once, at the
+#: workflow's entry (``durable.workflow_function``), inherited by its tasks and worker threads.
+_serving: ContextVar[Registry | None] = ContextVar("helix_serving_registry", default=None)
+
+
+def serving_registry() -> Registry:
+    """The registry this workflow execution was entered with (``serving``), for the durable
+    operations whose signature is the transaction's own (``durable.tx``, ``plain_tx``, ``off_loop``)."""
+    registry = _serving.get()
+    if registry is None:
+        raise ConfigurationError("ledger operations of a run need the registry its workflow was entered with (durable.workflow_function)")
+    return registry
+
+
+@contextmanager
+def serving(registry: Registry) -> Iterator[Registry]:
+    """Run the enclosed code (a workflow execution, or a test driving run code directly) for ``registry``."""
+    token = _serving.set(registry)
+    try:
+        yield registry
+    finally:
+        _serving.reset(token)

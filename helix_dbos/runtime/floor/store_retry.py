@@ -82,12 +82,6 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(orig, psycopg.OperationalError) and not sqlstate
 
 
-def _window() -> float:
-    from .registry import env
-
-    return env().settings.store_retry_window
-
-
 def first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -103,21 +97,24 @@ def unavailable(what: str, window: float, exc: BaseException) -> StoreUnavailabl
 class Backoff:
     """Delays of one retry window: doubling from 50 ms to 2 s, never past the window's end."""
 
-    def __init__(self, what: str, window: float | None = None) -> None:
+    def __init__(self, what: str, window: float, per_try: float | None = None) -> None:
         self.what = what
-        self.window = _window() if window is None else window
+        self.window = window
+        #: how long one try may wait on the server when the window is endless (``try_bound``): the
+        #: runtime's ``store_retry_window``, handed in by the caller
+        self.per_try = window if per_try is None else per_try
         self.deadline: float | None = None
         self.delay = _FIRST_DELAY
 
-    def try_bound(self) -> WaitBound:
+    def try_bound(self) -> WaitBound | None:
         """How long a try may wait on the server, counted from each checkout of a pooled connection.
 
         With no window (``math.inf``: retried until the store answers) each try is still bounded by
-        the configured window, so one connection stuck on a silent peer is abandoned and the next
-        try gets a new one, instead of waiting on it for ever. Once an outage began, no wait goes
-        past the window's end."""
+        the configured window (``per_try``), so one connection stuck on a silent peer is abandoned
+        and the next try gets a new one, instead of waiting on it for ever. Once an outage began, no
+        wait goes past the window's end."""
         if math.isinf(self.window):
-            return WaitBound(max(_window(), 1.0))
+            return None if math.isinf(self.per_try) else WaitBound(max(self.per_try, 1.0))
         # never under a second: a caller's nearly spent wait must not turn every read into a timeout
         return WaitBound(max(self.window, 1.0), self.deadline)
 
@@ -141,11 +138,12 @@ class Backoff:
         return delay
 
 
-async def retrying(what: str, attempt: Callable[[], Awaitable[T]], window: float | None = None) -> T:
+async def retrying(what: str, attempt: Callable[[], Awaitable[T]], window: float, per_try: float) -> T:
     """Run ``attempt`` (one whole transaction) until it succeeds, a non-transient error, or the window
-    ends (``store_retry_window`` unless given; ``math.inf``: until the store answers). Each try's
-    waits on the server are bounded (``Backoff.try_bound``): silence counts as an outage too."""
-    backoff = Backoff(what, window)
+    ends (``math.inf``: until the store answers). Each try's waits on the server are bounded
+    (``Backoff.try_bound``, by ``per_try``: the runtime's ``store_retry_window``, passed in by the
+    caller): silence counts as an outage too."""
+    backoff = Backoff(what, window, per_try)
     while True:
         bound = backoff.try_bound()
         try:
@@ -154,7 +152,7 @@ async def retrying(what: str, attempt: Callable[[], Awaitable[T]], window: float
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            await asyncio.sleep(backoff.next_delay(exc, bound.started))
+            await asyncio.sleep(backoff.next_delay(exc, bound.started if bound is not None else None))
             continue
         if backoff.deadline is not None:
             log.warning("database reachable again while %s", what)
@@ -172,6 +170,6 @@ def retrying_sync(what: str, attempt: Callable[[], T], window: float) -> T:
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            time.sleep(backoff.next_delay(exc, bound.started))
+            time.sleep(backoff.next_delay(exc, bound.started if bound is not None else None))
 
 

@@ -34,7 +34,7 @@ from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
-from ..floor.registry import Registry
+from ..floor.registry import Env, Registry
 from ..process import trace_export, tracing
 from ..process.faults import crash_point, fail_point
 from . import reconcile, scopes, tool_errors, transactional
@@ -58,10 +58,10 @@ class _Gated:
     policy: str | None
 
 
-def _gate(conn: sa.Connection, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> _Gated:
+def _gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> _Gated:
     """The attempt gate, plus the call's tool and saved policy (for the span)."""
     tries[0] += 1
-    out = gate.gate(conn, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
+    out = gate.gate(conn, env, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
     if out["action"] != "reconcile" and out["action"] != "done":  # the body goes ahead: its answer names both
         return _Gated(out, out["tool_name"], out["replay"])
     if out["action"] == "done" and out.get("settled_before"):  # a replay reaching it: no span
@@ -83,11 +83,11 @@ async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tup
     """
     started = time.time_ns()
     await _hold_executor_lock(registry)  # no attempt is recorded by a process that lost its executor id
-    gated: _Gated = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+    gated: _Gated = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
     answer = gated.answer
     while answer["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
         await reconcile.ask_and_record(registry, run_id, dispatch_id, answer)
-        gated = await plain_tx(_gate, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+        gated = await plain_tx(_gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         answer = gated.answer
     if answer["action"] == "done" and answer.get("settled_before"):
         return {"status": answer["status"]}
@@ -124,7 +124,7 @@ async def _body(registry: Registry, run_id: str, dispatch_id: str, gate: GateOut
     tool = agent.tool(name)
     if gate.get("transactional") and tool is not None and tool.transactional:
         # a daemon thread, as for any sync body: a transactional body stuck for ever never holds the exit
-        out = await in_daemon_thread(transactional.run, e.engine, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx, name=f"helix-body-{name}")
+        out = await in_daemon_thread(transactional.run, registry, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx, name=f"helix-body-{name}")
         fence.raise_if_refused(out)
         crash_point("after_result", name)
         return cast(RecordOutcome, dict(out))

@@ -31,7 +31,7 @@ from ..floor.records import ChildGate, RecordOutcome
 from ..process.dbos_private import workflow_status as dbos_status
 
 if TYPE_CHECKING:
-    from ..floor.registry import Registry
+    from ..floor.registry import Env, Registry
 
 #: Seconds one recorded wait step polls before it records "still waiting" and the next one starts.
 WAIT_SLICE: Final = 30.0
@@ -138,7 +138,7 @@ def _error(kind: str, message: str, **extra: str | None) -> JsonObject:
     return {"type": kind, "message": message, **{k: v for k, v in extra.items() if v is not None}}
 
 
-def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome) -> RecordOutcome:
+def record_outcome(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attempt: int, state: Outcome) -> RecordOutcome:
     """Answer the parent call from the child's outcome, fenced by the call's attempt.
 
     completed → the child's output is the tool result (structured when it has an ``output_type``);
@@ -176,7 +176,7 @@ def record_outcome(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: 
         # Only the parent attempt that answered the call closes the child: a fenced-off late one must not.
         if child["status"] == "suspended_client_tool":
             request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
-            commits.settle_stop(conn, child, "abort")
+            commits.settle_stop(conn, child, "abort", env.agent(child["agent_name"]), env.profile)
         elif child["status"] in RUN_LIVE and state["state"] == "lost":
             end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
     return out

@@ -30,7 +30,6 @@ from ...ledger import calls, events, rows
 from ...ledger import runs as run_rows
 from ...ledger import sessions as session_rows
 from ...ledger.statuses import RUN_AT_REST
-from ...recovery import Profile
 from ..floor import fence
 from ..floor.durable import tx
 from ..floor.gate import child_gate
@@ -42,7 +41,7 @@ from ..process.faults import crash_point, fail_point
 from .child_outcome import lost, record_outcome, unavailable, wait_for_child
 
 if TYPE_CHECKING:
-    from ..floor.registry import Registry
+    from ..floor.registry import Env, Registry
 
 
 Gate = ChildGate
@@ -67,9 +66,10 @@ def placement(conn: sa.Connection, parent_session_id: str, child_agent: str, lim
     return {"queue": queue, "partition": queues.partition_key(parent["owner"] if parent is not None else None)}
 
 
-def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Profile, executor_id: str, limits: Mapping[str, AgentLimits]) -> Gate:
+def _remote_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str) -> Gate:
     """Decide (stop, recovery rules), commit the attempt, and on first dispatch mint and bind the child."""
-    gate, call, sub = child_gate(conn, run_id, dispatch_id, "remote")
+    profile, executor_id, limits = env.profile, env.settings.executor_id, env.limits
+    gate, call, sub = child_gate(conn, env, run_id, dispatch_id, "remote")
     if call is None:
         return gate
     if call["child_session_id"] is None:
@@ -102,8 +102,7 @@ def _remote_gate(conn: sa.Connection, run_id: str, dispatch_id: str, profile: Pr
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
     """Workflow code: gate the delegation and enqueue (or re-attach to) the child's run workflow."""
-    env = registry.env
-    gate: Gate = await tx("helix.delegate", _remote_gate, run_id, dispatch_id, env.profile, env.settings.executor_id, env.limits)
+    gate: Gate = await tx("helix.delegate", _remote_gate, registry.env, run_id, dispatch_id)
     crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
     if gate["action"] != "done" and gate["attach"] == "enqueue":
         await enqueue_child(registry, dispatch_id, gate.get("queue"), gate.get("partition"))
@@ -131,4 +130,4 @@ async def settle(registry: Registry, run_id: str, gate: Gate) -> None:
     else:
         outcome = await wait_for_child(registry, run_id, dispatch_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, run_id, dispatch_id, gate["attempt"], outcome))
+    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, registry.env, run_id, dispatch_id, gate["attempt"], outcome))

@@ -56,7 +56,7 @@ from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
 from .children import Placement, enqueue_child, placement
 
 if TYPE_CHECKING:
-    from ..floor.registry import Registry
+    from ..floor.registry import Env, Registry
 
 log = logging.getLogger("helix_dbos")
 
@@ -114,9 +114,9 @@ def workflow_id_of(companion_session_id: str, incarnation: int) -> str:
 # --- the parent's side -------------------------------------------------------------------------------
 
 
-def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float) -> ChildGate:
+def _parent_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, idle: float) -> ChildGate:
     """The call's gate, then: the companion (minted on first use), a live incarnation, and the binding."""
-    gate, call, sub = child_gate(conn, run_id, dispatch_id, "companion")
+    gate, call, sub = child_gate(conn, env, run_id, dispatch_id, "companion")
     if call is None:
         return gate
     if call["child_session_id"] is not None:
@@ -166,7 +166,7 @@ def _parent_gate(conn: sa.Connection, run_id: str, dispatch_id: str, idle: float
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> ChildGate:
     """Workflow code: gate, start the incarnation if it is new, send the turn (idempotent by dispatch id)."""
-    gate: ChildGate = await tx("helix.companion.gate", _parent_gate, run_id, dispatch_id, registry.env.environment.companion_idle_seconds)
+    gate: ChildGate = await tx("helix.companion.gate", _parent_gate, registry.env, run_id, dispatch_id, registry.env.environment.companion_idle_seconds)
     crash_point("child_gated", tool_name)  # bound to its companion, not yet sent
     if gate["action"] == "done" or gate["attach"] != "send":
         return gate
@@ -180,8 +180,8 @@ async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name:
     return gate
 
 
-def _record(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, state: Outcome, workflow_id: str) -> RecordOutcome:
-    out = record_outcome(conn, run_id, dispatch_id, attempt, state)
+def _record(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attempt: int, state: Outcome, workflow_id: str) -> RecordOutcome:
+    out = record_outcome(conn, env, run_id, dispatch_id, attempt, state)
     if out.get("refused"):
         return out
     if state["state"] == "lost" and state["cause"] == "companion_gone":
@@ -194,7 +194,7 @@ async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
     dispatch_id = gate["dispatch_id"]
     state = await wait_for_child(registry, run_id, dispatch_id, gate["workflow_id"])
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.companion.result", _record, run_id, dispatch_id, gate["attempt"], state, gate["workflow_id"]))
+    fence.raise_if_refused(await tx("helix.companion.result", _record, registry.env, run_id, dispatch_id, gate["attempt"], state, gate["workflow_id"]))
 
 
 # --- the companion's side --------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from ...ledger.user_json import JsonObject
 from ..floor import fence, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import ModelReply, PlannedCall, Reply, ReplyUsage
-from ..floor.registry import Env, env
+from ..floor.registry import Env
 from ..process import tracing
 from . import scopes
 from .planning import plan_calls
@@ -164,12 +164,13 @@ class ModelRequestFailed(Exception):
         raise self.cause from self.cause.__cause__
 
 
-async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
-    """The model request with its retries, outside any DBOS step (see the module's docstring)."""
+async def ask(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+    """The model request with its retries, outside any DBOS step (see the module's docstring);
+    ``e``: the launch's agents, transcript cache, rate limits and live-output switch."""
     delay = MODEL_RETRY_INTERVAL
     for attempt in range(1, MODEL_ATTEMPTS + 1):
         try:
-            return await one_request(run_id, session_id, agent_name, step)
+            return await one_request(e, run_id, session_id, agent_name, step)
         except ModelRequestFailed as failed:
             if attempt == MODEL_ATTEMPTS or not is_retryable(failed.cause):
                 raise
@@ -179,20 +180,21 @@ async def ask(run_id: str, session_id: str, agent_name: str, step: int) -> Reply
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-async def live_model_request_step(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+async def live_model_request_step(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     """The model request as a DBOS step (live output): DBOS records and retries on what the model
-    or provider raised, not on the wrapper."""
+    or provider raised, not on the wrapper. ``e`` is bound by the workflow (``functools.partial``):
+    DBOS hands the step only the arguments it was started with."""
     try:
-        return await one_request(run_id, session_id, agent_name, step)
+        return await one_request(e, run_id, session_id, agent_name, step)
     except ModelRequestFailed as failed:
         failed.reraise()
 
 
-async def one_request(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     """One model request, no retry, inside its ``helix.model_request`` span (not a DBOS step: ``ask``
     retries it, ``live_model_request_step`` makes it one)."""
     with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
-        reply = await _model_request(run_id, session_id, agent_name, step)
+        reply = await _model_request(e, run_id, session_id, agent_name, step)
         if "response" in reply:
             usage = reply["usage"]
             tracing.annotate(s, model=reply["model_name"], calls=len(reply["planned"]),
@@ -213,12 +215,12 @@ class Preread:
     rows: list[Any]
 
 
-def preread(conn: sa.Connection, run_id: str, session_id: str, step: int) -> Preread:
+def preread(conn: sa.Connection, e: Env, run_id: str, session_id: str, step: int) -> Preread:
     """What ``_model_request`` reads first, read now, inside the transaction that just prepared the
     run (its fence passed there): the request then pays no transaction of its own for it. A stop
     that lands between this commit and the request is seen by the append's fence instead, as one
     landing during the request is."""
-    last_seq, seen_superseded, _ = env().transcripts.get(session_id)
+    last_seq, seen_superseded, _ = e.transcripts.get(session_id)
     stop, superseded, rows = _read(conn, run_id, session_id, last_seq)
     if stop is None and last_seq >= 0 and superseded != seen_superseded:
         last_seq = -1
@@ -226,8 +228,7 @@ def preread(conn: sa.Connection, run_id: str, session_id: str, step: int) -> Pre
     return Preread(step, last_seq, stop, superseded, rows)
 
 
-async def _model_request(run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
-    e = env()
+async def _model_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     agent = e.agent(agent_name)
     last_seq, seen_superseded, loaded = e.transcripts.get(session_id)
     pre = e.prereads.take(run_id)

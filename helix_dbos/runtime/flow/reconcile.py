@@ -28,7 +28,7 @@ from ...threads import in_daemon_thread
 from ..floor import gate, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import CheckRequest, CheckTarget
-from ..floor.registry import Registry, current
+from ..floor.registry import Env, Registry
 from ..process.faults import crash_point
 
 log = logging.getLogger("helix_dbos")
@@ -85,10 +85,9 @@ async def ask_and_record(registry: Registry, run_id: str, dispatch_id: str, requ
     await plain_tx(gate.record_check, run_id, dispatch_id, request["attempts"], verdict)
 
 
-async def ask_before(run_id: str, read: Callable[[sa.Connection, str], list[CheckTarget]]) -> int:
+async def ask_before(registry: Registry, run_id: str, read: Callable[[sa.Connection, Env, str], list[CheckTarget]]) -> int:
     """Ask, side by side, every check ``read`` (a fenced ledger read) lists, and record each verdict;
     the number asked. The entry's own transaction then pairs by the recorded verdicts."""
-    wanted: list[CheckTarget] = await plain_tx(read, run_id)
-    registry = current()
+    wanted: list[CheckTarget] = await plain_tx(read, registry.env, run_id)
     await asyncio.gather(*(ask_and_record(registry, run_id, w["dispatch_id"], w) for w in wanted))
     return len(wanted)

@@ -44,7 +44,7 @@ from ...ledger.engine import unbounded_waits
 from ..floor import fence, gate, transcript
 from ..floor.durable import ProcessStopping
 from ..floor.records import RecordOutcome
-from ..floor.registry import installed
+from ..floor.registry import Registry
 from ..floor.store_retry import Backoff, is_transient
 from ..process.faults import crash_point
 from . import tool_errors
@@ -71,9 +71,9 @@ _open: set[Any] = set()
 _open_guard = threading.Lock()
 
 
-def _stopping() -> bool:
-    launched = installed()
-    return launched is None or launched.stopping
+def _stopping(registry: Registry) -> bool:
+    """Whether the launch this body runs for is past its shutdown's grace period (or shut down)."""
+    return registry.stopping
 
 
 def abandon_open() -> int:
@@ -104,7 +104,7 @@ _turns: weakref.WeakKeyDictionary[sa.Engine, threading.Lock] = weakref.WeakKeyDi
 
 
 @contextlib.contextmanager
-def _turn(engine: sa.Engine) -> Iterator[None]:
+def _turn(registry: Registry) -> Iterator[None]:
     """Wait for this process's one transactional body in flight to end, holding no connection.
 
     The database runs them one at a time anyway (``_serialize``'s lock), so a second body of the
@@ -113,9 +113,9 @@ def _turn(engine: sa.Engine) -> Iterator[None]:
     them. Waiting here costs no concurrency; a stopping process's waiters give up (the body never
     started, the next launch recovers the call)."""
     with _open_guard:
-        turn = _turns.setdefault(engine, threading.Lock())
+        turn = _turns.setdefault(registry.env.engine, threading.Lock())
     while not turn.acquire(timeout=_POLL_MAX):
-        if _stopping():
+        if _stopping(registry):
             raise ProcessStopping("the process is stopping: a transactional body waiting for its turn does not start")
     try:
         yield
@@ -123,21 +123,21 @@ def _turn(engine: sa.Engine) -> Iterator[None]:
         turn.release()
 
 
-def _serialize(conn: sa.Connection) -> None:
+def _serialize(conn: sa.Connection, registry: Registry) -> None:
     """Take the transactional bodies' one lock before anything is read."""
     if conn.dialect.name == "sqlite":
         body_lock.begin_immediate(conn)
         return
     delay = _POLL_FIRST
     while not body_lock.try_lock(conn):  # the Postgres advisory lock every transactional body holds for its transaction
-        if _stopping():  # the body never started: the next launch recovers the call
+        if _stopping(registry):  # the body never started: the next launch recovers the call
             raise ProcessStopping("the process is stopping: a transactional body waiting for its lock does not start")
         time.sleep(delay)
         delay = min(delay * 2, _POLL_MAX)
 
 
-def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> RecordOutcome:
-    _serialize(conn)
+def _body_and_result(conn: sa.Connection, registry: Registry, run_id: str, dispatch_id: str, attempt: int, tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> RecordOutcome:
+    _serialize(conn, registry)
     call = call_rows.get_call(conn, dispatch_id)  # unlocked: the fenced, locked check comes with the result write
     if call is None or call["status"] != "running" or call["attempts"] != attempt:
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
@@ -161,7 +161,7 @@ def _body_and_result(conn: sa.Connection, run_id: str, dispatch_id: str, attempt
     return {"status": "ok", "written": True}
 
 
-def run(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
+def run(registry: Registry, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
     """Blocking (a worker thread): the body and its result commit together or not at all.
 
     A store that drops the connection under the body (an outage, a restart) rolled the body's
@@ -173,9 +173,11 @@ def run(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, tool: To
     The window opens when the failure is first seen, not when the try began: a try holds the body
     and its wait for its turn, which may last longer than the window, and a connection cut at the
     end of such a body deserves its retries. (A ledger transaction's try is bounded by the window,
-    so ``retrying`` counts from its start: silence there is the outage.) ``engine``: the ledger's
-    (the launch's ``Env.engine``), on which the transactional bodies' lock is taken."""
-    backoff = Backoff(f"running transactional tool {tool.name!r}")
+    so ``retrying`` counts from its start: silence there is the outage.) ``registry``: the launch
+    the body runs for: its ledger engine (``Env.engine``, on which the transactional bodies' lock
+    is taken), its ``store_retry_window``, and whether it is stopping."""
+    engine = registry.env.engine
+    backoff = Backoff(f"running transactional tool {tool.name!r}", registry.env.settings.store_retry_window)
     retried = False
     while True:
         try:
@@ -185,7 +187,7 @@ def run(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, tool: To
                 if done is not None:
                     log.warning("run %s: transactional tool %r had committed before the store dropped the connection", run_id, tool.name)
                     return done
-            return _run_once(engine, run_id, dispatch_id, attempt, tool, raw_args, ctx)
+            return _run_once(registry, run_id, dispatch_id, attempt, tool, raw_args, ctx)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -201,16 +203,17 @@ def _answered_by(conn: sa.Connection, dispatch_id: str, attempt: int) -> RecordO
     return None
 
 
-def _run_once(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
+def _run_once(registry: Registry, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
     """One try: the body's transaction, or its error's; a transient store error is raised as it is."""
+    engine = registry.env.engine
     try:
         args = tool.validate(raw_args)
-        with _turn(engine), engine.begin() as conn:
+        with _turn(registry), engine.begin() as conn:
             held = conn.connection.dbapi_connection if conn.dialect.name == "sqlite" else None
             with _open_guard:
                 _open.add(held)
             try:
-                return _body_and_result(conn, run_id, dispatch_id, attempt, tool, args, ctx)
+                return _body_and_result(conn, registry, run_id, dispatch_id, attempt, tool, args, ctx)
             finally:
                 with _open_guard:
                     _open.discard(held)
@@ -221,7 +224,7 @@ def _run_once(engine: sa.Engine, run_id: str, dispatch_id: str, attempt: int, to
     except _Unusable as unusable:
         error = {"type": "result_not_serializable", "message": str(unusable)}
     except Exception as raised:  # its writes are rolled back, the error is its answer (logged in tool_errors)
-        if _stopping():  # abandoned by the shutdown (``abandon_open``): nothing is its answer, the next launch recovers it
+        if _stopping(registry):  # abandoned by the shutdown (``abandon_open``): nothing is its answer, the next launch recovers it
             raise ProcessStopping(f"the process stopped under transactional tool {tool.name!r}") from raised
         exc = raised.__cause__ if isinstance(raised, _BodyRaised) and raised.__cause__ is not None else raised
         if is_transient(exc):

@@ -15,6 +15,7 @@ around the lanes, so parallel lanes finishing in any order replay the same DBOS 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import traceback
 from collections.abc import Callable, Mapping
@@ -23,7 +24,6 @@ from typing import Final, TypeVarTuple, cast
 import sqlalchemy as sa
 from dbos import DBOS, StepOptions
 
-from ...definitions import Agent
 from ...errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
 from ...ledger.records import FenceRow, RunRow
 from ...ledger.runs import get_run
@@ -43,7 +43,7 @@ from ..floor.records import (
     StepOutcome,
     StepRef,
 )
-from ..floor.registry import Registry, current, env
+from ..floor.registry import Env, Registry
 from ..process import trace_export, tracing
 from ..process.dbos_private import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from ..process.faults import crash_point, fail_point
@@ -82,27 +82,28 @@ def register(registry: Registry) -> None:
     """
 
     async def run(run_id: str) -> JsonObject:
-        return await _run(run_id)
+        # DBOS gives a workflow its input only: the registry comes from this closure, and is handed down
+        return await _run(registry, run_id)
 
     # binds it on the registry for entries, children and companions, and registers the companion workflow
     registry.bind_run_workflow(DBOS.workflow(name=RUN_WORKFLOW)(workflow_function(run, registry)))
     companions.register(registry)
 
 
-async def _run(run_id: str) -> JsonObject:
+async def _run(registry: Registry, run_id: str) -> JsonObject:
     """The workflow's output is recorded by DBOS (``_output``: the outcome's JSON, escaped as step
     outputs are); nothing reads it back.
 
     The run's root span is emitted when this execution ends, whichever way (``_root_span``)."""
     with tracing.in_run(run_id):
         try:
-            return await _run_once(run_id)
+            return await _run_once(registry, run_id)
         finally:
             if DBOS.workflow_id == run_id:  # a refused fork is not the run: the run's own execution emits its root
-                await _root_span(run_id)
+                await _root_span(registry.env.engine, run_id)
 
 
-async def _root_span(run_id: str) -> None:
+async def _root_span(engine: sa.Engine, run_id: str) -> None:
     """Emit the trace's ``helix.run`` span from the run's row, as it stands once this execution ends.
 
     Best-effort like every span: a read that fails leaves the trace without its root, never the run
@@ -111,7 +112,7 @@ async def _root_span(run_id: str) -> None:
     if not tracing.enabled():
         return
     try:
-        run = await asyncio.to_thread(_read_run, run_id)
+        run = await asyncio.to_thread(_read_run, engine, run_id)
         if run is not None:
             tracing.emit_run_span(run)
             await trace_export.flushed()
@@ -119,41 +120,42 @@ async def _root_span(run_id: str) -> None:
         log.debug("could not emit the run's root span", exc_info=True)
 
 
-def _read_run(run_id: str) -> RunRow | None:
+def _read_run(engine: sa.Engine, run_id: str) -> RunRow | None:
     """The run's row once it has ended; None while it is still running (an execution cut short by a
     shutdown: the execution that recovers the workflow emits the root instead)."""
-    with env().engine.connect() as conn:
+    with engine.connect() as conn:
         run = get_run(conn, run_id)
     return run if run is not None and run["status"] != "running" else None
 
 
-async def _run_once(run_id: str) -> JsonObject:
+async def _run_once(registry: Registry, run_id: str) -> JsonObject:
+    e = registry.env
     workflow_id = DBOS.workflow_id
     if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
-        raise await _refused(run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
+        raise await _refused(e, run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
     try:
-        return _output(await _drive(run_id))
+        return _output(await _drive(registry, run_id))
     except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
         # DBOS's cancel clears the workflow's owner, so the run meets either error at its next step.
-        await _settle_cancel(run_id)
+        await _settle_cancel(e, run_id)
         raise
     except Exception as exc:
         if fence.is_fenced(exc):
-            raise await _refused(run_id, workflow_id, exc) from None
+            raise await _refused(e, run_id, workflow_id, exc) from None
         code, error = failure(exc)
         log.warning("run %s fails (%s): %s", run_id, code, error, exc_info=exc)  # the ledger keeps the words, the log the traceback
-        await _ask_before_failing(run_id, code)
+        await _ask_before_failing(registry, run_id, code)
         # DBOS retries this transaction until the store answers: after an outage past the window the
         # failure is written once the database is back, pairing every call the run left unanswered.
         try:
-            return _output(await _ending("helix.fail", commits.fail_run, run_id, code, error))
+            return _output(await _ending(e, "helix.fail", commits.fail_run, run_id, code, error))
         except Exception as again:
             if fence.is_fenced(again):
-                raise await _refused(run_id, workflow_id, again) from None
+                raise await _refused(e, run_id, workflow_id, again) from None
             raise
 
 
-async def _ask_before_failing(run_id: str, code: str) -> None:
+async def _ask_before_failing(registry: Registry, run_id: str, code: str) -> None:
     """Before a failure pairs the run's started calls, ask their reconcile checks and record the
     verdicts, as a recovery would: ``Applied`` answers a call ``ok`` (and ``retry()`` keeps it),
     ``NotApplied`` pairs it ``not_started`` (and ``retry()`` runs it again).
@@ -166,7 +168,7 @@ async def _ask_before_failing(run_id: str, code: str) -> None:
     if code == StoreUnavailableError.code:
         return
     try:
-        await reconcile.ask_before(run_id, commits.failure_checks)
+        await reconcile.ask_before(registry, run_id, commits.failure_checks)
     except Exception as exc:  # the failure is written whatever happened here
         if not fence.is_fenced(exc):  # fenced: the failure transaction is refused too, and says so
             log.warning("run %s: reconcile checks before the failure were not asked: %s", run_id, exc, exc_info=exc)
@@ -190,52 +192,53 @@ def failure(exc: BaseException) -> tuple[str, str]:
     return "run_error", "".join(traceback.format_exception_only(type(exc), exc)).strip() or type(exc).__name__
 
 
-async def _refused(run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:
+async def _refused(e: Env, run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:
     """Record the refusal (one event, no other write) and give the typed error DBOS will record."""
     message = str(exc) or "refused by the run fence"
-    await durable.off_loop(fence.refuse, env().engine, run_id, workflow_id, message)
+    await durable.off_loop(fence.refuse, e.engine, run_id, workflow_id, message)
     return exc if isinstance(exc, RunFencedError) else RunFencedError(message)
 
 
-async def _settle_cancel(run_id: str) -> None:
+async def _settle_cancel(e: Env, run_id: str) -> None:
     """``dbos workflow cancel`` of a live run: settle it like ``stop(kind="abort")``, outside DBOS's
     bookkeeping (a cancelled workflow may not start steps), fenced like any transaction of the run."""
 
     def settle() -> None:
-        with env().engine.begin() as conn:
+        with e.engine.begin() as conn:
             if durable.dbos_status(conn, run_id) == "CANCELLED":  # not another execution taking over
-                commits.settle_cancel(conn, run_id)
+                commits.settle_cancel(conn, run_id, e.agents, e.profile)
 
     await durable.off_loop(settle)  # a stopping process leaves it to the next launch's wake
 
 
-async def _drive(run_id: str) -> StepOutcome:
-    await _refresh(run_id)
+async def _drive(registry: Registry, run_id: str) -> StepOutcome:
+    e = registry.env
+    await _refresh(e, run_id)
     # A redirect pairs the saved step's started calls: first ask their reconcile checks (recorded).
     # With no reconciled tool defined here there is nothing to ask (recovery judges a saved call by
     # the tool as it is now), and the read is skipped: one transaction fewer per run.
-    if _defines_checks():
-        await reconcile.ask_before(run_id, commits.redirect_checks)
+    if _defines_checks(e):
+        await reconcile.ask_before(registry, run_id, commits.redirect_checks)
     prepare_entry = tracing.traced(commits.PREPARE_TX, commits.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
-    plan, first_read = await tx_and_read(commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, run_id, plan), run_id)
+    plan, first_read = await tx_and_read(commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, e, run_id, plan), e, run_id)
     if first_read is not None:
-        env().prereads.put(run_id, first_read)
+        e.prereads.put(run_id, first_read)
     sid: str = plan["session_id"]
-    agent = env().agent(plan["agent_name"])
+    agent = e.agent(plan["agent_name"])
     budget: int = plan["max_steps"]
     used = 0
     step_no: int = plan["step"]
     if plan["mode"] == "recover":
-        outcome = await _saved_step(run_id, sid, agent, cast(StepRef, plan["recover"]), None)  # set in "recover" mode
+        outcome = await _answer_saved_calls(registry, run_id, sid, cast(StepRef, plan["recover"]), None)  # set in "recover" mode
         if not outcome.goes_on:
             return outcome
     while True:
         if used >= budget:
             raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
-        reply, recorded_already = await _model_reply(run_id, sid, agent.name, step_no)
+        reply, recorded_already = await _model_reply(e, run_id, sid, agent.name, step_no)
         used += 1
         if "stopped" in reply:
-            return await _ending("helix.stop", commits.stop_run, run_id, reply["stopped"])
+            return await _ending(e, "helix.stop", commits.stop_run, run_id, reply["stopped"])
         if recorded_already:
             crash_point("after_model")
         planned = reply["planned"]
@@ -247,19 +250,19 @@ async def _drive(run_id: str) -> StepOutcome:
                 saved = await durable.tx_with_reply(reply, "helix.append", append, run_id, sid, step_no, reply, planned)
                 crash_point("after_model")
             crash_point("after_append")
-            outcome = await _saved_step(run_id, sid, agent, saved, saved["calls"])
+            outcome = await _answer_saved_calls(registry, run_id, sid, saved, saved["calls"])
         else:
             crash_point("before_step_commit")
             fail_point("step_commit")
-            commit = tracing.traced("helix.step_commit", commits.commit_unsaved_step, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
-            outcome = await _ending("helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
+            commit = tracing.traced("helix.step_commit", commits.commit_without_bodies, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
+            outcome = await _ending(e, "helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
             crash_point("after_step_commit")
         if not outcome.goes_on:
             return outcome
         step_no += 1
 
 
-async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> tuple[Reply, bool]:
+async def _model_reply(e: Env, run_id: str, sid: str, agent_name: str, step_no: int) -> tuple[Reply, bool]:
     """The step's reply (or the stop the request read instead), and whether it is recorded yet.
 
     A replay takes the reply recorded before (a recorded failure raises again); otherwise the model
@@ -269,12 +272,12 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
     here). With live output the request is a DBOS step (its deltas are DBOS stream writes, which
     need a step's context) and DBOS records the reply instead.
     """
-    if env().live_output:
+    if e.live_output:
         options: StepOptions = {
             "name": "helix.model", "retries_allowed": True, "max_attempts": MODEL_ATTEMPTS,
             "interval_seconds": MODEL_RETRY_INTERVAL, "backoff_rate": MODEL_RETRY_BACKOFF, "should_retry": is_retryable,
         }
-        reply = await step(options, live_model_request_step, run_id, sid, agent_name, step_no)
+        reply = await step(options, functools.partial(live_model_request_step, e), run_id, sid, agent_name, step_no)
         return cast(Reply, dict(reply)), True  # recorded by DBOS as JSON: the same keys come back
     replayed = await durable.replayed_reply()
     if replayed is not None:
@@ -282,7 +285,7 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
             raise RecordedFailure(*replayed["raised"])
         return cast(Reply, dict(replayed)), True
     try:
-        reply = await ask(run_id, sid, agent_name, step_no)
+        reply = await ask(e, run_id, sid, agent_name, step_no)
     except ModelRequestFailed as failed:  # the request's outcome, recorded as a reply is: never asked again
         raised: RaisedReply = {"raised": list(failure(failed.cause))}
         await durable.record_reply(raised)
@@ -293,13 +296,13 @@ async def _model_reply(run_id: str, sid: str, agent_name: str, step_no: int) -> 
     return cast(Reply, dict(await durable.record_reply(reply))), True
 
 
-async def _ending(name: str, fn: Callable[[sa.Connection, str, *Ts], StepOutcome], run_id: str, *args: *Ts) -> StepOutcome:
+async def _ending(e: Env, name: str, fn: Callable[[sa.Connection, Env, str, *Ts], StepOutcome], run_id: str, *args: *Ts) -> StepOutcome:
     """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
     does, it also reads the run's result, handed to a caller waiting in this process
     (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
-    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), run_id, *args, read_as=StepOutcome)
+    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), e, run_id, *args, read_as=StepOutcome)
     if result is not None:
-        env().settled.put(run_id, result)
+        e.settled.put(run_id, result)
     return outcome
 
 
@@ -310,12 +313,12 @@ def _settled_read(run_id: str) -> Callable[[sa.Connection, StepOutcome], RunResu
     return read
 
 
-def _first_read(conn: sa.Connection, run_id: str, plan: EntryPlan) -> Preread | None:
+def _first_read(conn: sa.Connection, e: Env, run_id: str, plan: EntryPlan) -> Preread | None:
     """The prepare's plan starts at the model: read what its first request reads, in the same
     transaction (``model_request.preread``)."""
     if plan["mode"] != "model":
         return None
-    return preread(conn, run_id, plan["session_id"], plan["step"])
+    return preread(conn, e, run_id, plan["session_id"], plan["step"])
 
 
 def _commit_outcome(out: StepOutcome) -> Mapping[str, object]:
@@ -328,18 +331,18 @@ def _output(outcome: StepOutcome) -> JsonObject:
     return cast(JsonObject, recorded(codec.encode(outcome)))
 
 
-def _defines_checks() -> bool:
-    return any(t.reconcile is not None for a in env().agents.values() for t in a.tools)
+def _defines_checks(e: Env) -> bool:
+    return any(t.reconcile is not None for a in e.agents.values() for t in a.tools)
 
 
-async def _refresh(run_id: str) -> None:
+async def _refresh(e: Env, run_id: str) -> None:
     """A pydantic-ai agent's tools are listed before the entry's recovery judges saved calls by them.
 
     Not a step: the listing decides nothing by itself; the recorded transactions that read it do."""
-    if not any(a.uses_scope() for a in env().agents.values()):
+    if not any(a.uses_scope() for a in e.agents.values()):
         return
     run = await plain_tx(_run_row, run_id)
-    agent = env().agent(run["agent_name"])
+    agent = e.agent(run["agent_name"])
     if agent.uses_scope():
         await agent.refresh(await scopes.scope_of(agent, run_id, run["session_id"]))
 
@@ -349,16 +352,14 @@ def _run_row(conn: sa.Connection, run_id: str) -> FenceRow:
     return fence.check(conn, run_id, "tool listing", admit_queued=True)
 
 
-async def _saved_step(
-    run_id: str, sid: str, agent: Agent, ref: StepRef, calls: list[CallBrief] | None
-) -> StepOutcome:
-    """Bodies for every unanswered call of a saved step, then its step commit."""
+async def _answer_saved_calls(registry: Registry, run_id: str, sid: str, ref: StepRef, calls: list[CallBrief] | None) -> StepOutcome:
+    """Bodies for every unanswered call of a saved step (one the ledger holds: the append checkpoint
+    just saved it, or a recovered run's), then its step commit."""
     if calls is None:
         calls = await tx("helix.saved_calls", commits.calls_to_gate, run_id, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
-    registry = current()  # the launch running this workflow: its engines, lock and group-commit queues
     dispatched = await _dispatch_children(registry, run_id, [c for c in calls if c["kind"] in CHILD_KINDS])
 
     # A body is not a DBOS step: its attempt gate and its result write are the ledger's two facts
@@ -378,8 +379,8 @@ async def _saved_step(
 
     crash_point("before_step_commit")
     fail_point("step_commit")
-    commit = tracing.traced("helix.step_commit", commits.commit_saved_step, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
-    outcome = await _ending("helix.commit", commit, run_id, sid, ref)
+    commit = tracing.traced("helix.step_commit", commits.commit_after_bodies, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
+    outcome = await _ending(registry.env, "helix.commit", commit, run_id, sid, ref)
     crash_point("after_step_commit")
     return outcome
 
