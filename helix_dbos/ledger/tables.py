@@ -243,7 +243,8 @@ session_deps = sa.Table(
 sa.Index("ix_runs_session", runs.c.session_id)
 sa.Index("ix_checkpoints_session", checkpoints.c.session_id, checkpoints.c.step)
 sa.Index("ix_calls_session", calls.c.session_id)
-sa.Index("ix_calls_status", calls.c.status)
+# no index on calls.status alone (migration 0014): a status change then rewrites no index entry, so
+# a call's updates are HOT on Postgres (calls also has fillfactor 80 there)
 sa.Index("ix_calls_run", calls.c.run_id)
 sa.Index("ix_usage_session", usage.c.session_id)
 # A session's superseded messages alone (migration 0012): each model request counts them
