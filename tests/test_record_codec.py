@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from helix_dbos.runtime.floor import codec
-from helix_dbos.runtime.floor.records import StepOutcome
+from helix_dbos.runtime.floor.records import ChildGate, DoneGate, RunGate, StepOutcome
 
 #: ``helix.commit``, ``helix.fail``, ``helix.stop`` outputs, and the run workflow's DBOS result.
 STEP_OUTCOMES: list[dict[str, Any]] = [
@@ -53,3 +53,50 @@ def test_rows_pass_through_the_codec_as_they_are() -> None:
     assert codec.encode(rows) is rows
     assert codec.encode("x") == "x" and codec.encode(None) is None
     assert codec.encode([StepOutcome("committed")]) == [{"status": "committed"}]
+
+
+_RUN = {"action": "run", "attempt": 1, "args": {"message": "one"}, "tool_call_id": "d0", "tool_name": "subagent__pal",
+        "session_id": "ece06f4d518742e198c10c507f5f263a", "child_session_id": None, "agent_name": "pal_boss", "transactional": False,
+        "replay": "unsafe", "approved": None}
+
+#: ``helix.delegate`` and ``helix.companion.gate`` outputs: the two recorded by real runs, then one of each
+#: other shape the builders of 50963da wrote (``children._remote_gate``, ``companions._parent_gate``,
+#: ``child_outcome.unavailable``, ``gate.child_gate``), built by hand from that code.
+CHILD_GATES: list[dict[str, Any]] = [
+    {**_RUN, "dispatch_id": "fdaa81c8cba04f248ec50a078c41cc3a", "kind": "companion", "attach": "send", "start": True,
+     "companion_session_id": "da1eec46b3214f33b1b2ec6b777f6b6b", "workflow_id": "companion-da1eec46b3214f33b1b2ec6b777f6b6b-1", "idle": 86400.0},
+    {"action": "reattach", "attempt": 1, "args": {"message": "tides"}, "tool_call_id": "d0", "tool_name": "subagent__researcher",
+     "session_id": "547129bef1b841adaed97e4f1d9a1698", "child_session_id": "f89abe7ab1cd44a8a76773b2fe777266", "agent_name": "remote_boss",
+     "transactional": False, "replay": "unsafe", "approved": None, "dispatch_id": "5a48a3891bc64c8fbf93bcd9112d2883", "kind": "remote", "attach": "enqueue"},
+    {**_RUN, "child_session_id": "c1", "dispatch_id": "d1", "kind": "remote", "queue": "helix.agent.pal", "partition": "alice", "attach": "enqueue"},
+    {**_RUN, "action": "run_again", "approved": True, "dispatch_id": "d1", "kind": "remote", "attach": "answered"},
+    {**_RUN, "action": "reenter", "dispatch_id": "d1", "kind": "remote", "attach": "lost"},
+    {**_RUN, "dispatch_id": "d1", "kind": "companion", "attach": "await", "start": False, "companion_session_id": "c1",
+     "workflow_id": "companion-c1-2", "idle": 30.0},
+    {"action": "done", "status": "ok", "settled_before": True, "dispatch_id": "d1", "kind": "remote"},
+    {"action": "done", "status": "run_stopped", "dispatch_id": "d1", "kind": "companion"},
+]
+
+#: ``child_outcome.unavailable``: the gate that went ahead, its action turned "done" (the call was answered "error").
+UNAVAILABLE: dict[str, Any] = {**_RUN, "dispatch_id": "d1", "kind": "remote", "action": "done"}
+
+
+@pytest.mark.parametrize("recorded", CHILD_GATES, ids=lambda r: f"{r['kind']}-{r['action']}-{r.get('attach')}")
+def test_a_recorded_child_gate_decodes_and_encodes_back_the_same(recorded: dict[str, Any]) -> None:
+    gate = codec.decode(ChildGate, recorded)
+    assert isinstance(gate, ChildGate) and gate.action == recorded["action"] and gate.dispatch_id == recorded["dispatch_id"]
+    if recorded["action"] != "done":
+        assert isinstance(gate.answer, RunGate) and gate.attempt == recorded["attempt"] and gate.answer.approved == recorded["approved"]
+    assert codec.encode(gate) == recorded
+
+
+def test_a_child_gate_recorded_for_a_removed_sub_agent_decodes_as_answered() -> None:
+    gate = codec.decode(ChildGate, UNAVAILABLE)
+    assert gate.answer == DoneGate("error") and gate.kind == "remote"
+
+
+def test_a_child_gate_without_its_keys_is_a_typed_error() -> None:
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(ChildGate, {"action": "run", "dispatch_id": "d1", "kind": "remote"})
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(ChildGate, {**_RUN, "action": "jump", "dispatch_id": "d1", "kind": "remote"})

@@ -33,6 +33,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.floor import gate
+from helix_dbos.runtime.floor.records import DoneGate, RunGate
 from helix_dbos.runtime.floor.registry import env
 from tests.support.crashkit import Kit, transcript_problems
 from tests.support.tcpproxy import TcpProxy
@@ -190,7 +191,7 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
         first = gate.gate(conn, env(), "r1", "d1", "token-1")
     with rt.engine.begin() as conn:
         again = gate.gate(conn, env(), "r1", "d1", "token-1")
-    assert first["action"] == "run" and again["action"] == "run" and again["attempt"] == first["attempt"] == 1
+    assert isinstance(first, RunGate) and isinstance(again, RunGate) and first.action == again.action == "run" and again.attempt == first.attempt == 1
     with rt.engine.begin() as conn:
         call = call_rows.get_call(conn, "d1")
         assert call is not None and (call["status"], call["attempts"]) == ("running", 1)
@@ -219,7 +220,7 @@ def test_a_retried_gate_hands_the_body_the_calls_approval(make_runtime: Any) -> 
         first = gate.gate(conn, env(), "r1", "d1", "token-1")
     with rt.engine.begin() as conn:
         again = gate.gate(conn, env(), "r1", "d1", "token-1")
-    assert first["action"] == "run" and first["approved"] is True
+    assert isinstance(first, RunGate) and first.action == "run" and first.approved is True
     assert again == first
 
 
@@ -233,9 +234,9 @@ def test_a_gate_retried_without_its_token_would_take_itself_for_a_crash(make_run
     with rt.engine.begin() as conn:
         _seed(conn, "send")
     with rt.engine.begin() as conn:
-        assert gate.gate(conn, env(), "r1", "d1")["action"] == "run"
+        assert gate.gate(conn, env(), "r1", "d1").action == "run"
     with rt.engine.begin() as conn:
-        assert gate.gate(conn, env(), "r1", "d1") == {"action": "done", "status": "outcome_unknown"}
+        assert gate.gate(conn, env(), "r1", "d1") == DoneGate("outcome_unknown")
         (attempt,) = attempt_rows.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "lost" and attempt["ended_at"] is not None  # paired: its attempt is closed
 

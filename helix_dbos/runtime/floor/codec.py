@@ -22,7 +22,7 @@ from typing import Any, Final, TypeVar, cast
 
 from ...errors import HelixError
 from ...ledger.user_json import JsonObject
-from .records import StepOutcome
+from .records import ChildGate, DoneGate, GateOutcome, ReconcileGate, RunGate, StepOutcome
 
 R = TypeVar("R")
 
@@ -61,13 +61,62 @@ def _decode_step_outcome(data: object) -> StepOutcome:
     return StepOutcome(d["status"], d.get("output"), d.get("error_code"), d.get("error"))
 
 
+# --- ChildGate ------------------------------------------------------------------------------------
+
+#: A child gate's keys past its answer's, in the order the code wrote them (None: not written).
+_CHILD_PHASE: Final = ("attach", "queue", "partition", "start", "companion_session_id", "workflow_id", "idle")
+
+
+def _encode_answer(a: GateOutcome) -> JsonObject:
+    if isinstance(a, RunGate):
+        return {"action": a.action, "attempt": a.attempt, "args": a.args, "tool_call_id": a.tool_call_id, "tool_name": a.tool_name,
+                "session_id": a.session_id, "child_session_id": a.child_session_id, "agent_name": a.agent_name,
+                "transactional": a.transactional, "replay": a.replay, "approved": a.approved}
+    if isinstance(a, ReconcileGate):
+        return {"action": a.action, "attempts": a.attempts, "args": a.args, "tool_name": a.tool_name, "session_id": a.session_id,
+                "agent_name": a.agent_name, "reason": a.reason}
+    return {"action": a.action, "status": a.status, **({"settled_before": True} if a.settled_before else {})}
+
+
+def _decode_answer(d: Mapping[str, Any]) -> GateOutcome:
+    action = d.get("action")
+    if action == "done":
+        # A sub-agent removed before its child started (``child_outcome.unavailable``) was recorded
+        # as the gate that went ahead with its action turned "done" and no status: the call was
+        # answered "error" in that transaction.
+        return DoneGate(d.get("status", "error"), settled_before=bool(d.get("settled_before", False)))
+    if action == "reconcile":
+        return ReconcileGate(d["attempts"], d["args"], d["tool_name"], d["session_id"], d["agent_name"], d["reason"])
+    if action not in ("run", "run_again", "reattach", "reenter"):
+        raise RecordShapeError(f"a recorded gate's action is one of the gate's answers, not {action!r}")
+    return RunGate(action, d["attempt"], d["args"], d["tool_call_id"], d["tool_name"], d["session_id"], d["child_session_id"],
+                   d["agent_name"], d["transactional"], d["replay"], d.get("approved"))
+
+
+def _encode_child_gate(g: ChildGate) -> JsonObject:
+    out = _encode_answer(g.answer)
+    out.update(dispatch_id=g.dispatch_id, kind=g.kind)
+    out.update({k: getattr(g, k) for k in _CHILD_PHASE if getattr(g, k) is not None})
+    return out
+
+
+def _decode_child_gate(data: object) -> ChildGate:
+    d = _mapping(ChildGate, data)
+    try:
+        return ChildGate(d["dispatch_id"], d["kind"], _decode_answer(d), **{k: d[k] for k in _CHILD_PHASE if k in d})
+    except KeyError as missing:
+        raise RecordShapeError(f"a recorded ChildGate lacks {missing}: {dict(d)!r:.300}") from None
+
+
 # --- the table ----------------------------------------------------------------------------------
 
 _ENCODERS: Final[dict[type[Any], Callable[[Any], object]]] = {
     StepOutcome: _encode_step_outcome,
+    ChildGate: _encode_child_gate,
 }
 _DECODERS: Final[dict[type[Any], Callable[[object], Any]]] = {
     StepOutcome: _decode_step_outcome,
+    ChildGate: _decode_child_gate,
 }
 
 

@@ -8,7 +8,7 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -17,11 +17,11 @@ from ...ledger import calls as call_rows
 from ...ledger import events, rows
 from ...ledger import runs as run_rows
 from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
-from ...ledger.statuses import CALL_SETTLED, CallStatus
+from ...ledger.statuses import CALL_SETTLED, CallKind, CallStatus
 from ...recovery.decide import BodyAction
 from . import fence
 from .pairing import FenceHead, calls_of_step, decisions, fenced_step, mark_proved
-from .records import CheckRecorded, ChildGate, GateOutcome, RecordOutcome, RunGate
+from .records import CheckRecorded, ChildGate, DoneGate, GateOutcome, ReconcileGate, RecordOutcome, RunGate
 from .registry import Env
 
 
@@ -48,7 +48,7 @@ def gate(
         run = run_rows.get_run(conn, run_id)
         assert call is not None and run is not None
         if call["status"] != "running" or call["attempts"] != mine["attempt"]:
-            return {"action": "done", "status": call["status"]}  # answered meanwhile (a stop, a recovery)
+            return DoneGate(call["status"])  # answered meanwhile (a stop, a recovery)
         tool = env.agent(run["agent_name"]).tool(call["tool_name"])
         return _goes_ahead("run", mine["attempt"], call, run["agent_name"], tool is not None and tool.transactional)
     return _decide(conn, env, run_id, dispatch_id, token, where)
@@ -57,9 +57,9 @@ def gate(
 def _goes_ahead(action: BodyAction, attempt: int, call: CallRow, agent_name: str, transactional: bool) -> RunGate:
     """The gate's answer when the body goes ahead, built here only: a first gate and a retried one
     (``gate`` finding its own attempt) hand the body the same facts, the call's approval among them."""
-    return {"action": action, "attempt": attempt, "args": call["args"], "tool_call_id": call["tool_call_id"],
-            "tool_name": call["tool_name"], "session_id": call["session_id"], "child_session_id": call["child_session_id"],
-            "agent_name": agent_name, "transactional": transactional, "replay": call["replay"], "approved": call["approved"]}
+    return RunGate(action=action, attempt=attempt, args=call["args"], tool_call_id=call["tool_call_id"], tool_name=call["tool_name"],
+                   session_id=call["session_id"], child_session_id=call["child_session_id"], agent_name=agent_name,
+                   transactional=transactional, replay=call["replay"], approved=call["approved"])
 
 
 def _decide(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: str | None, where: tuple[str, int] | None) -> GateOutcome:
@@ -70,14 +70,14 @@ def _decide(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token:
     run, calls = _fenced_step(conn, run_id, dispatch_id, where)
     call = next(c for c in calls if c["dispatch_id"] == dispatch_id)
     if call["status"] in CALL_SETTLED:
-        return {"action": "done", "status": call["status"], "settled_before": True}
+        return DoneGate(call["status"], settled_before=True)
     agent = env.agent(run["agent_name"])
     if run["stop_kind"] is not None:
         d = decisions(agent, env.profile, calls, "stop")[dispatch_id]  # a body that started and left no result: outcome_unknown
         assert d.status is not None
         mark_proved(conn, dispatch_id, d)
         call_rows.settle_call(conn, call, d.status, run_id=run_id, paired_by="stop", note=d.note, reason=d.reason)
-        return {"action": "done", "status": d.status}
+        return DoneGate(d.status)
     d = decisions(agent, env.profile, calls, "recover")[dispatch_id]
     if d.action in ("run", "run_again", "reattach", "reenter"):
         mark_proved(conn, dispatch_id, d)
@@ -90,14 +90,14 @@ def _decide(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token:
         return _goes_ahead(d.action, attempt, call, run["agent_name"], transactional)
     if d.action == "reconcile":
         # Ask the outside system (the body does, outside this transaction), record the verdict, gate again.
-        return {"action": "reconcile", "attempts": call["attempts"], "args": call["args"], "tool_name": call["tool_name"],
-                "session_id": call["session_id"], "agent_name": run["agent_name"], "reason": d.reason}
+        return ReconcileGate(attempts=call["attempts"], args=call["args"], tool_name=call["tool_name"],
+                             session_id=call["session_id"], agent_name=run["agent_name"], reason=d.reason)
     if d.action == "pair":
         assert d.status is not None
         mark_proved(conn, dispatch_id, d)
         call_rows.settle_call(conn, call, d.status, run_id=run_id, paired_by="recovery", note=d.note, reason=d.reason)
-        return {"action": "done", "status": d.status}
-    return {"action": "done", "status": call["status"]}
+        return DoneGate(d.status)
+    return DoneGate(call["status"])
 
 
 def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tuple[str, int] | None) -> tuple[FenceHead, list[CallRow]]:
@@ -142,11 +142,11 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     return {"status": call["status"], "recorded": True}
 
 
-def child_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, kind: str) -> tuple[ChildGate, CallRow | None, Any]:
+def child_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, kind: CallKind) -> tuple[ChildGate, CallRow | None, Any]:
     """The gate of a call that delegates (remote child, companion turn): the decision, and if it
     goes ahead, the call's row and its sub-agent as the code defines it now (None if removed)."""
-    decided = cast(ChildGate, {**gate(conn, env, run_id, dispatch_id), "dispatch_id": dispatch_id, "kind": kind})
-    if decided["action"] == "done":
+    decided = ChildGate(dispatch_id, kind, gate(conn, env, run_id, dispatch_id))
+    if isinstance(decided.answer, DoneGate):
         return decided, None, None
     call = call_rows.get_call(conn, dispatch_id)
     parent = run_rows.get_run(conn, run_id)

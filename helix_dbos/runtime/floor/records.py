@@ -3,12 +3,12 @@
 A model request ends with a ``Reply`` (``ModelReply``, whose ``planned`` calls are ``PlannedCall``s,
 or ``StoppedReply``); the entry's transaction answers an ``EntryPlan``; a saved step is a ``StepRef``
 and its calls ``CallBrief``s (ordered into lanes as ``LaneCall``s). The gate (``gate.gate``) answers
-one of three shapes, told apart by ``action``: a body (or a child) goes ahead under a committed
+one of three types (each with its ``action``): a body (or a child) goes ahead under a committed
 attempt (``RunGate``), a reconcile check must be asked first (``ReconcileGate``), or the call is
-answered without a body (``DoneGate``); a delegating call's is a ``ChildGate``. The result write
+answered without a body (``DoneGate``); a delegating call's is a ``ChildGate`` holding one. The result write
 answers a ``RecordOutcome``, a step commit or a run's end a ``StepOutcome``.
 
-A record is a frozen dataclass (``StepOutcome``, ``LaneCall``); one a workflow records (a ``tx``
+A record is a frozen dataclass (the gate's answers, ``ChildGate``, ``StepOutcome``, ``LaneCall``); one a workflow records (a ``tx``
 output, the run workflow's result) crosses the durable boundary through ``codec.py``, which writes
 the dict the code recorded before the record was a dataclass and reads it back, so a run started on
 older code recovers on newer. Records not yet moved over, like the ledger's rows
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, Required, TypedDict, final
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, final
 
 from ...ledger.records import CheckVerdict, NewCallRow
 from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, RunStatus
@@ -141,8 +141,12 @@ class CheckTarget(CheckRequest):
     dispatch_id: str
 
 
-class RunGate(TypedDict):
-    """The body goes ahead: its attempt is committed (``action`` says why it may run)."""
+@dataclass(frozen=True, slots=True)
+class RunGate:
+    """The body goes ahead: its attempt is committed (``action`` says why it may run).
+
+    Built in one place (``gate._goes_ahead``): a first gate and a retried one (finding its own
+    attempt) hand the body the same facts, the call's approval among them."""
 
     action: BodyAction
     attempt: int
@@ -158,61 +162,72 @@ class RunGate(TypedDict):
     approved: bool | None
 
 
-class ReconcileGate(CheckRequest):
-    """Ask the tool's reconcile check (outside the transaction), record its verdict, gate again."""
+@dataclass(frozen=True, slots=True)
+class ReconcileGate:
+    """Ask the tool's reconcile check (outside the transaction), record its verdict, gate again.
+    Its fields are a ``CheckRequest``'s (``check_request``), and why the check is asked."""
 
-    action: Literal["reconcile"]
+    attempts: int
+    args: ToolArgs
+    tool_name: str
+    session_id: str
+    agent_name: str
     reason: str
+    action: Literal["reconcile"] = "reconcile"
+
+    def check_request(self) -> CheckRequest:
+        return {"attempts": self.attempts, "args": self.args, "tool_name": self.tool_name, "session_id": self.session_id, "agent_name": self.agent_name}
 
 
-class DoneGate(TypedDict):
-    """The call is answered (now or before) without a body: ``status`` is its answer."""
+@dataclass(frozen=True, slots=True)
+class DoneGate:
+    """The call is answered (now or before) without a body: ``status`` is its answer;
+    ``settled_before``: it was settled before this gate ran (a replay reaching it), nothing happened now."""
 
-    action: Literal["done"]
     status: CallStatus
-    #: The call was settled before this gate ran (a replay reaching it): nothing happened now.
-    settled_before: NotRequired[bool]
+    settled_before: bool = False
+    action: Literal["done"] = "done"
 
 
+#: The gate's answer (``gate.gate``), told apart by its type (or its ``action``).
 GateOutcome = RunGate | ReconcileGate | DoneGate
 
 
-class ChildGate(TypedDict, total=False):
-    """A delegating call's gate (``gate.child_gate``): the gate's answer with the call's id
-    and kind, and what the child phase adds (``children``: ``attach``; ``companions``: the
-    incarnation it binds the turn to). Which keys are present follows ``action`` as in ``GateOutcome``.
+@dataclass(frozen=True, slots=True)
+class ChildGate:
+    """A delegating call's gate (``gate.child_gate``): the gate's answer for the call ``dispatch_id``
+    of ``kind``, and what the child phase adds (``children``: ``attach`` and where the child run
+    waits; ``companions``: ``attach``, the incarnation it binds the turn to).
 
-    Not ``RunGate`` again although it repeats its keys: it is any of the three answers (``RunGate``,
-    ``ReconcileGate``, ``DoneGate``) flattened into one record, so each of those keys may be absent,
-    which a ``TypedDict`` subclass of ``RunGate`` cannot say. It is recorded (``tx`` outputs), so its
-    keys stay as they are; its typed form would be one child variant per answer."""
+    Recorded (the ``helix.delegate`` and ``helix.companion.gate`` transactions' outputs) through
+    ``codec``, as the flat dict it was before: the answer's keys, ``dispatch_id``, ``kind`` and the
+    child phase's."""
 
-    action: Required[GateAction]
-    dispatch_id: Required[str]
-    kind: Required[CallKind]
-    status: CallStatus
-    attempt: int
-    attempts: int
-    args: ToolArgs
-    tool_call_id: str | None
-    tool_name: str
-    session_id: str
-    child_session_id: str | None
-    agent_name: str
-    transactional: bool
-    replay: str
-    approved: bool | None
-    reason: str
+    dispatch_id: str
+    kind: CallKind
+    answer: GateOutcome
     #: How the child phase reaches the child: remote ``enqueue``/``answered``/``lost``; companion ``send``/``answered``/``await``.
-    attach: Literal["enqueue", "send", "answered", "await", "lost"]
-    start: bool
-    companion_session_id: str
-    workflow_id: str
+    attach: Literal["enqueue", "send", "answered", "await", "lost"] | None = None
     #: The queue the child run waits on when its agent has ``max_running`` (its entry queue) and that
-    #: queue's partition (the parent session's owner); absent: the children's queue.
-    queue: str
-    partition: str
-    idle: float
+    #: queue's partition (the parent session's owner); None: the children's queue.
+    queue: str | None = None
+    partition: str | None = None
+    #: A companion's: whether this gate starts its incarnation, its session, its workflow, its idle timeout.
+    start: bool | None = None
+    companion_session_id: str | None = None
+    workflow_id: str | None = None
+    idle: float | None = None
+
+    @property
+    def action(self) -> GateAction:
+        return self.answer.action
+
+    @property
+    def attempt(self) -> int:
+        """The committed attempt the child (or the turn) runs under: only a gate that goes ahead has one."""
+        if not isinstance(self.answer, RunGate):
+            raise AssertionError(f"a {self.action!r} child gate has no attempt")
+        return self.answer.attempt
 
 
 class RecordOutcome(TypedDict):

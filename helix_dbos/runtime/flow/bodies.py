@@ -33,7 +33,7 @@ from ...ledger.statuses import CallStatus
 from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
 from ..floor.durable import plain_tx
-from ..floor.records import BodyOutcome, GateOutcome, RecordOutcome, RunGate
+from ..floor.records import BodyOutcome, DoneGate, GateOutcome, ReconcileGate, RecordOutcome, RunGate
 from ..floor.registry import Env, Registry
 from ..process import trace_export, tracing
 from ..process.faults import crash_point, fail_point
@@ -62,9 +62,9 @@ def _gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: s
     """The attempt gate, plus the call's tool and saved policy (for the span)."""
     tries[0] += 1
     out = gate.gate(conn, env, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
-    if out["action"] != "reconcile" and out["action"] != "done":  # the body goes ahead: its answer names both
-        return _Gated(out, out["tool_name"], out["replay"])
-    if out["action"] == "done" and out.get("settled_before"):  # a replay reaching it: no span
+    if isinstance(out, RunGate):  # the body goes ahead: its answer names both
+        return _Gated(out, out.tool_name, out.replay)
+    if isinstance(out, DoneGate) and out.settled_before:  # a replay reaching it: no span
         return _Gated(out, None, None)
     call = call_rows.get_call(conn, dispatch_id)  # answered now without a body: the span still names the call's tool and policy
     return _Gated(out, call["tool_name"] if call else None, call["replay"] if call else None)
@@ -85,58 +85,59 @@ async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tup
     await _hold_executor_lock(registry)  # no attempt is recorded by a process that lost its executor id
     gated: _Gated = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
     answer = gated.answer
-    while answer["action"] == "reconcile":  # once: the verdict is on the row when the gate runs again
-        await reconcile.ask_and_record(registry, run_id, dispatch_id, answer)
+    while isinstance(answer, ReconcileGate):  # once: the verdict is on the row when the gate runs again
+        await reconcile.ask_and_record(registry, run_id, dispatch_id, answer.check_request())
         gated = await plain_tx(_gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         answer = gated.answer
-    if answer["action"] == "done" and answer.get("settled_before"):
-        return {"status": answer["status"]}
+    if isinstance(answer, DoneGate) and answer.settled_before:
+        return {"status": answer.status}
     with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gated.tool,
-                            policy=gated.policy, decision=answer["action"], attempt=answer.get("attempt")) as s:
+                            policy=gated.policy, decision=answer.action, attempt=answer.attempt if isinstance(answer, RunGate) else None) as s:
         out = await _body(registry, run_id, dispatch_id, answer)
         tracing.annotate(s, status=out.get("status"))
     await trace_export.flushed()  # the call's result is committed: its spans leave before a kill can lose them
     return out
 
 
-async def _body(registry: Registry, run_id: str, dispatch_id: str, gate: GateOutcome) -> BodyOutcome:
+async def _body(registry: Registry, run_id: str, dispatch_id: str, answer: DoneGate | RunGate) -> BodyOutcome:
+    """The body under its gate's answer, past the gate's reconcile loop (``run_body``): a body that goes ahead, or an answer."""
     e = registry.env
-    if gate["action"] == "done":
-        return {"status": gate["status"]}
-    gate = cast(RunGate, gate)  # past the gate's reconcile loop (``run_body``): the body goes ahead
-    agent: Agent = e.agent(gate["agent_name"])
-    name = gate["tool_name"]
+    if isinstance(answer, DoneGate):
+        return {"status": answer.status}
+    gate = answer
+    agent: Agent = e.agent(gate.agent_name)
+    name = gate.tool_name
     ctx = ToolContext(
-        session_id=gate["session_id"],
+        session_id=gate.session_id,
         run_id=run_id,
         dispatch_id=None if e.profile == "dbos_compat" else dispatch_id,
-        tool_call_id=gate["tool_call_id"],
-        attempt=gate["attempt"],
+        tool_call_id=gate.tool_call_id,
+        attempt=gate.attempt,
         agent_name=agent.name,
         tool_name=name,
-        approved=gate["approved"],
+        approved=gate.approved,
     )
     if agent.uses_scope():  # a fresh process lists the pydantic-ai agent's toolsets before its body
-        await agent.refresh(await scopes.scope_of(agent, run_id, gate["session_id"]))
+        await agent.refresh(await scopes.scope_of(agent, run_id, gate.session_id))
     crash_point("before_body", name)
     fail_point("before_body", name)
     await _hold_executor_lock(registry)  # nor does it start the body
     tool = agent.tool(name)
-    if gate.get("transactional") and tool is not None and tool.transactional:
+    if gate.transactional and tool is not None and tool.transactional:
         # a daemon thread, as for any sync body: a transactional body stuck for ever never holds the exit
-        out = await in_daemon_thread(transactional.run, registry, run_id, dispatch_id, gate["attempt"], tool, gate["args"], ctx, name=f"helix-body-{name}")
+        out = await in_daemon_thread(transactional.run, registry, run_id, dispatch_id, gate.attempt, tool, gate.args, ctx, name=f"helix-body-{name}")
         fence.raise_if_refused(out)
         crash_point("after_result", name)
         return cast(RecordOutcome, dict(out))
     try:
         sub = agent.sub_agent(name)
         if sub is not None:
-            value = await run_local_child(sub.agent, gate["args"]["message"], ctx)
+            value = await run_local_child(sub.agent, gate.args["message"], ctx)
         else:
             tool = agent.tool(name)
             if tool is None:
                 raise LookupError(f"tool {name!r} is no longer defined")
-            value = await tool.invoke(tool.validate(gate["args"]), ctx)
+            value = await tool.invoke(tool.validate(gate.args), ctx)
         status: CallStatus
         ok, value = transcript.jsonable(value)
         if ok:
@@ -148,7 +149,7 @@ async def _body(registry: Registry, run_id: str, dispatch_id: str, gate: GateOut
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
     written: BodyOutcome = await group_commit.write(
-        registry, run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate["attempt"], status, result, error, [0], gate.get("tool_name")
+        registry, run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate.attempt, status, result, error, [0], gate.tool_name
     )
     fence.raise_if_refused(written)
     crash_point("after_result", name)

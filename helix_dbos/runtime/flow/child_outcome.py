@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Literal, Required, TypedDict
 
 import sqlalchemy as sa
@@ -27,7 +28,7 @@ from ...ledger.stops import request_stop, stop_of
 from ...ledger.user_json import JsonObject
 from ..floor import commits, fence, gate
 from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
-from ..floor.records import ChildGate, RecordOutcome
+from ..floor.records import ChildGate, DoneGate, RecordOutcome
 from ..process.dbos_private import workflow_status as dbos_status
 
 if TYPE_CHECKING:
@@ -127,10 +128,10 @@ async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: st
 def unavailable(conn: sa.Connection, run_id: str, answer: ChildGate, tool_name: str) -> ChildGate:
     """A sub-agent removed by a deploy before its child ever started: answer the call, start nothing."""
     gate.record(
-        conn, run_id, answer["dispatch_id"], answer["attempt"], "error", None,
+        conn, run_id, answer.dispatch_id, answer.attempt, "error", None,
         {"type": "subagent_unavailable", "message": f"sub-agent tool {tool_name!r} is no longer defined"},
     )
-    return {**answer, "action": "done"}
+    return replace(answer, answer=DoneGate("error"))
 
 
 def _error(kind: str, message: str, **extra: str | None) -> JsonObject:

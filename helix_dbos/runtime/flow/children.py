@@ -20,6 +20,7 @@ reply order, before the step's local bodies, and the waits run in reply order af
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import sqlalchemy as sa
@@ -33,7 +34,7 @@ from ...ledger.statuses import RUN_AT_REST
 from ..floor import fence
 from ..floor.durable import tx
 from ..floor.gate import child_gate
-from ..floor.records import ChildGate
+from ..floor.records import ChildGate, RunGate
 from ..floor.runs import open_run_row
 from ..process import queues
 from ..process.dbos_private import workflow_status as dbos_status
@@ -88,24 +89,25 @@ def _remote_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str) -
         calls.bind_child(conn, dispatch_id, child_sid)
         events.emit(conn, call["session_id"], run_id, "subagent_start",
                    {"dispatch_id": dispatch_id, "child_session_id": child_sid, "agent": sub.agent.name, "mode": "remote"})
-        return {**gate, **where, "child_session_id": child_sid, "attach": "enqueue"}
+        answer = replace(gate.answer, child_session_id=child_sid) if isinstance(gate.answer, RunGate) else gate.answer
+        return replace(gate, answer=answer, attach="enqueue", queue=where.get("queue"), partition=where.get("partition"))
     # Re-attach. The ledger is asked first: an answered child is never enqueued again (its DBOS row
     # may have been deleted by retention, and a fresh row under the same id would run it twice).
     child = run_rows.get_run(conn, dispatch_id)
     if child is not None and child["status"] in RUN_AT_REST:
-        return {**gate, "attach": "answered"}
+        return replace(gate, attach="answered")
     if dbos_status(conn, dispatch_id) is None:
-        return {**gate, "attach": "lost"}
+        return replace(gate, attach="lost")
     where = placement(conn, call["session_id"], child["agent_name"], limits) if child is not None else Placement()
-    return {**gate, **where, "attach": "enqueue"}
+    return replace(gate, attach="enqueue", queue=where.get("queue"), partition=where.get("partition"))
 
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
     """Workflow code: gate the delegation and enqueue (or re-attach to) the child's run workflow."""
-    gate: Gate = await tx("helix.delegate", _remote_gate, registry.env, run_id, dispatch_id)
+    gate = await tx("helix.delegate", _remote_gate, registry.env, run_id, dispatch_id, read_as=ChildGate)
     crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
-    if gate["action"] != "done" and gate["attach"] == "enqueue":
-        await enqueue_child(registry, dispatch_id, gate.get("queue"), gate.get("partition"))
+    if gate.action != "done" and gate.attach == "enqueue":
+        await enqueue_child(registry, dispatch_id, gate.queue, gate.partition)
     return gate
 
 
@@ -124,10 +126,10 @@ async def enqueue_child(registry: Registry, dispatch_id: str, queue: str | None,
 
 async def settle(registry: Registry, run_id: str, gate: Gate) -> None:
     """Workflow code: wait for the child's outcome and answer the delegating call with it."""
-    dispatch_id = gate["dispatch_id"]
-    if gate["attach"] == "lost":
+    dispatch_id = gate.dispatch_id
+    if gate.attach == "lost":
         outcome = lost("not_found", "the sub-agent's workflow cannot be found")
     else:
         outcome = await wait_for_child(registry, run_id, dispatch_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, registry.env, run_id, dispatch_id, gate["attempt"], outcome))
+    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, registry.env, run_id, dispatch_id, gate.attempt, outcome))

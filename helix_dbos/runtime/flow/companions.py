@@ -34,6 +34,7 @@ Why nothing is done twice:
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, Literal, Required, TypedDict
 
 import sqlalchemy as sa
@@ -161,22 +162,23 @@ def _parent_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, i
     turn = run_rows.get_run(conn, dispatch_id)
     # answered: read it from the ledger; begun: wait for it; otherwise (re-)send the turn.
     attach: Literal["send", "answered", "await"] = "send" if turn is None else ("answered" if turn["status"] in RUN_AT_REST else "await")
-    return {**gate, "attach": attach, "start": start, "companion_session_id": sid, "workflow_id": comp["workflow_id"], "idle": idle}
+    return replace(gate, attach=attach, start=start, companion_session_id=sid, workflow_id=comp["workflow_id"], idle=idle)
 
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> ChildGate:
     """Workflow code: gate, start the incarnation if it is new, send the turn (idempotent by dispatch id)."""
-    gate: ChildGate = await tx("helix.companion.gate", _parent_gate, registry.env, run_id, dispatch_id, registry.env.environment.companion_idle_seconds)
+    gate = await tx("helix.companion.gate", _parent_gate, registry.env, run_id, dispatch_id, registry.env.environment.companion_idle_seconds, read_as=ChildGate)
     crash_point("child_gated", tool_name)  # bound to its companion, not yet sent
-    if gate["action"] == "done" or gate["attach"] != "send":
+    if gate.action == "done" or gate.attach != "send":
         return gate
-    if gate["start"]:
-        with SetWorkflowID(gate["workflow_id"]):
-            await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.companion_workflow, gate["companion_session_id"], gate["idle"])
+    assert gate.workflow_id is not None  # a turn to send names its incarnation
+    if gate.start:
+        with SetWorkflowID(gate.workflow_id):
+            await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.companion_workflow, gate.companion_session_id, gate.idle)
     # Keyed by attempt too: a replay of this attempt never sends twice, while a re-entry (a later attempt)
     # does reach the companion even if it already dropped this turn's earlier message (see _begin_turn).
-    await DBOS.send_async(gate["workflow_id"], {"dispatch_id": dispatch_id}, TURN_TOPIC,
-                          idempotency_key=f"{dispatch_id}:{gate['attempt']}")
+    await DBOS.send_async(gate.workflow_id, {"dispatch_id": dispatch_id}, TURN_TOPIC,
+                          idempotency_key=f"{dispatch_id}:{gate.attempt}")
     return gate
 
 
@@ -191,10 +193,11 @@ def _record(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attemp
 
 async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
     """Workflow code: wait for the turn's run (or its loss) and answer the parent call from the ledger."""
-    dispatch_id = gate["dispatch_id"]
-    state = await wait_for_child(registry, run_id, dispatch_id, gate["workflow_id"])
+    dispatch_id, workflow_id = gate.dispatch_id, gate.workflow_id
+    assert workflow_id is not None  # a companion's gate that goes ahead names its incarnation
+    state = await wait_for_child(registry, run_id, dispatch_id, workflow_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.companion.result", _record, registry.env, run_id, dispatch_id, gate["attempt"], state, gate["workflow_id"]))
+    fence.raise_if_refused(await tx("helix.companion.result", _record, registry.env, run_id, dispatch_id, gate.attempt, state, workflow_id))
 
 
 # --- the companion's side --------------------------------------------------------------------------

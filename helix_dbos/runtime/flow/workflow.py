@@ -399,5 +399,5 @@ async def _dispatch_children(registry: Registry, run_id: str, calls: list[CallBr
 async def _settle_children(registry: Registry, run_id: str, gates: list[ChildGate]) -> None:
     """Wait for each dispatched child in reply order and answer its call."""
     for gate in gates:
-        if gate["action"] != "done":
-            await (children if gate["kind"] == "remote" else companions).settle(registry, run_id, gate)
+        if gate.action != "done":
+            await (children if gate.kind == "remote" else companions).settle(registry, run_id, gate)
