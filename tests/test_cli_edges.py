@@ -26,7 +26,7 @@ from helix_dbos.cli.main import app as cli
 from helix_dbos.ledger import sessions as session_rows
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env, wait_until_serving
 from tests.test_cli import helix, wide_console  # noqa: F401 (fixtures)
 from tests.test_service import free_port, snapshot
 
@@ -174,9 +174,6 @@ def test_serve_says_where_it_listens_and_stops_cleanly_on_ctrl_c(tmp_path: Any) 
     """`helix-dbos serve` prints one line naming its address, /docs and /ui (uvicorn at "warning" says
     nothing), answers /healthz, and a Ctrl-C (SIGINT) ends it with status 0 and no traceback."""
     import signal
-    import time
-
-    import httpx
 
     port = free_port()
     proc = subprocess.Popen(
@@ -184,16 +181,7 @@ def test_serve_says_where_it_listens_and_stops_cleanly_on_ctrl_c(tmp_path: Any) 
         env=child_env(SETTINGS_VARS), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the service never answered /healthz"
-            time.sleep(0.2)
+        wait_until_serving(proc, f"http://127.0.0.1:{port}")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:

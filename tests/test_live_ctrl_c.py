@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env, wait_until_serving
 from tests.test_service import free_port
 
 APP = '''
@@ -68,16 +68,7 @@ def test_a_stop_signal_ends_an_open_live_stream_cleanly(entry: str, sig: signal.
     streamed: list[str] = []
     ended: list[BaseException | None] = []
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if httpx.get(f"{base}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the service never answered /healthz"
-            time.sleep(0.2)
+        wait_until_serving(proc, base)
         started = httpx.post(f"{base}/sessions", json={"agent": "slow", "message": "take your time", "session_id": "live-stop"}, timeout=90)
         assert started.status_code == 202, started.text
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env, wait_until_serving
 from tests.test_service import free_port
 
 
@@ -39,16 +39,7 @@ def test_ctrl_c_ends_an_open_event_stream_without_a_traceback(entry: str, tmp_pa
     streamed: list[str] = []
     ended: list[BaseException | None] = []
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if httpx.get(f"{base}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the service never answered /healthz"
-            time.sleep(0.2)
+        wait_until_serving(proc, base)
         # the concierge suspends on an approval: a followed stream of it stays open
         started = httpx.post(f"{base}/sessions?wait=60", json={"agent": "concierge", "message": "Dinner in Porto", "session_id": "ctrl-c"}, timeout=90)
         assert started.status_code in (200, 202), started.text

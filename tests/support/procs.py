@@ -60,3 +60,22 @@ def spawn_module(module: str, args: Sequence[str], env: Mapping[str, str], stder
     Pass a file as ``stderr`` when nobody reads the pipe: a full pipe would freeze the child mid-run.
     """
     return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=dict(env), stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+def wait_until_serving(proc: subprocess.Popen[str], base: str, ceiling: float = 180) -> None:
+    """Poll a started service's /healthz until it answers 200; fail at once if the process ended
+    (its output is the message), or after ``ceiling`` seconds (generous: CI may be busy)."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + ceiling
+    while True:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            if httpx.get(f"{base}/healthz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the service never answered /healthz"
+        time.sleep(0.2)
