@@ -17,14 +17,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.procs import SETTINGS_VARS, child_env, wait_until_serving
+from tests.support.procs import SETTINGS_VARS, child_env, follow_stream, wait_until_serving
 from tests.test_service import free_port
 
 APP = '''
@@ -65,25 +64,14 @@ def test_a_stop_signal_ends_an_open_live_stream_cleanly(entry: str, sig: signal.
         env |= {"HELIX_DBOS_PORT": str(port), "HELIX_DBOS_DATABASE_URL": db}
     proc = subprocess.Popen(cmd, env=child_env(SETTINGS_VARS, env), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
-    streamed: list[str] = []
+    streamed: list[str] = []  # bound before the try: the finally below may read them
     ended: list[BaseException | None] = []
     try:
         wait_until_serving(proc, base)
         started = httpx.post(f"{base}/sessions", json={"agent": "slow", "message": "take your time", "session_id": "live-stop"}, timeout=90)
         assert started.status_code == 202, started.text
 
-        def follow() -> None:
-            try:
-                with httpx.stream("GET", f"{base}/sessions/live-stop/live", params={"timeout": 600}, timeout=httpx.Timeout(120, read=120)) as response:
-                    assert response.status_code == 200, response.read()
-                    for line in response.iter_lines():
-                        streamed.append(line)
-                ended.append(None)
-            except BaseException as exc:  # noqa: BLE001 - what the client met, asserted below
-                ended.append(exc)
-
-        reader = threading.Thread(target=follow, daemon=True)
-        reader.start()
+        reader, streamed, ended = follow_stream(f"{base}/sessions/live-stop/live", {"timeout": 600})
         deadline = time.monotonic() + 120
         # the model request is streaming and the stream is open (a quiet model's one delta waits in its batch)
         while not any('"type": "start"' in line for line in streamed):

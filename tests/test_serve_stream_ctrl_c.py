@@ -14,14 +14,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.procs import SETTINGS_VARS, child_env, wait_until_serving
+from tests.support.procs import SETTINGS_VARS, child_env, follow_stream, wait_until_serving
 from tests.test_service import free_port
 
 
@@ -36,7 +35,7 @@ def test_ctrl_c_ends_an_open_event_stream_without_a_traceback(entry: str, tmp_pa
         cmd, env = [sys.executable, "-m", "helix_dbos.service"], {"HELIX_DBOS_PORT": str(port), "HELIX_DBOS_DATABASE_URL": db}
     proc = subprocess.Popen(cmd, env=child_env(SETTINGS_VARS, env), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
-    streamed: list[str] = []
+    streamed: list[str] = []  # bound before the try: the finally below may read them
     ended: list[BaseException | None] = []
     try:
         wait_until_serving(proc, base)
@@ -44,17 +43,7 @@ def test_ctrl_c_ends_an_open_event_stream_without_a_traceback(entry: str, tmp_pa
         started = httpx.post(f"{base}/sessions?wait=60", json={"agent": "concierge", "message": "Dinner in Porto", "session_id": "ctrl-c"}, timeout=90)
         assert started.status_code in (200, 202), started.text
 
-        def follow() -> None:
-            try:
-                with httpx.stream("GET", f"{base}/sessions/ctrl-c/events?follow=true", timeout=httpx.Timeout(120, read=120)) as response:
-                    for line in response.iter_lines():
-                        streamed.append(line)
-                ended.append(None)
-            except BaseException as exc:  # noqa: BLE001 - what the client met, asserted below
-                ended.append(exc)
-
-        reader = threading.Thread(target=follow, daemon=True)
-        reader.start()
+        reader, streamed, ended = follow_stream(f"{base}/sessions/ctrl-c/events", {"follow": "true"})
         deadline = time.monotonic() + 60
         while not any(line.startswith("id: ") for line in streamed):
             assert time.monotonic() < deadline and reader.is_alive(), (streamed, ended)

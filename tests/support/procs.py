@@ -79,3 +79,28 @@ def wait_until_serving(proc: subprocess.Popen[str], base: str, ceiling: float = 
             pass
         assert time.monotonic() < deadline, "the service never answered /healthz"
         time.sleep(0.2)
+
+
+def follow_stream(url: str, params: Mapping[str, Any] | None = None) -> tuple[Any, list[str], list[BaseException | None]]:
+    """Read an SSE stream line by line in a daemon thread: the thread, the lines so far, and how the
+    stream ended (None when the server closed it, else what the client met), for a test to assert."""
+    import threading
+
+    import httpx
+
+    streamed: list[str] = []
+    ended: list[BaseException | None] = []
+
+    def follow() -> None:
+        try:
+            with httpx.stream("GET", url, params=params, timeout=httpx.Timeout(120, read=120)) as response:
+                assert response.status_code == 200, response.read()
+                for line in response.iter_lines():
+                    streamed.append(line)
+            ended.append(None)
+        except BaseException as exc:  # noqa: BLE001 - what the client met, asserted by the caller
+            ended.append(exc)
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    return reader, streamed, ended
