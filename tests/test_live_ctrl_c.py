@@ -64,8 +64,6 @@ def test_a_stop_signal_ends_an_open_live_stream_cleanly(entry: str, sig: signal.
         env |= {"HELIX_DBOS_PORT": str(port), "HELIX_DBOS_DATABASE_URL": db}
     proc = subprocess.Popen(cmd, env=child_env(SETTINGS_VARS, env), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
-    streamed: list[str] = []  # bound before the try: the finally below may read them
-    ended: list[BaseException | None] = []
     try:
         wait_until_serving(proc, base)
         started = httpx.post(f"{base}/sessions", json={"agent": "slow", "message": "take your time", "session_id": "live-stop"}, timeout=90)

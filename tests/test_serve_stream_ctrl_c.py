@@ -35,8 +35,6 @@ def test_ctrl_c_ends_an_open_event_stream_without_a_traceback(entry: str, tmp_pa
         cmd, env = [sys.executable, "-m", "helix_dbos.service"], {"HELIX_DBOS_PORT": str(port), "HELIX_DBOS_DATABASE_URL": db}
     proc = subprocess.Popen(cmd, env=child_env(SETTINGS_VARS, env), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
-    streamed: list[str] = []  # bound before the try: the finally below may read them
-    ended: list[BaseException | None] = []
     try:
         wait_until_serving(proc, base)
         # the concierge suspends on an approval: a followed stream of it stays open
