@@ -178,10 +178,17 @@ def _result_write_sqlite() -> sa.Update:
 
 @functools.cache
 def _result_write_pg() -> sa.Insert:
+    # The session row by its key, from the run's (a scalar subquery, not a join): planned on tables
+    # whose statistics are still those of an empty ledger (a fresh database, a burst of sessions), a
+    # join filtered on ``current_run_id`` (no index) was a sequential scan of every session per result.
+    owner = (
+        sa.select(t.runs.c.session_id)
+        .where(t.runs.c.run_id == sa.bindparam("w_run_id"), t.runs.c.status == "running")
+        .scalar_subquery()
+    )
     fenced = (
         sa.select(t.sessions.c.session_id)
-        .select_from(t.sessions.join(t.runs, t.runs.c.session_id == t.sessions.c.session_id))
-        .where(_run_owns_session())
+        .where(t.sessions.c.session_id == owner, t.sessions.c.current_run_id == sa.bindparam("w_run_id"))
         .with_for_update(of=t.sessions)
         .cte("fenced")
     )
