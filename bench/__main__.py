@@ -1,7 +1,8 @@
 """`python -m bench --db both`: every benchmark of helix_dbos, one command, one report.
 
 Per database: (overhead) interleaved per-run time of helix_dbos, the bare DBOS loop and Pydantic
-AI's DBOSDurability; (cost) transactions and statements per step and per call; (storage) growth of
+AI's DBOSDurability; (cost) transactions and statements per step and per call, and on Postgres the
+WAL bytes and Postgres CPU of a run (`bench.walcount`); (storage) growth of
 one 200-step session and its model step time at step 10 vs 200; (recovery) relaunch latency with
 real crashed processes; (concurrency) N sessions at once in one process, and on two worker
 processes sharing Postgres; (idle) an idle runtime's statements per second against an idle bare
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     p.add_argument("-n", type=int, default=20, help="measured runs per runner (overhead)")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--wal-runs", type=int, default=5, help="runs per system of the cost section's WAL and Postgres CPU figures (Postgres; 0: skip)")
     p.add_argument("--storage-steps", type=int, default=200)
     p.add_argument("--idle-seconds", type=float, default=10.0, help="idle window (idle)")
     p.add_argument("--kills", type=int, default=20, help="worker kills per database (takeover)")
@@ -110,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
             with db(kind, "helix_bench_cost") as url:
                 figs = run_write_cost(url)
             results.setdefault("cost", {})[kind] = {name: asdict(f) for name, f in figs.items()}
-            _print(report.cost_section({"cost": {kind: results["cost"][kind]}}))
+            if kind == "postgres" and args.wal_runs > 0:
+                from bench.walcount import measure_both
+
+                results.setdefault("wal", {})[kind] = measure_both(args.pg_url, args.wal_runs)
+            _print(report.cost_section({"cost": {kind: results["cost"][kind]}, "wal": {k: v for k, v in results.get("wal", {}).items() if k == kind}}))
             lap(f"cost/{kind}")
         if "storage" in sections:
             from bench.storage import run_storage

@@ -213,6 +213,42 @@ def cost_section(results: dict[str, Any]) -> str:
         if nondet:
             parts.append(f"\n(Counts varied between repeats for: {', '.join(nondet)}; the lower one is shown.)")
         parts.append("")
+        wal = results.get("wal", {}).get(db)
+        if wal:
+            parts.append(wal_section(wal))
+    return "\n".join(parts)
+
+
+def wal_section(wal: dict[str, Any]) -> str:
+    """The cost section's WAL and Postgres CPU per run (``bench.walcount``), both systems."""
+    if "error" in wal:
+        return f"WAL per run: not measured ({wal['error']}).\n"
+    runs = next(iter(wal.values()))["runs"]
+    parts = [
+        (f"WAL and Postgres CPU per run (5x3 workload, {runs} runs each after 3 warm-up runs, `bench.walcount`): WAL bytes this database's "
+         "records carry, full-page images apart (`pg_walinspect`; load-independent); `pg CPU`, this database's backends "
+         "(`/proc`, a server on this machine; moves with the load); `exec`, the statements' executor time and calls "
+         "(`pg_stat_statements`, when the server preloads it; nested foreign-key checks count as calls on a server "
+         "tracking `all`); sequential scans and the rows they read (`pg_stat_user_tables`: a key lookup planned as a scan "
+         "reads its whole table, a cost that grows with the ledger); updates of the busiest tables (HOT in brackets).\n"),
+    ]
+    rows = []
+    for name, w in wal.items():
+        st = w.get("statements_per_run") or []
+        total = st[0] if st else {}
+        rels = ", ".join(f"{k} {v / 1000:.1f}" for k, v in list(w["by_relation_per_run"].items())[:5] if k != "(full-page images)")
+        upd = ", ".join(f"{k.split('.', 1)[1]} {v['upd']:g} ({v['hot']:g})" for k, v in sorted(w["updates_per_run"].items(), key=lambda kv: -kv[1]["upd"])[:3])
+        scans = w.get("seq_scans_per_run", {})
+        seq = f"{sum(v['scans'] for v in scans.values()):g} ({sum(v['rows'] for v in scans.values()):g} rows)"
+        rows.append([name, w["wal_bytes_per_run"] / 1000, w.get("pg_cpu_ms_per_run"), total.get("exec_ms"), total.get("calls"), seq, rels, upd])
+    parts.append(_table(["system", "WAL KB/run", "pg CPU ms/run", "exec ms/run", "statements/run", "seq scans/run", "WAL KB by relation (top 5)",
+                         "updates/run (HOT)"], rows, nd=1))
+    helix = wal.get("helix_dbos", {}).get("statements_per_run") or []
+    if len(helix) > 1:
+        parts.append("\nhelix_dbos, statements by executor time per run:\n")
+        parts.append(_table(["statement", "calls/run", "exec ms/run", "WAL B/run"],
+                            [[f"`{_cell(r['query'], 110)}`", r["calls"], r["exec_ms"], r["wal_bytes"]] for r in helix[1:]], nd=2))
+    parts.append("")
     return "\n".join(parts)
 
 

@@ -1,5 +1,6 @@
 """WAL bytes per run, by relation, on Postgres: a load-independent figure of a run's write cost.
 
+    python -m bench --db postgres --sections cost      # part of the cost section (both systems)
     python -m bench.walcount [--pg-url URL] [-n RUNS] [--system helix|bare]
 
 Why WAL and not time: on a shared machine the wall time of a run moves with the load, while the
@@ -9,6 +10,11 @@ keeps those whose blocks belong to this benchmark's database (commit records car
 left out; ``bench.dbcount`` counts the commits). Also read: the updates and HOT updates of each
 helix table (``pg_stat_user_tables``), since an update that is not HOT writes every index again.
 Needs a superuser connection (``CREATE EXTENSION pg_walinspect``, PG 15+).
+
+Also read over the same runs: the CPU of this database's Postgres backends (``/proc``, when the server
+runs on this machine: the runner's pools are fixed, so its backends live through the runs), and, when
+the server preloads ``pg_stat_statements``, each statement's executor time per run (what the CPU is
+spent on; a private cluster started with ``shared_preload_libraries = 'pg_stat_statements'`` has it).
 """
 
 from __future__ import annotations
@@ -57,9 +63,47 @@ def _by_relation(conn: sa.Connection, start: str, end: str, db_oid: int) -> Coun
     return out
 
 
-def _updates(conn: sa.Connection) -> dict[str, tuple[int, int]]:
-    rows = conn.execute(sa.text("SELECT schemaname || '.' || relname AS t, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables")).mappings()
-    return {str(r["t"]): (int(r["n_tup_upd"]), int(r["n_tup_hot_upd"])) for r in rows}
+def _updates(conn: sa.Connection) -> dict[str, tuple[int, int, int, int]]:
+    """Per table: updates, HOT updates, sequential scans and the rows they read (a key lookup planned
+    as a scan reads every row of its table: what grows with the ledger)."""
+    rows = conn.execute(sa.text(
+        "SELECT schemaname || '.' || relname AS t, n_tup_upd, n_tup_hot_upd, seq_scan, seq_tup_read FROM pg_stat_user_tables")).mappings()
+    return {str(r["t"]): (int(r["n_tup_upd"]), int(r["n_tup_hot_upd"]), int(r["seq_scan"]), int(r["seq_tup_read"])) for r in rows}
+
+
+STATS_IDLE_FLUSH_S = 10.5
+"""A busy backend flushes its ``pg_stat_user_tables`` counters at most once a second and an idle one
+within 10 s (PG 15's ``PGSTAT_IDLE_INTERVAL``): the warm-up runs' counters are in before the window
+opens; the window's are flushed by closing the pools that hold them."""
+
+BENCH_OWN = ("pg_get_wal_records_info", "pg_relation_filenode", "pg_current_wal", "pg_stat_activity", "pg_stat_user_tables", "pg_database")
+"""Statements of this module's own reads (the WAL range, the backends' pids), left out of the profile."""
+
+
+def _reset_statements(conn: sa.Connection) -> bool:
+    """Start ``pg_stat_statements``' window, if the server preloads it (False: it does not)."""
+    try:
+        conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
+        conn.execute(sa.text("SELECT pg_stat_statements_reset()"))
+    except sa.exc.DBAPIError:
+        return False
+    return True
+
+
+def _statements(conn: sa.Connection, runs: int, top: int = 12) -> list[dict[str, Any]]:
+    """This database's statements by executor time, per run (nested ones too: foreign-key checks)."""
+    rows = conn.execute(sa.text(
+        "SELECT s.calls, s.total_exec_time AS ms, s.wal_bytes, s.query FROM pg_stat_statements s "
+        "WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.query NOT LIKE '%pg_stat_statements%' "
+        "ORDER BY s.total_exec_time DESC")).mappings().all()
+    rows = [r for r in rows if not any(own in str(r["query"]) for own in BENCH_OWN)]
+    total = sum(float(r["ms"]) for r in rows)
+    out = [{"query": "(all)", "calls": round(sum(int(r["calls"]) for r in rows) / runs, 1), "exec_ms": round(total / runs, 3),
+            "wal_bytes": round(sum(int(r["wal_bytes"]) for r in rows) / runs)}]
+    for r in rows[:top]:
+        out.append({"query": " ".join(str(r["query"]).split())[:160], "calls": round(int(r["calls"]) / runs, 2),
+                    "exec_ms": round(float(r["ms"]) / runs, 3), "wal_bytes": round(int(r["wal_bytes"]) / runs)})
+    return out
 
 
 def measure(pg_base: str, runs: int, system: str = "helix", warmup: int = 3) -> dict[str, Any]:
@@ -88,10 +132,15 @@ def measure(pg_base: str, runs: int, system: str = "helix", warmup: int = 3) -> 
             db_oid = int(conn.execute(sa.text("SELECT oid FROM pg_database WHERE datname = current_database()")).scalar_one())
         for _ in range(warmup):
             runner()
-        time.sleep(1.0)  # the stats collector's last flush before the window
+        time.sleep(STATS_IDLE_FLUSH_S)  # an idle backend flushes its table counters within 10 s
         with admin.connect() as conn:
             before = _updates(conn)
+            statements = _reset_statements(conn)
         by_rel: Counter[str] = Counter()
+        from bench.scale import PgCpu
+
+        watcher = sa.create_engine(sa.make_url(url).set(drivername="postgresql+psycopg"), pool_size=1, max_overflow=0)
+        cpu = PgCpu(watcher)
         with admin.connect() as conn:
             for _ in range(runs):  # read back after each run: other databases' WAL recycles segments fast
                 start = _lsn(conn)
@@ -99,23 +148,48 @@ def measure(pg_base: str, runs: int, system: str = "helix", warmup: int = 3) -> 
                 end = _lsn(conn)
                 if end != start:
                     by_rel += _by_relation(conn, start, end, db_oid)
-        time.sleep(1.5)  # pg_stat counters are flushed by the backends at most every second
+        pg_cpu_s = cpu.seconds()
+        watcher.dispose()
+        with admin.connect() as conn:
+            top = _statements(conn, runs) if statements else []
+        # a backend flushes its table counters when it exits: close the runner's pools (and DBOS's)
+        if hasattr(runner, "close"):
+            runner.close()
+        import dbos
+
+        dbos.DBOS.destroy(destroy_registry=True)
+        time.sleep(1.0)
         with admin.connect() as conn:
             after = _updates(conn)
-        runner.close() if hasattr(runner, "close") else None
         admin.dispose()
-        upd = {t: (after[t][0] - before.get(t, (0, 0))[0], after[t][1] - before.get(t, (0, 0))[1]) for t in after}
+        zero = (0, 0, 0, 0)
+        upd = {t: tuple(a - b for a, b in zip(after[t], before.get(t, zero), strict=True)) for t in after}
         return {
             "system": system, "runs": runs,
             "wal_bytes_per_run": round((sum(by_rel.values()) - by_rel["(full-page images)"]) / runs),
             "by_relation_per_run": {k: round(v / runs) for k, v in by_rel.most_common(15)},
-            "updates_per_run": {t: {"upd": round(u / runs, 2), "hot": round(h / runs, 2)} for t, (u, h) in sorted(upd.items()) if u},
+            "updates_per_run": {t: {"upd": round(d[0] / runs, 2), "hot": round(d[1] / runs, 2)} for t, d in sorted(upd.items()) if d[0]},
+            "seq_scans_per_run": {t: {"scans": round(d[2] / runs, 2), "rows": round(d[3] / runs, 1)} for t, d in sorted(upd.items()) if d[2]},
+            "pg_cpu_ms_per_run": round(pg_cpu_s * 1000 / runs, 1) if pg_cpu_s else None,
+            "statements_per_run": top,
         }
     finally:
         import dbos
 
         dbos.DBOS.destroy(destroy_registry=True)
         drop_postgres(pg_base, DB_NAME)
+
+
+def measure_both(pg_base: str, runs: int) -> dict[str, Any]:
+    """``measure`` for helix and for bare DBOS (the cost section's WAL figures); a server that cannot
+    (no ``pg_walinspect``, not a superuser) gives ``{"error": ...}`` instead of failing the bench."""
+    out: dict[str, Any] = {}
+    for system, name in (("bare", "bare_dbos"), ("helix", "helix_dbos")):
+        try:
+            out[name] = measure(pg_base, runs, system)
+        except sa.exc.DBAPIError as exc:
+            return {"error": str(exc).splitlines()[0]}
+    return out
 
 
 def main(argv: list[str]) -> int:

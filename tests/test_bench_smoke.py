@@ -31,3 +31,22 @@ def test_bench_runs_on_sqlite(tmp_path: Path) -> None:
     text = out.read_text()
     assert "helix_dbos" in text and "answer OK" in text and "WRONG" not in text
     assert "Issue 11's figures" in text and "Worker loss" in text
+
+
+def test_cost_section_renders_wal_and_postgres_cpu() -> None:
+    """The cost section shows `bench.walcount`'s figures (WAL, Postgres CPU, executor time, sequential
+    scans) beside the counts, and says why when the server could not give them."""
+    from bench.report import cost_section, wal_section
+
+    unit = {"tx": 1.0, "stmts": 2.0, "rtt": 4.0, "checkouts": 0.0}
+    figs = {name: {"units": {"run (5x3 workload)": unit}, "by_engine_step3": {}, "by_table_step3": {}, "deterministic": True}
+            for name in ("bare_dbos", "pydantic_ai_dbos", "helix_dbos")}
+    w = {"runs": 5, "wal_bytes_per_run": 98906, "by_relation_per_run": {"helix.events": 17909, "(full-page images)": 10},
+         "updates_per_run": {"helix.sessions": {"upd": 44.0, "hot": 43.4}}, "seq_scans_per_run": {"helix.sessions": {"scans": 1.0, "rows": 6.0}},
+         "pg_cpu_ms_per_run": 28.0,
+         "statements_per_run": [{"query": "(all)", "calls": 264.2, "exec_ms": 14.2, "wal_bytes": 98962},
+                                {"query": "SELECT a || b FROM helix.sessions", "calls": 15.0, "exec_ms": 1.3, "wal_bytes": 13035}]}
+    text = cost_section({"cost": {"postgres": figs}, "wal": {"postgres": {"bare_dbos": w, "helix_dbos": w}}})
+    assert "| helix_dbos | 98.9 | 28.0 | 14.2 | 264.2 | 1 (6 rows) | helix.events 17.9 | sessions 44 (43.4) |" in text
+    assert "`SELECT a // b FROM helix.sessions`" in text  # a pipe would break the table
+    assert wal_section({"error": "permission denied to create extension"}).startswith("WAL per run: not measured (permission denied")
