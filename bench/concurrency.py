@@ -168,6 +168,13 @@ def _workflow_status() -> str:
     return system_table("workflow_status", sqlite=False)
 
 
+WAIT_POLL_S = 0.5
+"""How often a batch's waiter reads its runs back. The figures come from the database's timestamps, not
+from when the waiter noticed, so a slower poll changes none of them; a 0.1 s poll of a 1,000-run
+batch cost helix's side 5.7 ms of Postgres time per run (the join over 1,000 ids, 10 times a second),
+charged to its `pg CPU` column."""
+
+
 def _wait_bare(engine: sa.Engine, ids: list[str], timeout: float) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     q = sa.text(
@@ -180,7 +187,7 @@ def _wait_bare(engine: sa.Engine, ids: list[str], timeout: float) -> list[dict[s
             return rows
         if time.monotonic() > deadline:
             raise TimeoutError("bare runs did not finish")
-        time.sleep(0.1)
+        time.sleep(WAIT_POLL_S)
 
 
 def _wait_helix(engine: sa.Engine, ids: list[str], timeout: float) -> list[dict[str, Any]]:
@@ -198,7 +205,7 @@ def _wait_helix(engine: sa.Engine, ids: list[str], timeout: float) -> list[dict[
             return rows
         if time.monotonic() > deadline:
             raise TimeoutError("helix runs did not finish")
-        time.sleep(0.1)
+        time.sleep(WAIT_POLL_S)
 
 
 def run_two_workers(url: str, sessions: int = 200, workers: int = 2, timeout: float = 600) -> list[BatchStats]:
