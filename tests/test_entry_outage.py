@@ -120,6 +120,46 @@ def test_an_entry_whose_commit_acknowledgement_is_lost_applies_once(entry: str, 
         assert out.result(timeout=120).status in ("suspended_client_tool", "completed")
 
 
+def _table_count(url: str, sql: str, **params: Any) -> int:
+    engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text(sql), params).scalar_one())
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("mode", ["process", "client"])
+def test_a_start_that_mints_its_session_applies_once_and_records_nothing_else(mode: str, pg_url: str) -> None:
+    """A start without a session id (the id minted by the entry) whose COMMIT reply is lost: one
+    session, one run, and in client mode one queued workflow row; and no exactly-once record beside
+    them (the entry is found again by the ids it minted, not by a ``tx_outputs`` row)."""
+    proxy = TcpProxy.for_url(pg_url)
+    agent = hx.Agent("acks", TestModel(call_tools=["book"]), tools=[book])
+    kw: dict[str, Any] = {"executor_id": f"entry-{uuid.uuid4().hex[:8]}"} if mode == "process" else {"mode": "client"}
+    rt = hx.Runtime([agent], database_url=proxy.url(pg_url), store_retry_window=WINDOW, **kw).launch()
+    try:
+        marker = f"mint-{mode}-{uuid.uuid4().hex}"
+        records = _table_count(pg_url, "SELECT count(*) FROM helix.tx_outputs")
+        proxy.lose_commit_ack(marker.encode())
+        handle = rt.start("acks", f"book a table ({marker})")
+        assert proxy.acks_lost == 1, "the entry's COMMIT reply was not the one lost"
+        runs = _table_count(pg_url, "SELECT count(*) FROM helix.runs WHERE entry_message LIKE :m", m=f"%{marker}%")
+        sessions = _table_count(pg_url, "SELECT count(DISTINCT session_id) FROM helix.runs WHERE entry_message LIKE :m", m=f"%{marker}%")
+        assert (runs, sessions) == (1, 1)
+        assert counts(pg_url, handle.session_id)["runs"] == 1
+        if mode == "client":
+            queued = _table_count(pg_url, "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = :r AND status = 'ENQUEUED'", r=handle.run_id)
+            assert queued == 1
+            assert _table_count(pg_url, "SELECT count(*) FROM helix.tx_outputs") == records
+        else:
+            assert handle.result(timeout=120).status == "suspended_client_tool"
+    finally:
+        proxy.restore()
+        rt.shutdown()
+        proxy.close()
+
+
 def test_entries_ride_out_a_cut_inside_the_window(through_proxy: tuple[hx.Runtime, TcpProxy, str]) -> None:
     rt, proxy, url = through_proxy
     sids = {name: f"cut-{name}-{uuid.uuid4().hex[:8]}" for name in ENTRIES}

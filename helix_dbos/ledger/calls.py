@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -24,17 +25,25 @@ def bind_child(conn: sa.Connection, dispatch_id: str, child_session_id: str) -> 
     conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(child_session_id=child_session_id))
 
 
-def record_approval(conn: sa.Connection, dispatch_id: str, approved: bool, reason: str | None, actor: str | None) -> None:
+def record_approval(conn: sa.Connection, dispatch_id: str, approved: bool, reason: str | None, actor: str | None, at: datetime | None = None) -> None:
+    """``at``: the answer's time, minted by the entry before its first try (``answered_at``)."""
     conn.execute(
         t.calls.update()
         .where(t.calls.c.dispatch_id == dispatch_id)
-        .values(approved=approved, approval_reason=reason, approval_actor=actor, answered_at=now())
+        .values(approved=approved, approval_reason=reason, approval_actor=actor, answered_at=at or now())
     )
 
 
-def mark_answered(conn: sa.Connection, dispatch_id: str) -> None:
-    """A client answered the call (its result is settled separately)."""
-    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(answered_at=now()))
+def mark_answered(conn: sa.Connection, dispatch_id: str, at: datetime | None = None) -> None:
+    """A client answered the call (its result is settled separately); ``at`` as for ``record_approval``."""
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(answered_at=at or now()))
+
+
+def answered_at(conn: sa.Connection, dispatch_id: str, at: datetime) -> bool:
+    """Whether the call's answer is the one stamped ``at`` (compared in SQL: the stored form of a
+    time differs between the databases, the bound one the same way)."""
+    o = t.calls.c
+    return conn.execute(sa.select(o.dispatch_id).where(o.dispatch_id == dispatch_id, o.answered_at == at)).first() is not None
 
 
 def step_of(conn: sa.Connection, dispatch_id: str) -> tuple[str, int] | None:

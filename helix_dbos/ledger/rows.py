@@ -47,9 +47,11 @@ def by_key(table: sa.Table, key: str, for_update: bool) -> sa.Select[Any]:
     return stmt.with_for_update() if for_update else stmt
 
 
-def insert_if_absent(conn: sa.Connection, table: sa.Table) -> Any:
-    """``INSERT ... ON CONFLICT DO NOTHING`` in the connection's dialect (Postgres and SQLite both have it)."""
-    if conn.dialect.name == "postgresql":
+@functools.cache
+def insert_if_absent(dialect: str, table: sa.Table) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING`` in ``dialect`` (Postgres and SQLite both have it), built
+    once per table: executed with a dict of values like the write path's other statements."""
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
         return pg_insert(table).on_conflict_do_nothing()

@@ -5,7 +5,8 @@ A run's end releases the session with the run's own row (``runs.end_run``).
 
 from __future__ import annotations
 
-from typing import cast
+import functools
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -35,7 +36,15 @@ def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
     return conn.execute(stmt).scalar()
 
 
-def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent_dispatch_id: str | None = None, *, owner: str | None = None) -> SessionRow | None:
+def insert_session(
+    conn: sa.Connection,
+    session_id: str,
+    agent_name: str,
+    parent_dispatch_id: str | None = None,
+    *,
+    owner: str | None = None,
+    claimed_by: tuple[str, str] | None = None,
+) -> SessionRow | None:
     """Create the session row and return it; None if it exists already (a concurrent entry created it first).
 
     Without ``ON CONFLICT``, two entries that both found no session raced to insert it and the loser
@@ -43,27 +52,40 @@ def insert_session(conn: sa.Connection, session_id: str, agent_name: str, parent
     A child session inherits its parent's owner, so delegation never widens who sees it. The row
     comes back from the insert itself: no other transaction sees it (nor can lock it) before this
     one commits, so an entry needs no second read of the session it just created.
+
+    ``claimed_by`` (run id, status): the row is inserted with the run-start gate already won by that
+    run, as ``claim_session`` would leave it (version 1, one run), so a new session's first entry
+    costs one statement less: nobody else can hold a version of a row this transaction creates.
     """
     ts = now()
     if owner is None and parent_dispatch_id is not None:
         owner = _parent_owner(conn, parent_dispatch_id)
+    run_id, status = claimed_by if claimed_by is not None else (None, "new")
     result = conn.execute(
-        insert_if_absent(conn, t.sessions).values(
-            session_id=session_id,
-            agent_name=agent_name,
-            status="new",
-            version=0,
-            event_seq=0,
-            run_count=0,
-            parent_dispatch_id=parent_dispatch_id,
-            owner=owner,
-            created_at=ts,
-            updated_at=ts,
-        )
-        .returning(*t.sessions.c)  # rowcount is -1 for this statement on psycopg
+        _insert_session(conn.dialect.name),
+        {
+            "session_id": session_id,
+            "agent_name": agent_name,
+            "status": status,
+            "current_run_id": run_id,
+            "version": 0 if run_id is None else 1,
+            "event_seq": 0,
+            "run_count": 0 if run_id is None else 1,
+            "parent_dispatch_id": parent_dispatch_id,
+            "owner": owner,
+            "created_at": ts,
+            "updated_at": ts,
+        },
     )
     row = result.mappings().first()
     return cast("SessionRow", dict(row)) if row is not None else None
+
+
+@functools.cache
+def _insert_session(dialect: str) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING RETURNING`` the row, built once per dialect (values bound
+    per call): building it per entry cost more Python than the entry's other statements together."""
+    return insert_if_absent(dialect, t.sessions).returning(*t.sessions.c)  # rowcount is -1 for this statement on psycopg
 
 
 def claim_session(conn: sa.Connection, session: SessionRow, run_id: str, status: str = "running") -> bool:

@@ -7,6 +7,7 @@ concurrent entries into one session exactly one wins and the other gets ``AgentA
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -34,7 +35,7 @@ from ...ledger.rows import new_id
 from ...ledger.runs import end_run, get_run
 from ...ledger.sessions import get_session, insert_session
 from ...ledger.statuses import CALL_SETTLED, RUN_LIVE, EntryKind, RunStatus, awaits_answer
-from ...ledger.stops import request_stop
+from ...ledger.stops import request_stop, stop_at
 from ...recovery import Profile
 from ..floor import commits, pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
@@ -72,6 +73,8 @@ def open_run(
     is_dead: LivenessCheck = lambda run, conn: None,
     owner: str | None = None,
     queued: Callable[[str], bool] = lambda agent_name: False,
+    run_id: str | None = None,
+    new_session_id: str | None = None,
 ) -> OpenedRun:
     """Validate the entry against the session's state, win the gate, and write the run's row.
 
@@ -86,7 +89,12 @@ def open_run(
 
     ``queued(agent_name)``: whether this run waits on a queue for a worker (the caller enqueues it in
     this same transaction); a session whose run is ``queued`` refuses another entry like a running one.
+
+    ``run_id`` (and ``new_session_id``, the id of the session a start without ``session_id``
+    creates) are best minted by the caller before its first try: a try whose commit's
+    acknowledgement was lost then finds its run by id (``opened_run``).
     """
+    run_id = run_id or new_id()
     session = get_session(conn, session_id, for_update=True) if session_id else None
     if session is not None and owner is not None and session["owner"] != owner:
         raise SessionNotFoundError(f"no session {session_id!r}")
@@ -95,19 +103,26 @@ def open_run(
             raise SessionNotFoundError(f"no session {session_id!r}")
         if agent_name not in agents:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
-        session_id = session_id or new_id()
-        session = insert_session(conn, session_id, str(agent_name), owner=owner)
+        session_id = session_id or new_session_id or new_id()
+        waits = queued(str(agent_name))
+        # inserted with the gate won by this run: a session no one else can see has no version to race for
+        session = insert_session(conn, session_id, str(agent_name), owner=owner, claimed_by=(run_id, "queued" if waits else "running"))
         if session is None:
             # Another start of this new session id created it between our read and our insert: it
             # won the session's first run, as the gate's compare-and-set decides between turns.
             raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
-    else:
-        if entry == "start":
-            if agent_name is not None and agent_name != session["agent_name"]:
-                raise ValidationError(f"session {session_id!r} belongs to agent {session['agent_name']!r}, not {agent_name!r}")
-            entry = "turn"
-        if session["agent_name"] not in agents:
-            raise UnknownAgentError(f"no agent named {session['agent_name']!r} is defined in this process")
+        _check_entry(conn, entry, session, None, message, checkpoint_id)
+        open_run_row(
+            conn, session, run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
+            max_steps=agents[str(agent_name)].max_steps, recovery=profile, executor_id=executor_id, queued=waits, created=True,
+        )
+        return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": str(agent_name), "owner": session["owner"], "queued": waits}
+    if entry == "start":
+        if agent_name is not None and agent_name != session["agent_name"]:
+            raise ValidationError(f"session {session_id!r} belongs to agent {session['agent_name']!r}, not {agent_name!r}")
+        entry = "turn"
+    if session["agent_name"] not in agents:
+        raise UnknownAgentError(f"no agent named {session['agent_name']!r} is defined in this process")
     assert session_id is not None
     previous = get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] in RUN_LIVE:
@@ -125,7 +140,6 @@ def open_run(
         assert session is not None
     _check_entry(conn, entry, session, _applied(conn, previous), message, checkpoint_id)
 
-    run_id = new_id()
     agent_name = session["agent_name"]
     agent = agents[agent_name]
     waits = queued(agent_name)
@@ -136,6 +150,24 @@ def open_run(
     if not opened:
         raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
     return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": agent_name, "owner": session["owner"], "queued": waits}
+
+
+def opened_run(conn: sa.Connection, run_id: str, queued: Callable[[str], bool]) -> OpenedRun | None:
+    """What ``open_run(run_id=run_id)`` answered, if a try of it committed (None: none did).
+
+    An entry's retry after a store error asks this first: a commit whose acknowledgement was lost
+    did commit, and the run's row under the id the entry minted is its whole outcome (the session
+    it claimed, the deps and the queue row all committed with it). Without this the retry would open
+    a second run, or meet its own run and refuse itself ``session_running``. ``queued`` is the
+    process's rule (``Runtime._enqueues``), which does not change between tries.
+    """
+    run = get_run(conn, run_id)
+    if run is None:
+        return None
+    session = get_session(conn, run["session_id"])
+    assert session is not None  # a run's session is never deleted
+    return {"run_id": run_id, "session_id": run["session_id"], "entry": run["entry"], "agent_name": run["agent_name"],
+            "owner": session["owner"], "queued": queued(run["agent_name"])}
 
 
 def _applied(conn: sa.Connection, run: RunRow | None) -> RunRow | None:
@@ -188,8 +220,12 @@ def answer(
     actor: str | None = None,
     result: Any = None,
     error: str | None = None,
+    at: datetime | None = None,
 ) -> Answered:
-    """Record one answer, bound to the kind of pending call and fenced on the run that suspended."""
+    """Record one answer, bound to the kind of pending call and fenced on the run that suspended.
+
+    ``at``: the answer's time (the call's ``answered_at``), minted by the caller before its first
+    try, so a try whose commit's acknowledgement was lost is found by ``answered``."""
     session = get_session(conn, session_id, for_update=True)
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
@@ -217,7 +253,7 @@ def answer(
         raise StaleAnswerError(_stale_reason(call, session))
     run_id = str(session["current_run_id"])
     if kind == "approval":
-        call_rows.record_approval(conn, dispatch_id, bool(approved), reason, actor)
+        call_rows.record_approval(conn, dispatch_id, bool(approved), reason, actor, at)
         emit(conn, session_id, run_id, "approval_decided", {"dispatch_id": dispatch_id, "approved": bool(approved), "reason": reason, "actor": actor})
         if not approved:
             fresh = get_call(conn, dispatch_id)
@@ -227,7 +263,7 @@ def answer(
         ok, value = transcript.jsonable(result)
         if not ok:
             raise ValidationError(str(value))
-        call_rows.mark_answered(conn, dispatch_id)
+        call_rows.mark_answered(conn, dispatch_id, at)
         fresh = get_call(conn, dispatch_id)
         assert fresh is not None
         if error is not None:
@@ -236,6 +272,26 @@ def answer(
             settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
     remaining = _pending_unanswered(conn, latest)
     return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
+
+
+def answered(conn: sa.Connection, *, session_id: str, dispatch_id: str, at: datetime) -> Answered | None:
+    """What ``answer(at=at)`` answered, if a try of it committed (None: none did): the call's
+    answer stamped ``at`` is this entry's own. ``remaining`` is the calls of its step still
+    unanswered when it committed (none answered, or answered after it), so of several answers only
+    the last continues the run, as when nothing was retried."""
+    if not call_rows.answered_at(conn, dispatch_id, at):
+        return None
+    session, call = get_session(conn, session_id), get_call(conn, dispatch_id)
+    assert session is not None and call is not None
+    utc = at.astimezone(UTC)
+
+    def unanswered_then(c: CallRow) -> bool:
+        when = c["answered_at"]
+        later = when is not None and (when if when.tzinfo else when.replace(tzinfo=UTC)) > utc
+        return c["dispatch_id"] != dispatch_id and (c["kind"] == "client" or bool(c["requires_approval"])) and (when is None or later)
+
+    remaining = [c["dispatch_id"] for c in pairing.calls_of_step(conn, call["run_id"], call["step"]) if unanswered_then(c)]
+    return {"run_id": str(session["current_run_id"]), "all_answered": not remaining, "remaining": remaining}
 
 
 def _stale_reason(call: CallRow, session: SessionRow) -> str:
@@ -252,9 +308,13 @@ def _stale_reason(call: CallRow, session: SessionRow) -> str:
 # --- stop ----------------------------------------------------------------------------------------
 
 
-def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None, agents: Mapping[str, Agent], profile: Profile) -> StopRequested:
+def stop(
+    conn: sa.Connection, *, session_id: str, kind: str, requested_by: str | None, agents: Mapping[str, Agent], profile: Profile, at: datetime | None = None,
+) -> StopRequested:
     """Write one durable stop record for the current run and return; a suspended run stops here and
-    now, and so does a queued one no worker has taken yet (withdrawn from its queue)."""
+    now, and so does a queued one no worker has taken yet (withdrawn from its queue).
+
+    ``at``: the record's time, minted by the caller before its first try (found by ``stopped``)."""
     if kind not in ("interrupt", "abort"):
         raise ValidationError(f"stop kind must be 'interrupt' or 'abort', not {kind!r}")
     session = get_session(conn, session_id, for_update=True)
@@ -263,7 +323,7 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
     run_id = session["current_run_id"]
     if session["status"] not in ("queued", "running", "suspended_client_tool") or run_id is None:
         raise NothingToResumeError(f"session {session_id!r} has no live run to stop (status {session['status']})")
-    first = request_stop(conn, session_id, run_id, kind, requested_by)
+    first = request_stop(conn, session_id, run_id, kind, requested_by, at)
     if session["status"] == "queued" and dbos_private.withdraw_enqueued(conn, run_id):
         # No worker took it yet, and now none will (off its queue in this transaction): it ends here
         # without having applied its entry, so the session stands as before it, and the next entry
@@ -282,3 +342,19 @@ def stop(conn: sa.Connection, *, session_id: str, kind: str, requested_by: str |
         out = commits.settle_stop(conn, run, kind, agent_named(agents, run["agent_name"]), profile)
         return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out.status)}  # a stop ends the run: never "committed"
     return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}
+
+
+def stopped(conn: sa.Connection, *, session_id: str, at: datetime) -> StopRequested | None:
+    """What ``stop(at=at)`` answered, if a try of it committed (None: none did): the session's stop
+    record stamped ``at`` is this entry's own. A run it ended in that transaction (suspended or
+    queued) is at rest ``interrupted`` or ``failed``; otherwise the stop waits for the run's next
+    boundary (``stop_requested``). A running run that has since stopped at that boundary reads as
+    stopped: the receipt tells where the stop stands when it is answered."""
+    run_id = stop_at(conn, session_id, at)
+    if run_id is None:
+        return None
+    run = get_run(conn, run_id)
+    assert run is not None
+    if run["status"] in ("interrupted", "failed"):
+        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, run["status"])}
+    return {"run_id": run_id, "stopped": False, "status": "stop_requested"}

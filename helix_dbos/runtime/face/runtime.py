@@ -14,7 +14,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -23,12 +23,11 @@ from ...definitions import Agent
 from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, ValidationError
-from ...ledger import tx_outputs
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
-from ...ledger.rows import new_id
-from ...ledger.runs import end_run
-from ...ledger.statuses import EntryKind
+from ...ledger.rows import new_id, now
+from ...ledger.runs import end_run, get_run
+from ...ledger.statuses import RUN_LIVE, EntryKind
 from ...recovery import Profile
 from ...settings import from_environ
 from ...views import RunResult, SessionView, StopReceipt
@@ -349,33 +348,30 @@ class Runtime(Modes, ExecutorLeases, Stopping):
 
     # --- entries -------------------------------------------------------------------------------
 
-    def _entry_tx(self, what: str, fn: Callable[[sa.Connection], T], wrote: Callable[[T], bool] = lambda out: True) -> T:
+    def _entry_tx(self, what: str, fn: Callable[[sa.Connection], T], applied: Callable[[sa.Connection], T | None]) -> T:
         """``fn`` (an entry's, an answer's or a stop's transaction) through a store outage, exactly once.
 
         Tried again for ``store_retry_window`` on a transient error, as the runs' transactions and
         the reads are; past it ``StoreUnavailableError`` (``store_unavailable``), never the driver's
-        error. A commit whose acknowledgement was lost may have committed: so the transaction also
-        records its output (``tx_outputs``, under a token minted per call), and a retry that finds
-        the record returns it instead of applying the entry a second time (which would open a
-        second run, or refuse its own run as ``session_running``). ``wrote(out)`` False: the
-        transaction changed nothing (a repeated stop), so there is nothing to record, and its retry
-        answers the same anyway.
+        error. A commit whose acknowledgement was lost may have committed, and applying the entry a
+        second time would open a second run, or refuse its own run as ``session_running``. So each
+        entry mints, before its first try, the ids its rows are written under (the run id, a new
+        session's id, the answer's or the stop's time), and every try after the first asks
+        ``applied(conn)`` first: the outcome of an earlier try that committed, read back from those
+        rows, or None. The first try, the only one almost every entry makes, writes nothing more
+        than the entry itself.
         """
-        token = f"entry:{new_id()}"
         tried = False
 
         def attempt() -> T:
             nonlocal tried
             with self.engine.begin() as conn:
                 if tried:
-                    done = tx_outputs.recorded(conn, token, "entry")
+                    done = applied(conn)
                     if done is not None:  # the earlier try committed; only its acknowledgement was lost
-                        return cast(T, done[0])
+                        return done
                 tried = True
-                out = fn(conn)
-                if wrote(out):
-                    tx_outputs.record(conn, token, "entry", out)
-            return out
+                return fn(conn)
 
         return retrying_sync(what, attempt, self.store_retry_window)
 
@@ -386,6 +382,9 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             ok, why = jsonable(deps)
             if not ok:
                 raise ValidationError(f"deps must be JSON (a deps factory rebuilds the object in any process): {why}")
+        # minted before the first try: a retry finds the run (and a new session) by these ids
+        run_id, new_session_id = new_id(), new_id() if session_id is None else None
+
         def admit(conn: sa.Connection) -> OpenedRun:
             opened = entries.open_run(
                 conn,
@@ -400,6 +399,8 @@ class Runtime(Modes, ExecutorLeases, Stopping):
                 is_dead=self._run_is_dead,
                 owner=owner,
                 queued=self._enqueues,
+                run_id=run_id,
+                new_session_id=new_session_id,
             )
             if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
                 from ..flow.scopes import store_deps
@@ -409,21 +410,28 @@ class Runtime(Modes, ExecutorLeases, Stopping):
                 self._enqueue(conn, opened, priority)
             return opened
 
-        opened = self._entry_tx(f"admitting a {entry} entry", admit)
+        opened = self._entry_tx(f"admitting a {entry} entry", admit, lambda conn: entries.opened_run(conn, run_id, self._enqueues))
         if opened["queued"]:
             return RunHandle(self, opened["run_id"], opened["session_id"])
         try:
             with SetWorkflowID(opened["run_id"]):
                 handle = DBOS.start_workflow(self._launched_registry().run_workflow, opened["run_id"])
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
-            failed = f"{type(exc).__name__}: {exc}"
-
-            def release(conn: sa.Connection) -> None:
-                end_run(conn, opened["run_id"], "failed", error_code="start_failed", error=failed)
-
-            self._entry_tx("releasing a run that did not start", release)
+            self._release(opened["run_id"], f"{type(exc).__name__}: {exc}")
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
+
+    def _release(self, run_id: str, failed: str) -> None:
+        """End ``run_id`` ``start_failed``, if it is still live (its workflow never started): a retry
+        after a lost acknowledgement, or a workflow that did start after all, finds it ended or
+        running on and leaves it be."""
+
+        def release(conn: sa.Connection) -> None:
+            run = get_run(conn, run_id)
+            if run is not None and run["status"] in RUN_LIVE:
+                end_run(conn, run_id, "failed", error_code="start_failed", error=failed)
+
+        self._entry_tx("releasing a run that did not start", release, lambda conn: None)
 
     def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *, owner: str | None = None, priority: int | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
@@ -483,7 +491,9 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         check_session_id(session_id)
         check_text("dispatch_id", dispatch_id, 64)
         check_priority(priority)
-        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, **kw))
+        at = now()  # the answer's time, minted before the first try: a retry finds its answer by it
+        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, at=at, **kw),
+                             lambda conn: entries.answered(conn, session_id=session_id, dispatch_id=dispatch_id, at=at))
         run = None
         if out["all_answered"] and self.auto_continue:
             run = self._enter("resume_continue", session_id=session_id, priority=priority)
@@ -510,9 +520,10 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         """
         check_session_id(session_id)
         check_text("requested_by", requested_by, 200)
+        at = now()  # the stop record's time, minted before the first try: a retry finds its record by it
         out = self._entry_tx("recording a stop", lambda conn: entries.stop(
-            conn, session_id=session_id, kind=kind, requested_by=requested_by, agents=self.agents, profile=self.recovery),
-            wrote=lambda out: out["status"] != "stop_already_requested")
+            conn, session_id=session_id, kind=kind, requested_by=requested_by, agents=self.agents, profile=self.recovery, at=at),
+            lambda conn: entries.stopped(conn, session_id=session_id, at=at))
         return StopReceipt(session_id=session_id, run_id=out["run_id"], kind=kind, stopped=out["stopped"], status=out["status"])
 
     # --- reads ---------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ def open_run_row(
     executor_id: str | None,
     checkpoint_id: str | None = None,
     queued: bool = False,
+    created: bool = False,
 ) -> bool:
     """Win ``session``'s run-start gate for ``run_id`` and write the run's row; False if another entry won.
 
@@ -36,20 +37,25 @@ def open_run_row(
     ``run_count`` and its ``previous_run_id`` is the run it takes over from, its ``current_run_id``.
     ``executor_id`` is the process that admits the run (not necessarily the one that will run it).
     ``queued``: the run waits on a queue for a worker (``queued``, not ``running``, until one takes it).
+    ``created``: this transaction inserted ``session`` with the gate already won by ``run_id``
+    (``insert_session(claimed_by=...)``): there is no compare-and-set left to win, and the run is
+    the session's first.
     """
     status = "queued" if queued else "running"
-    if not session_rows.claim_session(conn, session, run_id, status):
+    if created:
+        assert session["current_run_id"] == run_id and session["status"] == status and session["run_count"] == 1
+    elif not session_rows.claim_session(conn, session, run_id, status):
         return False
     run_rows.insert_run(
         conn,
         run_id=run_id,
         session_id=session["session_id"],
-        seq=int(session["run_count"]) + 1,
+        seq=1 if created else int(session["run_count"]) + 1,
         agent_name=session["agent_name"],
         entry=entry,
         entry_message=message,
         checkpoint_id=checkpoint_id,
-        previous_run_id=session["current_run_id"],
+        previous_run_id=None if created else session["current_run_id"],
         max_steps=max_steps,
         recovery=recovery,
         executor_id=executor_id,
