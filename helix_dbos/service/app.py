@@ -36,14 +36,40 @@ DESCRIPTION = (
     "LLM agents as DBOS workflows over the Helix ledger. Start sessions, answer approvals and "
     "client tools, resume, retry and stop runs, and follow each session's events over SSE. "
     "Authenticate with `Authorization: Bearer <key>` or `X-API-Key: <key>` when the service has keys. "
-    "Errors are `{error, code, detail}` with 400 (bad input), 401 (unauthenticated), 403 (role missing), "
-    "404 (unknown, or another principal's), or 409 (running / stale)."
+    "Errors are `{error, code, detail}` with 400 (bad input), 401 (unauthenticated), 403 (role missing, "
+    "or the `/ui` cookie without its CSRF token), 404 (unknown, or another principal's), 409 (running / stale), "
+    "415 (a POST body not declared `application/json`), 503 (`store_unavailable`: the database stayed "
+    "unreachable past `store_retry_window`; nothing was applied, send it again), or 500 (unexpected)."
 )
 #: Where /docs loads Swagger UI from: fastapi-offline's wheel ships Swagger UI 5 (which reads the
 #: OpenAPI 3.1 this service publishes; swagger-ui-bundle's 4.15 could not), so /docs needs no CDN.
 SWAGGER = "/static/swagger"
 #: Served without authentication (``routes.public``, the schema and its page): no security in the schema.
 UNAUTHENTICATED = frozenset({"/healthz"})
+#: Operations that never read or write the database (the agents' catalog is the process's own): no 503.
+STORELESS = frozenset({"/healthz", "/agents"})
+
+
+def refusals(path: str, method: str) -> dict[str, str]:
+    """The refusals an operation can answer whatever its route declares, by where each comes from
+    (``errors.API_ERROR_CODES``): the Host check and the query check (400), the last-resort handler
+    (500), authentication (401), a POST's media type (415) and its CSRF check (403), and the store
+    (503). Routes declare only their own (``routes._errors``); tests/test_openapi_errors.py provokes
+    each against the live service and fails on one the schema does not list."""
+    out = {
+        "400": "Bad Request: validation_error (a bad parameter or body, an unknown query parameter) or host_not_allowed",
+        "500": "Internal Server Error: internal_error (anything unexpected; the log has the traceback)",
+    }
+    if path not in UNAUTHENTICATED:
+        out["401"] = "Unauthorized: unauthenticated (no credentials, or not valid ones, on a service with authentication)"
+    if method == "post":
+        out["415"] = "Unsupported Media Type: unsupported_media_type (the body is not application/json)"
+        if path not in UNAUTHENTICATED:
+            out["403"] = "Forbidden: forbidden (a role missing), or csrf_failed (the /ui cookie without its CSRF token)"
+    if path not in STORELESS:
+        out["503"] = ("Service Unavailable: store_unavailable (the database stayed unreachable past store_retry_window; "
+                      "nothing was applied, and the same request may be sent again)")
+    return out
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -62,10 +88,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for route, path in spec.get("paths", {}).items():
         for method, op in path.items():
             responses = op.get("responses", {})
-            if responses.pop("422", None) is not None and "400" not in responses:
-                responses["400"] = {"description": "Bad Request", **error_body}
-            if method == "post":  # routes.json_only: a body not declared JSON is refused unread
-                responses.setdefault("415", {"description": "Unsupported Media Type: the body is not application/json", **error_body})
+            responses.pop("422", None)  # our 400 (errors._request_validation)
+            for status, description in refusals(route, method).items():
+                responses.setdefault(status, {"description": description, **error_body})
             body = op.get("requestBody")
             if body is not None:
                 # json_only refuses a POST without a JSON body, so every body is required (``{}`` where
