@@ -256,6 +256,12 @@ def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
     return engine.execution_options(schema_translate_map=translate_map(url))
 
 
+def ping(engine: sa.Engine) -> None:
+    """One round trip to the database (raises the driver's error when it does not answer)."""
+    with engine.connect() as conn:
+        conn.execute(sa.select(sa.literal(1)))
+
+
 def explain_database_error(exc: BaseException) -> ConfigurationError | None:
     """A driver's connection failure as a ``configuration_error`` whose hint fits the cause."""
     text = str(getattr(exc, "orig", None) or exc)

@@ -14,6 +14,10 @@ no asyncio: it runs beside whatever the test process does.
 whose client sends ``marker`` (a session id in a bound parameter), the next ``COMMIT`` reaches the
 server, which commits, and its reply is dropped and the connection reset: the client never hears
 that its transaction committed. One-shot; ``acks_lost`` counts the replies dropped.
+
+``cut_after_commit(marker)`` plays an outage that begins just after a transaction committed: the
+reply to the next ``COMMIT`` of the first connection that sends ``marker`` is delivered, then the
+proxy cuts (``cut()``). ``cuts_after_commit`` counts them.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ class TcpProxy:
         self._trap: bytes | None = None
         self._watching: set[socket.socket] = set()  # client sockets that sent the trap's marker
         self._doomed: set[socket.socket] = set()  # upstream sockets whose next reply is dropped
+        self._cut_after = False  # the trap cuts after the reply instead of dropping it
+        self._last: set[socket.socket] = set()  # upstream sockets whose next reply is the last before a cut
+        self.cuts_after_commit = 0
         threading.Thread(target=self._accept_loop, name="tcpproxy-accept", daemon=True).start()
 
     @classmethod
@@ -127,7 +134,12 @@ class TcpProxy:
     def lose_commit_ack(self, marker: bytes) -> None:
         """Drop the reply to the next COMMIT on the first connection that sends ``marker``."""
         with self._lock:
-            self._trap = marker
+            self._trap, self._cut_after = marker, False
+
+    def cut_after_commit(self, marker: bytes) -> None:
+        """Deliver the reply to the next COMMIT on the first connection that sends ``marker``, then cut."""
+        with self._lock:
+            self._trap, self._cut_after = marker, True
 
     def _client_sent(self, client: socket.socket, upstream: socket.socket, data: bytes) -> None:
         with self._lock:
@@ -136,7 +148,7 @@ class TcpProxy:
             if client in self._watching and b"COMMIT\x00" in data:
                 self._watching.discard(client)
                 self._trap = None
-                self._doomed.add(upstream)
+                (self._last if self._cut_after else self._doomed).add(upstream)
 
     def _server_replied(self, upstream: socket.socket, client: socket.socket) -> bool:
         """Whether this reply is the one to lose (then both ends are reset)."""
@@ -196,6 +208,12 @@ class TcpProxy:
                 elif self._server_replied(src, dst):
                     break
                 dst.sendall(data)
+                if not outbound and src in self._last:
+                    with self._lock:
+                        self._last.discard(src)
+                        self.cuts_after_commit += 1
+                    self.cut()
+                    break
         except OSError:
             pass
         finally:
