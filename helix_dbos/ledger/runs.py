@@ -14,6 +14,7 @@ from . import tables as t
 from .events import emit
 from .records import EndedRun, RunRow
 from .rows import by_key, fetch_all, fetch_one, now
+from .sessions import insert_session_row
 
 
 def running_of_executor(conn: sa.Connection, executor_id: str) -> list[str]:
@@ -32,15 +33,59 @@ def count_of_executor(conn: sa.Connection, executor_id: str) -> int:
     return int(conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(t.runs.c.executor_id == executor_id)).scalar() or 0)
 
 
-def insert_run(conn: sa.Connection, **values: Any) -> None:
+def run_values(**values: Any) -> dict[str, Any]:
+    """A new run's row: ``values`` with the defaults of a run just opened."""
     values.setdefault("created_at", now())
     values.setdefault("status", "running")
-    if values["status"] != "queued":  # started where it was admitted (a queued run: when a worker takes it)
-        values.setdefault("started_at", values["created_at"])
-    conn.execute(_INSERT_RUN, values)  # built once: an entry's Python time went mostly to building it
+    # started where it was admitted (a queued run: when a worker takes it)
+    values.setdefault("started_at", values["created_at"] if values["status"] != "queued" else None)
+    return values
+
+
+def insert_run(conn: sa.Connection, **values: Any) -> None:
+    conn.execute(_INSERT_RUN, run_values(**values))  # built once: an entry's Python time went mostly to building it
 
 
 _INSERT_RUN = t.runs.insert()
+
+
+def insert_first_run(conn: sa.Connection, session: Mapping[str, Any], run: Mapping[str, Any]) -> bool:
+    """A new session's row (``sessions.new_session_row``, already claimed by ``run``) and its first
+    run's (``run_values``); False, writing neither, when the session id was taken.
+
+    On Postgres one statement: a writable CTE inserts the session (``ON CONFLICT DO NOTHING``) and
+    the run is selected from what it returned. SQLite has no writable CTEs: two statements there.
+    """
+    if conn.dialect.name != "postgresql":
+        if insert_session_row(conn, dict(session)) is None:
+            return False
+        conn.execute(_INSERT_RUN, dict(run))
+        return True
+    params = {f"s_{k}": v for k, v in session.items()} | {f"r_{k}": run[k] for k in _FIRST_RUN_COLUMNS}
+    return conn.execute(_insert_first_run_pg(), params).first() is not None
+
+
+#: The run's columns ``_insert_first_run_pg`` binds (``r_*``); its ``session_id`` comes from the session's insert.
+_FIRST_RUN_COLUMNS = ("run_id", "seq", "agent_name", "entry", "entry_message", "checkpoint_id", "previous_run_id", "status",
+                      "max_steps", "recovery", "executor_id", "created_at", "started_at")
+
+
+@functools.cache
+def _insert_first_run_pg() -> Any:
+    """``WITH created AS (INSERT INTO sessions ... ON CONFLICT DO NOTHING RETURNING session_id)
+    INSERT INTO runs (...) SELECT created.session_id, ... FROM created RETURNING run_id``."""
+    from sqlalchemy.dialects.postgresql import insert
+
+    sessions, runs = t.sessions.c, t.runs.c
+    created = (
+        insert(t.sessions)
+        .values({c.name: sa.bindparam(f"s_{c.name}", type_=c.type) for c in sessions})
+        .on_conflict_do_nothing()
+        .returning(sessions.session_id)
+        .cte("created")
+    )
+    values = [sa.bindparam(f"r_{name}", type_=runs[name].type) for name in _FIRST_RUN_COLUMNS]
+    return t.runs.insert().from_select(["session_id", *_FIRST_RUN_COLUMNS], sa.select(created.c.session_id, *values)).add_cte(created).returning(runs.run_id)
 
 
 def start_queued_run(conn: sa.Connection, run_id: str, session_id: str, executor_id: str) -> None:

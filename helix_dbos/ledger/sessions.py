@@ -36,6 +36,27 @@ def _parent_owner(conn: sa.Connection, parent_dispatch_id: str) -> str | None:
     return conn.execute(stmt).scalar()
 
 
+def new_session_row(
+    session_id: str, agent_name: str, *, owner: str | None, parent_dispatch_id: str | None = None, claimed_by: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """A new session's row (every column): ``claimed_by`` (run id, status) as ``insert_session``'s."""
+    ts = now()
+    run_id, status = claimed_by if claimed_by is not None else (None, "new")
+    return {
+        "session_id": session_id,
+        "agent_name": agent_name,
+        "status": status,
+        "current_run_id": run_id,
+        "version": 0 if run_id is None else 1,
+        "event_seq": 0,
+        "run_count": 0 if run_id is None else 1,
+        "parent_dispatch_id": parent_dispatch_id,
+        "owner": owner,
+        "created_at": ts,
+        "updated_at": ts,
+    }
+
+
 def insert_session(
     conn: sa.Connection,
     session_id: str,
@@ -57,27 +78,14 @@ def insert_session(
     run, as ``claim_session`` would leave it (version 1, one run), so a new session's first entry
     costs one statement less: nobody else can hold a version of a row this transaction creates.
     """
-    ts = now()
     if owner is None and parent_dispatch_id is not None:
         owner = _parent_owner(conn, parent_dispatch_id)
-    run_id, status = claimed_by if claimed_by is not None else (None, "new")
-    result = conn.execute(
-        _insert_session(conn.dialect.name),
-        {
-            "session_id": session_id,
-            "agent_name": agent_name,
-            "status": status,
-            "current_run_id": run_id,
-            "version": 0 if run_id is None else 1,
-            "event_seq": 0,
-            "run_count": 0 if run_id is None else 1,
-            "parent_dispatch_id": parent_dispatch_id,
-            "owner": owner,
-            "created_at": ts,
-            "updated_at": ts,
-        },
-    )
-    row = result.mappings().first()
+    return insert_session_row(conn, new_session_row(session_id, agent_name, owner=owner, parent_dispatch_id=parent_dispatch_id, claimed_by=claimed_by))
+
+
+def insert_session_row(conn: sa.Connection, values: dict[str, Any]) -> SessionRow | None:
+    """Insert ``new_session_row``'s values unless the id is taken; the row, or None."""
+    row = conn.execute(_insert_session(conn.dialect.name), values).mappings().first()
     return cast("SessionRow", dict(row)) if row is not None else None
 
 

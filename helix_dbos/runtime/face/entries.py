@@ -33,14 +33,14 @@ from ...ledger.events import emit
 from ...ledger.records import CallRow, CheckpointRow, RunRow, SessionRow
 from ...ledger.rows import new_id
 from ...ledger.runs import end_run, get_run
-from ...ledger.sessions import get_session, insert_session
+from ...ledger.sessions import get_session
 from ...ledger.statuses import CALL_SETTLED, RUN_LIVE, EntryKind, RunStatus, awaits_answer
 from ...ledger.stops import request_stop, stop_at
 from ...recovery import Profile
 from ..floor import commits, pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
 from ..floor.registry import agent_named
-from ..floor.runs import open_run_row
+from ..floor.runs import open_first_run, open_run_row
 from ..process import dbos_private
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
@@ -105,17 +105,16 @@ def open_run(
             raise UnknownAgentError(f"no agent named {agent_name!r}")
         session_id = session_id or new_session_id or new_id()
         waits = queued(str(agent_name))
-        # inserted with the gate won by this run: a session no one else can see has no version to race for
-        session = insert_session(conn, session_id, str(agent_name), owner=owner, claimed_by=(run_id, "queued" if waits else "running"))
+        if checkpoint_id is not None:  # a new session has no checkpoint (the same refusal _check_entry gives)
+            raise CheckpointNotFoundError(f"no checkpoint {checkpoint_id!r} in session {session_id!r}")
+        session = open_first_run(
+            conn, session_id=session_id, agent_name=str(agent_name), owner=owner, run_id=run_id, entry=entry, message=message,
+            max_steps=agents[str(agent_name)].max_steps, recovery=profile, executor_id=executor_id, queued=waits,
+        )
         if session is None:
             # Another start of this new session id created it between our read and our insert: it
             # won the session's first run, as the gate's compare-and-set decides between turns.
             raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
-        _check_entry(conn, entry, session, None, message, checkpoint_id)
-        open_run_row(
-            conn, session, run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
-            max_steps=agents[str(agent_name)].max_steps, recovery=profile, executor_id=executor_id, queued=waits, created=True,
-        )
         return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": str(agent_name), "owner": session["owner"], "queued": waits}
     if entry == "start":
         if agent_name is not None and agent_name != session["agent_name"]:

@@ -9,6 +9,8 @@ compare-and-set on the session's version, then the row, with every column derive
 
 from __future__ import annotations
 
+from typing import cast
+
 import sqlalchemy as sa
 
 from ...ledger import runs as run_rows
@@ -29,7 +31,6 @@ def open_run_row(
     executor_id: str | None,
     checkpoint_id: str | None = None,
     queued: bool = False,
-    created: bool = False,
 ) -> bool:
     """Win ``session``'s run-start gate for ``run_id`` and write the run's row; False if another entry won.
 
@@ -37,28 +38,55 @@ def open_run_row(
     ``run_count`` and its ``previous_run_id`` is the run it takes over from, its ``current_run_id``.
     ``executor_id`` is the process that admits the run (not necessarily the one that will run it).
     ``queued``: the run waits on a queue for a worker (``queued``, not ``running``, until one takes it).
-    ``created``: this transaction inserted ``session`` with the gate already won by ``run_id``
-    (``insert_session(claimed_by=...)``): there is no compare-and-set left to win, and the run is
-    the session's first.
     """
     status = "queued" if queued else "running"
-    if created:
-        assert session["current_run_id"] == run_id and session["status"] == status and session["run_count"] == 1
-    elif not session_rows.claim_session(conn, session, run_id, status):
+    if not session_rows.claim_session(conn, session, run_id, status):
         return False
     run_rows.insert_run(
         conn,
         run_id=run_id,
         session_id=session["session_id"],
-        seq=1 if created else int(session["run_count"]) + 1,
+        seq=int(session["run_count"]) + 1,
         agent_name=session["agent_name"],
         entry=entry,
         entry_message=message,
         checkpoint_id=checkpoint_id,
-        previous_run_id=None if created else session["current_run_id"],
+        previous_run_id=session["current_run_id"],
         max_steps=max_steps,
         recovery=recovery,
         executor_id=executor_id,
         status=status,
     )
     return True
+
+
+def open_first_run(
+    conn: sa.Connection,
+    *,
+    session_id: str,
+    agent_name: str,
+    owner: str | None,
+    run_id: str,
+    entry: EntryKind,
+    message: str | None,
+    max_steps: int,
+    recovery: str,
+    executor_id: str | None,
+    checkpoint_id: str | None = None,
+    queued: bool = False,
+) -> SessionRow | None:
+    """Create session ``session_id`` with its first run ``run_id``; None if the id was taken (a
+    concurrent start created it first, and won its first run).
+
+    The session is inserted with the gate already won by the run (nobody else can hold a version of
+    a row this transaction creates: no compare-and-set), and the two rows go in one statement on
+    Postgres (``runs.insert_first_run``). The run's columns are derived as
+    ``open_run_row`` derives them, for a session with no run before it.
+    """
+    status = "queued" if queued else "running"
+    run = run_rows.run_values(
+        run_id=run_id, session_id=session_id, seq=1, agent_name=agent_name, entry=entry, entry_message=message,
+        checkpoint_id=checkpoint_id, previous_run_id=None, max_steps=max_steps, recovery=recovery, executor_id=executor_id, status=status,
+    )
+    session = session_rows.new_session_row(session_id, agent_name, owner=owner, claimed_by=(run_id, status))
+    return cast(SessionRow, session) if run_rows.insert_first_run(conn, session, run) else None  # every column given: the row
