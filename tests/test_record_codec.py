@@ -9,12 +9,26 @@ test_core_run, test_stop, test_approvals and test_subagents on both databases: o
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helix_dbos.ledger.escape import escape_json, unescape_json
 from helix_dbos.runtime.floor import codec
-from helix_dbos.runtime.floor.records import ChildGate, DoneGate, RunGate, StepOutcome
+from helix_dbos.runtime.floor.records import (
+    ChildGate,
+    DoneGate,
+    EntryPlan,
+    ModelReply,
+    PlannedCall,
+    RaisedReply,
+    ReplyRecord,
+    RunGate,
+    StepOutcome,
+    StoppedReply,
+)
 
 #: ``helix.commit``, ``helix.fail``, ``helix.stop`` outputs, and the run workflow's DBOS result.
 STEP_OUTCOMES: list[dict[str, Any]] = [
@@ -100,3 +114,83 @@ def test_a_child_gate_without_its_keys_is_a_typed_error() -> None:
         codec.decode(ChildGate, {"action": "run", "dispatch_id": "d1", "kind": "remote"})
     with pytest.raises(codec.RecordShapeError):
         codec.decode(ChildGate, {**_RUN, "action": "jump", "dispatch_id": "d1", "kind": "remote"})
+
+
+# --- the reply, its planned calls, the entry's plan -------------------------------------------------
+
+#: What runs recorded at a4450de (the last commit before the reply, the plan and a planned call were
+#: dataclasses): ``helix.reply`` and ``helix.prepare`` outputs read back from ``tx_outputs`` after their
+#: insert, on each database, and the live model step's output as DBOS recorded it (escaped), one of
+#: each shape seen in test_core_run, test_stop, test_approvals, test_subagents, test_live_output,
+#: test_pydantic_features, test_client_tools and test_odd_values.
+RECORDED = json.loads((Path(__file__).parent / "recorded" / "replies_plans_a4450de.json").read_text())
+
+
+def _as_stored(value: object, db: str | None) -> str:
+    """The record's JSON text as the database keeps it: SQLite (and DBOS) the text as written, key
+    order included; Postgres ``JSONB``, whose text does not depend on the order keys were written in."""
+    return json.dumps(value, sort_keys=db == "postgresql")
+
+
+def _id(r: dict[str, Any]) -> str:
+    v = r["recorded"]
+    what = next((k for k in ("raised", "stopped", "mode") if k in v), "reply")
+    if what == "reply":
+        what += "-" + "+".join(sorted({f"{p['kind']}.{p['status']}" for p in v["planned"]})) if v["planned"] else "-text"
+    elif what == "mode":
+        what = f"{v['mode']}-{v['entry']}"
+    return f"{r['db'] or 'dbos'}-{what}"
+
+
+@pytest.mark.parametrize("r", RECORDED["tx.helix.reply"], ids=_id)
+def test_a_recorded_model_reply_decodes_and_encodes_back_the_same(r: dict[str, Any]) -> None:
+    recorded = r["recorded"]
+    reply = codec.decode(ReplyRecord, recorded)
+    if "raised" in recorded:
+        assert isinstance(reply, RaisedReply) and [reply.error_code, reply.error] == recorded["raised"]
+    elif "stopped" in recorded:
+        assert reply == StoppedReply(recorded["stopped"])
+    else:
+        assert isinstance(reply, ModelReply) and reply.step == recorded["step"]
+        assert all(isinstance(p, PlannedCall) for p in reply.planned) and len(reply.planned) == len(recorded["planned"])
+        # the agent's ``review_plan`` hook sees the plan's dicts as they were recorded
+        assert codec.planned_dicts(reply.planned) == recorded["planned"]
+    assert _as_stored(codec.encode(reply), r["db"]) == _as_stored(recorded, r["db"])
+
+
+@pytest.mark.parametrize("r", RECORDED["step"], ids=_id)
+def test_a_live_model_reply_dbos_recorded_decodes_and_encodes_back_the_same(r: dict[str, Any]) -> None:
+    """With live output the reply is a DBOS step's output, escaped (``durable.step``)."""
+    reply = codec.decode(ReplyRecord, unescape_json(r["recorded"]))
+    assert isinstance(reply, ModelReply)
+    assert json.dumps(escape_json(codec.encode(reply))) == json.dumps(r["recorded"])
+
+
+@pytest.mark.parametrize("r", RECORDED["tx.helix.prepare"], ids=_id)
+def test_a_recorded_entry_plan_decodes_and_encodes_back_the_same(r: dict[str, Any]) -> None:
+    recorded = r["recorded"]
+    plan = codec.decode(EntryPlan, recorded)
+    assert isinstance(plan, EntryPlan) and plan.mode == recorded["mode"] and plan.step == recorded["step"]
+    assert (plan.recover is None) is (plan.mode == "model")
+    assert _as_stored(codec.encode(plan), r["db"]) == _as_stored(recorded, r["db"])
+
+
+def test_the_fixtures_hold_every_kind_of_reply_on_both_databases() -> None:
+    """The captured shapes cover what the round trips above claim: both databases, each kind of record."""
+    for db in ("sqlite", "postgresql"):
+        replies = [r["recorded"] for r in RECORDED["tx.helix.reply"] if r["db"] == db]
+        assert any("raised" in v for v in replies) and any("stopped" in v for v in replies)
+        kinds = {p["kind"] for v in replies for p in v.get("planned", ())}
+        assert {"tool", "client", "finish", "invalid", "local", "remote", "companion"} <= kinds
+        assert {p["mode"] for p in (r["recorded"] for r in RECORDED["tx.helix.prepare"] if r["db"] == db)} == {"model", "recover"}
+
+
+def test_a_reply_or_plan_of_the_wrong_shape_is_a_typed_error() -> None:
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(ReplyRecord, {"response": {}, "usage": {}})
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(ReplyRecord, {"raised": ["only_a_code"]})
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(EntryPlan, {"session_id": "s", "mode": "model"})
+    with pytest.raises(codec.RecordShapeError):  # a ``review_plan`` hook that dropped a key
+        codec.planned_calls([{"position": 0, "tool_name": "t"}])

@@ -11,18 +11,32 @@ and decoding reads that shape: a run recorded by an older version replays on a n
 deploy (a workflow recovered mid-run reads its recorded outputs back). A field may be added (decoded
 with its default when an old record lacks it), never renamed or dropped.
 
-Records that are rows of the ledger (``ledger/records.py``, ``CallBrief``, ``Appended``) stay
+Records that are rows (``ledger/records.py``, ``CallBrief``, ``Appended``, ``StepRef``) stay
 ``TypedDict``s, plain dicts at runtime, and pass through ``encode`` and ``decode`` unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from ...errors import HelixError
 from ...ledger.user_json import JsonObject
-from .records import ChildGate, DoneGate, GateOutcome, ReconcileGate, RunGate, StepOutcome
+from .records import (
+    ChildGate,
+    DoneGate,
+    EntryPlan,
+    GateOutcome,
+    ModelReply,
+    PlannedCall,
+    RaisedReply,
+    ReconcileGate,
+    ReplyRecord,
+    RunGate,
+    StepOutcome,
+    StoppedReply,
+)
 
 R = TypeVar("R")
 
@@ -108,15 +122,85 @@ def _decode_child_gate(data: object) -> ChildGate:
         raise RecordShapeError(f"a recorded ChildGate lacks {missing}: {dict(d)!r:.300}") from None
 
 
+# --- the reply, its planned calls, the entry's plan ----------------------------------------------
+
+#: A planned call's keys, in the order the plan's dict had them (the dataclass's fields).
+_PLANNED: Final = tuple(f.name for f in dataclasses.fields(PlannedCall))
+
+
+def _encode_planned(p: PlannedCall) -> JsonObject:
+    return {k: getattr(p, k) for k in _PLANNED}
+
+
+def _decode_planned(data: object) -> PlannedCall:
+    d = _mapping(PlannedCall, data)
+    try:
+        # ``transactional`` was read with ``.get`` by the code that saved the call: a plan without it is not one
+        return PlannedCall(**{k: d[k] for k in _PLANNED if k != "transactional"}, transactional=bool(d.get("transactional", False)))
+    except KeyError as missing:
+        raise RecordShapeError(f"a recorded PlannedCall lacks {missing}: {dict(d)!r:.300}") from None
+
+
+def planned_dicts(planned: Sequence[PlannedCall]) -> list[JsonObject]:
+    """The plan as the agent's ``review_plan`` hook sees it (public API): one plain dict per call,
+    the keys a recorded plan has."""
+    return [_encode_planned(p) for p in planned]
+
+
+def planned_calls(planned: Sequence[object]) -> tuple[PlannedCall, ...]:
+    """What ``review_plan`` handed back, as the plan: each dict read as a recorded call is
+    (``RecordShapeError`` for one that lost a key)."""
+    return tuple(decode(PlannedCall, p) for p in planned)
+
+
+def _encode_model_reply(r: ModelReply) -> JsonObject:
+    return {"response": r.response, "usage": r.usage, "model_name": r.model_name, "step": r.step, "planned": planned_dicts(r.planned)}
+
+
+def _decode_reply(data: object) -> ReplyRecord:
+    """A recorded model request: the failure it raised, the stop it read, or the reply (by its keys)."""
+    d = _mapping(ReplyRecord, data)
+    try:
+        if "raised" in d:
+            code, error = d["raised"]
+            return RaisedReply(code, error)
+        if "stopped" in d:
+            return StoppedReply(d["stopped"])
+        return ModelReply(d["response"], d["usage"], d["model_name"], d["step"], planned_calls(d["planned"]))
+    except (KeyError, TypeError, ValueError) as bad:
+        raise RecordShapeError(f"a recorded model reply has not a reply's shape ({bad!r}): {dict(d)!r:.300}") from None
+
+
+def _decode_entry_plan(data: object) -> EntryPlan:
+    d = _mapping(EntryPlan, data)
+    try:
+        return EntryPlan(d["session_id"], d["agent_name"], d["entry"], d["max_steps"], d["mode"], d["recover"], d["step"])
+    except KeyError as missing:
+        raise RecordShapeError(f"a recorded EntryPlan lacks {missing}: {dict(d)!r:.300}") from None
+
+
+def _encode_entry_plan(p: EntryPlan) -> JsonObject:
+    return {"session_id": p.session_id, "agent_name": p.agent_name, "entry": p.entry, "max_steps": p.max_steps, "mode": p.mode,
+            "recover": p.recover, "step": p.step}
+
+
 # --- the table ----------------------------------------------------------------------------------
 
 _ENCODERS: Final[dict[type[Any], Callable[[Any], object]]] = {
     StepOutcome: _encode_step_outcome,
     ChildGate: _encode_child_gate,
+    PlannedCall: _encode_planned,
+    ModelReply: _encode_model_reply,
+    StoppedReply: lambda r: {"stopped": r.stopped},
+    RaisedReply: lambda r: {"raised": [r.error_code, r.error]},
+    EntryPlan: _encode_entry_plan,
 }
 _DECODERS: Final[dict[type[Any], Callable[[object], Any]]] = {
     StepOutcome: _decode_step_outcome,
     ChildGate: _decode_child_gate,
+    PlannedCall: _decode_planned,
+    ReplyRecord: _decode_reply,
+    EntryPlan: _decode_entry_plan,
 }
 
 
@@ -134,7 +218,8 @@ def encode(value: R) -> object:
 
 def decode(kind: type[R], data: object) -> R:
     """``data`` (what ``encode`` gave, or what the code before this record was a dataclass recorded)
-    as a ``kind``; ``RecordShapeError`` when it has not that shape."""
+    as a ``kind``; ``RecordShapeError`` when it has not that shape. ``ReplyRecord`` reads a model
+    request's record as the reply, stop or failure its keys say."""
     if isinstance(data, kind):
         return data
     decoder = _DECODERS.get(kind)
@@ -148,4 +233,4 @@ def decoder(kind: type[R]) -> Callable[[object], R]:
     return lambda data: decode(kind, data)
 
 
-__all__ = ["RecordShapeError", "decode", "decoder", "encode"]
+__all__ = ["RecordShapeError", "decode", "decoder", "encode", "planned_calls", "planned_dicts"]

@@ -116,14 +116,6 @@ def prepare_entry(conn: sa.Connection, env: Env, run_id: str) -> EntryPlan:
     if run["status"] == "queued":  # a worker dequeued it: from here on it runs, on this executor
         start_queued_run(conn, run_id, run["session_id"], env.settings.executor_id)
     sid, entry, agent = run["session_id"], run["entry"], env.agent(run["agent_name"])
-    plan: EntryPlan = {
-        "session_id": sid,
-        "agent_name": run["agent_name"],
-        "entry": entry,
-        "max_steps": run["max_steps"],
-        "mode": "model",
-        "recover": None,
-    }
     target = latest_checkpoint(conn, sid)
     if run["checkpoint_id"]:
         target = get_checkpoint(conn, run["checkpoint_id"])
@@ -159,10 +151,8 @@ def prepare_entry(conn: sa.Connection, env: Env, run_id: str) -> EntryPlan:
                         # verdict stays in the session's events, as ``reconciled``)
                         record_check(conn, call, None)
                     emit(conn, sid, run_id, "call_reopened", {"dispatch_id": call["dispatch_id"]})
-        plan["mode"] = "recover"
-        plan["recover"] = ref
-    plan["step"] = ref["step"] + 1 if plan["mode"] == "recover" and ref else next_step(conn, sid)
-    return plan
+        return EntryPlan(sid, run["agent_name"], entry, run["max_steps"], "recover", ref, ref["step"] + 1)
+    return EntryPlan(sid, run["agent_name"], entry, run["max_steps"], "model", None, next_step(conn, sid))
 
 
 # --- a step -------------------------------------------------------------------------------------
@@ -182,21 +172,21 @@ def _planned_rows(run_id: str, sid: str, step: int, checkpoint_id: str, planned:
                 "run_id": run_id,
                 "checkpoint_id": checkpoint_id,
                 "step": step,
-                "position": p["position"],
-                "tool_call_id": p["tool_call_id"],
-                "tool_name": p["tool_name"],
-                "kind": p["kind"],
-                "args": p["args"],
-                "replay": p["replay"],
-                "concurrency_group": p["concurrency_group"],
-                "sequential": p["sequential"],
-                "requires_approval": p["requires_approval"],
-                "transactional": bool(p.get("transactional")),
-                "status": p["status"],
-                "result": p["result"],
-                "error": p["error"],
-                "paired_by": p["paired_by"],
-                "settled_run_id": run_id if p["status"] in CALL_SETTLED else None,
+                "position": p.position,
+                "tool_call_id": p.tool_call_id,
+                "tool_name": p.tool_name,
+                "kind": p.kind,
+                "args": p.args,
+                "replay": p.replay,
+                "concurrency_group": p.concurrency_group,
+                "sequential": p.sequential,
+                "requires_approval": p.requires_approval,
+                "transactional": p.transactional,
+                "status": p.status,
+                "result": p.result,
+                "error": p.error,
+                "paired_by": p.paired_by,
+                "settled_run_id": run_id if p.status in CALL_SETTLED else None,
             }
         )
     return rows
@@ -211,18 +201,18 @@ def _call_events(rows: Sequence[Mapping[str, Any]]) -> Events:
 
 
 def _reply_events(step: int, reply: ModelReply) -> Events:
-    text = transcript.reply_text(transcript.load_response(reply["response"]))
+    text = transcript.reply_text(transcript.load_response(reply.response))
     return [("model_text", {"step": step, "text": text})] if text else []
 
 
 def _reply_rows(run_id: str, sid: str, step: int, reply: ModelReply, *after: tuple[str, Any], checkpoint: tuple[str, str]) -> step_rows.StepRows:
     """The reply as the step's first message (and any ``after`` it), its usage, the checkpoint."""
     return step_rows.StepRows(
-        sid, run_id, step, messages=[("response", reply["response"]), *after], usage=(reply["model_name"], reply["usage"]), checkpoint=checkpoint
+        sid, run_id, step, messages=[("response", reply.response), *after], usage=(reply.model_name, reply.usage), checkpoint=checkpoint
     )
 
 
-def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall]) -> Appended:
+def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, reply: ModelReply, planned: Sequence[PlannedCall]) -> Appended:
     """Save first: the reply and every call (arguments, policy now, fresh dispatch id) before any body."""
     fence.check(conn, run_id, "append")
     checkpoint_id = new_checkpoint_id()
@@ -288,7 +278,7 @@ def commit_after_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, re
     return outcome or StepOutcome("committed")
 
 
-def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, step: int, reply: ModelReply, planned: list[PlannedCall], output_required: bool) -> StepOutcome:
+def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, step: int, reply: ModelReply, planned: Sequence[PlannedCall], output_required: bool) -> StepOutcome:
     """A step that started no body: reply, calls and answers (or the suspension) in one commit."""
     run = fence.check(conn, run_id, "step commit")
     checkpoint_id = new_checkpoint_id()
@@ -296,7 +286,7 @@ def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, 
     if not planned:
         if not output_required:
             events.append(checkpoint_event(checkpoint_id, "step", step))
-            text = transcript.reply_text(transcript.load_response(reply["response"]))
+            text = transcript.reply_text(transcript.load_response(reply.response))
             end_run(conn, run_id, "completed", output=text, events=events)
             step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")), events)
             return StepOutcome("completed", output=text)
@@ -304,7 +294,7 @@ def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, 
         events.append(checkpoint_event(checkpoint_id, "step", step))
         step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")), events)
         return StepOutcome("committed")
-    pending = any(p["status"] not in CALL_SETTLED for p in planned)
+    pending = any(p.status not in CALL_SETTLED for p in planned)
     kind = "suspension" if pending else "step"
     calls = _planned_rows(run_id, sid, step, checkpoint_id, planned)
     insert_calls(conn, calls)

@@ -31,7 +31,7 @@ from ...ledger import tx_outputs
 from ...ledger.escape import escape_json, unescape_json
 from ..process import dbos_private, trace_export
 from . import codec
-from .records import RecordedReply
+from .records import RecordedReply, ReplyRecord
 from .registry import serving, serving_registry
 from .store_retry import retrying
 
@@ -50,7 +50,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
 #: One kind of recorded model reply, handed back as it was given.
-Rec = TypeVar("Rec", bound=RecordedReply)
+Rec = TypeVar("Rec", bound=ReplyRecord)
 
 
 class ProcessStopping(BaseException):
@@ -134,7 +134,7 @@ async def replayed_reply() -> RecordedReply | None:
     def look() -> RecordedReply | None:
         with engine.connect() as conn:
             done = tx_outputs.recorded(conn, workflow_id, op)
-        return None if done is None else cast(RecordedReply, done[0])
+        return None if done is None else cast(RecordedReply, codec.decode(ReplyRecord, done[0]))
 
     found = await retrying("reading a recorded model reply", lambda: off_loop(look), math.inf, _try_bound())
     if found is not None:
@@ -142,16 +142,16 @@ async def replayed_reply() -> RecordedReply | None:
     return found
 
 
-def _the_reply(conn: sa.Connection, reply: Rec) -> Rec:
+def _the_reply(conn: sa.Connection, reply: ReplyRecord) -> ReplyRecord:
     return reply
 
 
 async def record_reply(reply: Rec) -> Rec:
     """Record a model request's outcome, exactly once, before anything acts on it (the ``after_model`` boundary)."""
-    return await tx(REPLY, _the_reply, reply)
+    return cast(Rec, await tx(REPLY, _the_reply, reply, read_as=ReplyRecord))
 
 
-async def tx_with_reply(reply: Any, name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
+async def tx_with_reply(reply: ReplyRecord, name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     """``record_reply(reply)`` and ``tx(name, fn, *args)`` in one database transaction.
 
     For a reply whose first consequence is that transaction (the append checkpoint of a step that
@@ -325,14 +325,17 @@ def recorded(value: Any) -> Any:
     return escape_json(value)
 
 
-async def step(options: StepOptions, fn: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
+async def step(options: StepOptions, fn: Callable[[*Ts], Awaitable[T]], *args: *Ts, read_as: type[Any] | None = None) -> T:
     """A DBOS step (at-least-once; its recorded output is what a replay sees), recorded escaped.
-    ``options`` are DBOS's own, ``name`` among them."""
+    ``options`` are DBOS's own, ``name`` among them. An output that is a record of ``records.py``
+    (the model reply with live output) goes out through ``codec`` and comes back as a ``read_as``,
+    fresh or replayed; anything else is recorded as it is (``codec.encode`` leaves it so)."""
 
     async def body(*a: Any) -> Any:
-        return recorded(await fn(*a))
+        return recorded(_encoded(str(options.get("name")), await fn(*a), read_as))
 
-    return cast(T, unescape_json(await DBOS.run_step_async(options, body, *args)))  # as ``fn`` returned it
+    out = unescape_json(await DBOS.run_step_async(options, body, *args))  # as ``fn`` returned it
+    return cast(T, out if read_as is None else codec.decode(read_as, out))
 
 
 #: Kept for ``workflow.py``'s cancel settling; new callers use ``dbos_private.workflow_status``.

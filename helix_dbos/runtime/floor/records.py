@@ -8,13 +8,14 @@ attempt (``RunGate``), a reconcile check must be asked first (``ReconcileGate``)
 answered without a body (``DoneGate``); a delegating call's is a ``ChildGate`` holding one. The result write
 answers a ``RecordOutcome``, a step commit or a run's end a ``StepOutcome``.
 
-A record is a frozen dataclass (the gate's answers, ``ChildGate``, ``StepOutcome``, ``LaneCall``); one a workflow records (a ``tx``
-output, the run workflow's result) crosses the durable boundary through ``codec.py``, which writes
+A record is a frozen dataclass (the reply and its planned calls, the entry's plan, the gate's answers,
+``ChildGate``, ``StepOutcome``, ``LaneCall``); one a workflow records (a ``tx`` output, a model
+reply, a DBOS step's output, the run workflow's result) crosses the durable boundary through ``codec.py``, which writes
 the dict the code recorded before the record was a dataclass and reads it back, so a run started on
-older code recovers on newer. Records not yet moved over, like the ledger's rows
-(``ledger/records.py``), are ``TypedDict``s, plain dicts at runtime recorded as JSON (``durable.tx``,
-``durable.record_reply``, DBOS's step outputs): a replay hands back the same keys, so a key may be
-added (as ``NotRequired``), never renamed or dropped.
+older code recovers on newer. Rows (the
+ledger's, ``ledger/records.py``; ``CallBrief``, ``Appended``, ``StepRef``, ``ReplyUsage``) are
+``TypedDict``s, plain dicts at runtime recorded as JSON as they are: a replay hands back the same
+keys, so a key may be added (as ``NotRequired``), never renamed or dropped.
 """
 
 from __future__ import annotations
@@ -45,42 +46,23 @@ class ReplyUsage(TypedDict):
     cache_write_tokens: int
 
 
-@final
-class ModelReply(TypedDict):
-    """A model request's reply as the ledger records it (``durable.record_reply``) before anything
-    acts on it: pydantic-ai's ``ModelResponse`` as JSON, its usage and the calls planned from it."""
+class ReplyRecord:
+    """What a model request's record is (``durable.record_reply``): a ``ModelReply``, a
+    ``StoppedReply`` or a ``RaisedReply``, told apart by type; ``codec`` reads a recorded one back
+    as the one its keys say."""
 
-    response: JsonObject
-    usage: ReplyUsage
-    model_name: str | None
-    step: int
-    planned: list[PlannedCall]
+    __slots__ = ()
 
 
 @final
-class StoppedReply(TypedDict):
-    """The request read a stop instead of asking the model (recorded the same way)."""
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    """One call of a model reply as planned (``planning.plan_calls``): recorded with the reply, so a
+    replay acts on the plan made before the crash, and saved first as the call's row.
 
-    stopped: str
+    Its fields are in the order the plan's dict had its keys (``codec`` writes them so); the agent's
+    ``review_plan`` hook sees and returns that dict (``codec.planned_dicts``/``planned_calls``)."""
 
-
-#: What one model request ends with, as the workflow is handed it.
-Reply = ModelReply | StoppedReply
-
-
-@final
-class RaisedReply(TypedDict):
-    """The request raised: the run's ``error_code`` and ``error`` for it (``workflow.failure``),
-    recorded as a reply is, so a replay fails the same way without asking the model again."""
-
-    raised: list[str]
-
-
-#: What ``durable.record_reply`` records for one model request, and a replay reads back.
-RecordedReply = ModelReply | StoppedReply | RaisedReply
-
-
-class PlannedCallBase(TypedDict):
     position: int
     tool_call_id: str
     tool_name: str
@@ -94,14 +76,47 @@ class PlannedCallBase(TypedDict):
     #: The call's error as the model reads it (``planning``: an invalid call's ``code`` and ``message``).
     error: JsonObject | None
     paired_by: PairedBy | None
-
-
-class PlannedCall(PlannedCallBase):
-    """One call of a model reply as planned (``planning.plan_calls``): recorded with the reply, so a
-    replay acts on the plan made before the crash, and saved first as the call's row."""
-
     kind: CallKind
     status: CallStatus
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ModelReply(ReplyRecord):
+    """A model request's reply as the ledger records it (``durable.record_reply``) before anything
+    acts on it: pydantic-ai's ``ModelResponse`` as JSON, its usage and the calls planned from it."""
+
+    response: JsonObject
+    usage: ReplyUsage
+    model_name: str | None
+    step: int
+    planned: tuple[PlannedCall, ...]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class StoppedReply(ReplyRecord):
+    """The request read a stop (its kind) instead of asking the model (recorded the same way)."""
+
+    stopped: str
+
+
+#: What one model request ends with, as the workflow is handed it.
+Reply = ModelReply | StoppedReply
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RaisedReply(ReplyRecord):
+    """The request raised: the run's ``error_code`` and ``error`` for it (``workflow.failure``),
+    recorded as a reply is, so a replay fails the same way without asking the model again."""
+
+    error_code: str
+    error: str
+
+
+#: What ``durable.record_reply`` records for one model request, and a replay reads back.
+RecordedReply = ModelReply | StoppedReply | RaisedReply
 
 
 class StepRef(TypedDict):
@@ -111,7 +126,9 @@ class StepRef(TypedDict):
     step: int
 
 
-class EntryPlan(TypedDict):
+@final
+@dataclass(frozen=True, slots=True)
+class EntryPlan:
     """Where a run starts, as its entry transaction left the ledger (``commits.prepare_entry``):
     at the model, or recovering the saved step ``recover``; ``step`` is the first step it writes."""
 
@@ -121,7 +138,7 @@ class EntryPlan(TypedDict):
     max_steps: int
     mode: Literal["model", "recover"]
     recover: StepRef | None
-    step: NotRequired[int]
+    step: int
 
 
 class CheckRequest(TypedDict):
@@ -354,15 +371,21 @@ __all__ = [
     "ChildGate",
     "DoneGate",
     "DoneOutcome",
+    "EntryPlan",
     "GateAction",
     "GateOutcome",
+    "ModelReply",
     "NewCallRow",
     "OpenedRun",
+    "PlannedCall",
     "RaisedReply",
     "ReconcileGate",
     "RecordOutcome",
     "RecordedReply",
+    "Reply",
+    "ReplyRecord",
     "RunGate",
     "StepOutcome",
     "StopRequested",
+    "StoppedReply",
 ]

@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import sqlalchemy as sa
 
@@ -27,10 +27,9 @@ from ...definitions import Agent
 from ...errors import StoreUnavailableError
 from ...ledger import fence_reads, rate
 from ...ledger import usage as usage_rows
-from ...ledger.user_json import JsonObject
-from ..floor import fence, transcript
+from ..floor import codec, fence, transcript
 from ..floor.durable import plain_tx
-from ..floor.records import ModelReply, PlannedCall, Reply, ReplyUsage
+from ..floor.records import ModelReply, Reply, ReplyUsage, StoppedReply
 from ..floor.registry import Env
 from ..process import tracing
 from . import scopes
@@ -123,11 +122,11 @@ def check_usage_limits(limits: Any, used: Mapping[str, int], reply: ModelReply) 
     with the failure, as pydantic-ai raises after the response."""
     from ...errors import UsageLimitExceededError
 
-    u = reply["usage"]
+    u = reply.usage
     inp, out = used["input_tokens"] + int(u["input_tokens"] or 0), used["output_tokens"] + int(u["output_tokens"] or 0)
     this = int(u["input_tokens"] or 0) + int(u["output_tokens"] or 0)
     totals = {"input_tokens_limit": inp, "output_tokens_limit": out, "total_tokens_limit": used["total_tokens"] + this}
-    totals["tool_calls_limit"] = used["tool_calls"] + sum(1 for p in reply["planned"] if p["kind"] == "tool")
+    totals["tool_calls_limit"] = used["tool_calls"] + sum(1 for p in reply.planned if p.kind == "tool")
     for name, value in totals.items():
         limit = getattr(limits, name, None)
         if limit is not None and value > limit:
@@ -195,12 +194,12 @@ async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, ste
     retries it, ``live_model_request_step`` makes it one)."""
     with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
         reply = await _model_request(e, run_id, session_id, agent_name, step)
-        if "response" in reply:
-            usage = reply["usage"]
-            tracing.annotate(s, model=reply["model_name"], calls=len(reply["planned"]),
+        if isinstance(reply, ModelReply):
+            usage = reply.usage
+            tracing.annotate(s, model=reply.model_name, calls=len(reply.planned),
                              input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"])
         else:
-            tracing.annotate(s, stopped=str(reply.get("stopped")))
+            tracing.annotate(s, stopped=reply.stopped)
         return reply
 
 
@@ -242,11 +241,11 @@ async def _model_request(e: Env, run_id: str, session_id: str, agent_name: str, 
             last_seq, loaded = -1, []
             stop, superseded, rows = await plain_tx(_read, run_id, session_id, last_seq)
     if stop is not None:
-        return {"stopped": stop}
+        return StoppedReply(stop)
     try:
         return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows)
     except _StoppedWhileWaiting as stopped:
-        return {"stopped": stopped.kind}
+        return StoppedReply(stopped.kind)
     except Exception as exc:
         if fence.is_fenced(exc) or isinstance(exc, StoreUnavailableError):  # the run's or the store's, not the model's
             raise
@@ -280,7 +279,7 @@ _STOP_POLL: Final = 1.0
 
 
 class _StoppedWhileWaiting(Exception):
-    """A stop record found while waiting for the rate: the request answers ``{"stopped": kind}``."""
+    """A stop record found while waiting for the rate: the request answers a ``StoppedReply``."""
 
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
@@ -313,14 +312,10 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
         )
     # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
-    reply: ModelReply = {
-        "response": transcript.dump(response),
-        "usage": _usage(response),
-        "model_name": response.model_name,
-        "step": step,
-        # the agent's hook is public API and sees plain dicts; what it hands back is the plan
-        "planned": cast("list[PlannedCall]", await agent.review_plan(cast("list[JsonObject]", plan_calls(agent, response)), scope)),
-    }
+    # The agent's ``review_plan`` hook is public API: it sees the plan as plain dicts, the keys a
+    # recorded plan has, and what it hands back is read as the plan (``codec``).
+    reviewed = await agent.review_plan(codec.planned_dicts(plan_calls(agent, response)), scope)
+    reply = ModelReply(transcript.dump(response), _usage(response), response.model_name, step, codec.planned_calls(reviewed))
     limits = getattr(agent, "usage_limits", None)
     if limits is not None:
         check_usage_limits(limits, await plain_tx(usage_rows.used_by_run, run_id), reply)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pydantic
@@ -18,7 +20,7 @@ from ...definitions import FINISH_TOOL, Agent
 from ...definitions.agents import SubAgentInput
 from ...ledger.statuses import BODY_KINDS
 from ...ledger.user_json import ToolArgs
-from ..floor.records import PlannedCall, PlannedCallBase
+from ..floor.records import PlannedCall
 
 log = logging.getLogger("helix_dbos")
 
@@ -44,8 +46,8 @@ def _args_of(part: ToolCallPart) -> tuple[ToolArgs, str | None]:
         return {"_raw": part.args if isinstance(part.args, str) else repr(part.args)}, f"arguments are not valid JSON: {exc}"
 
 
-def _invalid(base: PlannedCallBase, message: str, code: str = "invalid_arguments") -> PlannedCall:
-    return {**base, "kind": "invalid", "status": "error", "paired_by": "validation", "error": {"code": code, "message": message}}
+def _invalid(base: PlannedCall, message: str, code: str = "invalid_arguments") -> PlannedCall:
+    return replace(base, kind="invalid", status="error", paired_by="validation", error={"code": code, "message": message})
 
 
 def _errors_text(exc: pydantic.ValidationError) -> str:
@@ -71,20 +73,12 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[PlannedCall]:
     calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
     for position, part in enumerate(calls):
         args, bad_json = _args_of(part)
-        base: PlannedCallBase = {
-            "position": position,
-            "tool_call_id": part.tool_call_id,
-            "tool_name": part.tool_name,
-            "args": args,
-            "replay": "unsafe",
-            "concurrency_group": None,
-            "sequential": False,
-            "requires_approval": False,
-            "transactional": False,
-            "result": None,
-            "error": None,
-            "paired_by": None,
-        }
+        # the call as the model made it; each branch below says what it is (its kind and status)
+        base = PlannedCall(
+            position=position, tool_call_id=part.tool_call_id, tool_name=part.tool_name, args=args, replay="unsafe",
+            concurrency_group=None, sequential=False, requires_approval=False, transactional=False, result=None,
+            error=None, paired_by=None, kind="invalid", status="error",
+        )
         if bad_json:
             planned.append(_invalid(base, bad_json))
             continue
@@ -99,7 +93,7 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[PlannedCall]:
             # the run's output, not a call: no body, no effect, and a replayed reply plans it again
             # identically, so nothing about it can happen twice (its row says so: replay "safe",
             # kind "finish", which the CLI and the audit views show as the output)
-            planned.append({**base, "kind": "finish", "replay": "safe", "status": "ok", "result": output, "paired_by": "body"})
+            planned.append(replace(base, kind="finish", replay="safe", status="ok", result=output, paired_by="body"))
         elif tool is not None:
             try:
                 validated = tool.validate(args)
@@ -109,17 +103,17 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[PlannedCall]:
             clean = validated.model_dump(mode="json")
             gated = tool.client or _needs_approval(tool, clean)
             planned.append(
-                {
-                    **base,
-                    "args": clean,
-                    "kind": tool.kind,
-                    "replay": tool.replay,
-                    "concurrency_group": tool.concurrency_group,
-                    "sequential": tool.sequential,
-                    "requires_approval": (not tool.client) and gated,
-                    "transactional": tool.transactional,
-                    "status": "pending" if gated else "saved",
-                }
+                replace(
+                    base,
+                    args=clean,
+                    kind=tool.kind,
+                    replay=tool.replay,
+                    concurrency_group=tool.concurrency_group,
+                    sequential=tool.sequential,
+                    requires_approval=(not tool.client) and gated,
+                    transactional=tool.transactional,
+                    status="pending" if gated else "saved",
+                )
             )
         elif sub is not None:
             try:
@@ -127,13 +121,13 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[PlannedCall]:
             except pydantic.ValidationError as exc:
                 planned.append(_invalid(base, _errors_text(exc)))
                 continue
-            planned.append({**base, "args": clean, "kind": sub.mode, "status": "saved"})
+            planned.append(replace(base, args=clean, kind=sub.mode, status="saved"))
         else:
             available = ", ".join(sorted(names + ([FINISH_TOOL] if agent.output_type is not None else []))) or "none"
             planned.append(_invalid(base, f"Unknown tool name: {part.tool_name!r}. Available tools: {available}", "unknown_tool"))
     return planned
 
 
-def starts_a_body(planned: list[PlannedCall]) -> bool:
+def starts_a_body(planned: Sequence[PlannedCall]) -> bool:
     """Whether the step must save first: some call will start a body (or a child)."""
-    return any(p["kind"] in BODY_KINDS and p["status"] == "saved" for p in planned)
+    return any(p.kind in BODY_KINDS and p.status == "saved" for p in planned)

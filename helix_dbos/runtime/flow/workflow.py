@@ -38,10 +38,13 @@ from ..floor.records import (
     ChildGate,
     EntryPlan,
     LaneCall,
+    ModelReply,
     RaisedReply,
     Reply,
+    ReplyRecord,
     StepOutcome,
     StepRef,
+    StoppedReply,
 )
 from ..floor.registry import Env, Registry
 from ..process import trace_export, tracing
@@ -219,17 +222,19 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
     # the tool as it is now), and the read is skipped: one transaction fewer per run.
     if _defines_checks(e):
         await reconcile.ask_before(registry, run_id, commits.redirect_checks)
-    prepare_entry = tracing.traced(commits.PREPARE_TX, commits.prepare_entry, run_id, lambda p: {"mode": p.get("mode"), "step": p.get("step")})
-    plan, first_read = await tx_and_read(commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, e, run_id, plan), e, run_id)
+    prepare_entry = tracing.traced(commits.PREPARE_TX, commits.prepare_entry, run_id, lambda p: {"mode": p.mode, "step": p.step})
+    plan, first_read = await tx_and_read(
+        commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, e, run_id, plan), e, run_id, read_as=EntryPlan
+    )
     if first_read is not None:
         e.prereads.put(run_id, first_read)
-    sid: str = plan["session_id"]
-    agent = e.agent(plan["agent_name"])
-    budget: int = plan["max_steps"]
+    sid = plan.session_id
+    agent = e.agent(plan.agent_name)
+    budget = plan.max_steps
     used = 0
-    step_no: int = plan["step"]
-    if plan["mode"] == "recover":
-        outcome = await _answer_saved_calls(registry, run_id, sid, cast(StepRef, plan["recover"]), None)  # set in "recover" mode
+    step_no = plan.step
+    if plan.recover is not None:  # "recover" mode
+        outcome = await _answer_saved_calls(registry, run_id, sid, plan.recover, None)
         if not outcome.goes_on:
             return outcome
     while True:
@@ -237,11 +242,11 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
             raise MaxStepsReached(f"the run used its {budget} model requests (max_steps) without finishing")
         reply, recorded_already = await _model_reply(e, run_id, sid, agent.name, step_no)
         used += 1
-        if "stopped" in reply:
-            return await _ending(e, "helix.stop", commits.stop_run, run_id, reply["stopped"])
+        if isinstance(reply, StoppedReply):
+            return await _ending(e, "helix.stop", commits.stop_run, run_id, reply.stopped)
         if recorded_already:
             crash_point("after_model")
-        planned = reply["planned"]
+        planned = reply.planned
         if starts_a_body(planned):
             append = tracing.traced("helix.append", commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
             if recorded_already:
@@ -277,23 +282,22 @@ async def _model_reply(e: Env, run_id: str, sid: str, agent_name: str, step_no: 
             "name": "helix.model", "retries_allowed": True, "max_attempts": MODEL_ATTEMPTS,
             "interval_seconds": MODEL_RETRY_INTERVAL, "backoff_rate": MODEL_RETRY_BACKOFF, "should_retry": is_retryable,
         }
-        reply = await step(options, functools.partial(live_model_request_step, e), run_id, sid, agent_name, step_no)
-        return cast(Reply, dict(reply)), True  # recorded by DBOS as JSON: the same keys come back
+        reply = await step(options, functools.partial(live_model_request_step, e), run_id, sid, agent_name, step_no, read_as=ReplyRecord)
+        return reply, True  # recorded by DBOS as the reply's JSON (``codec``), read back as the reply
     replayed = await durable.replayed_reply()
     if replayed is not None:
-        if "raised" in replayed:
-            raise RecordedFailure(*replayed["raised"])
-        return cast(Reply, dict(replayed)), True
+        if isinstance(replayed, RaisedReply):
+            raise RecordedFailure(replayed.error_code, replayed.error)
+        return replayed, True
     try:
         reply = await ask(e, run_id, sid, agent_name, step_no)
     except ModelRequestFailed as failed:  # the request's outcome, recorded as a reply is: never asked again
-        raised: RaisedReply = {"raised": list(failure(failed.cause))}
-        await durable.record_reply(raised)
+        await durable.record_reply(RaisedReply(*failure(failed.cause)))
         crash_point("after_model")
         failed.reraise()
-    if "stopped" not in reply and starts_a_body(reply["planned"]):
-        return cast(Reply, dict(reply)), False
-    return cast(Reply, dict(await durable.record_reply(reply))), True
+    if isinstance(reply, ModelReply) and starts_a_body(reply.planned):
+        return reply, False
+    return await durable.record_reply(reply), True
 
 
 async def _ending(e: Env, name: str, fn: Callable[[sa.Connection, Env, str, *Ts], StepOutcome], run_id: str, *args: *Ts) -> StepOutcome:
@@ -316,9 +320,9 @@ def _settled_read(run_id: str) -> Callable[[sa.Connection, StepOutcome], RunResu
 def _first_read(conn: sa.Connection, e: Env, run_id: str, plan: EntryPlan) -> Preread | None:
     """The prepare's plan starts at the model: read what its first request reads, in the same
     transaction (``model_request.preread``)."""
-    if plan["mode"] != "model":
+    if plan.mode != "model":
         return None
-    return preread(conn, e, run_id, plan["session_id"], plan["step"])
+    return preread(conn, e, run_id, plan.session_id, plan.step)
 
 
 def _commit_outcome(out: StepOutcome) -> Mapping[str, object]:
