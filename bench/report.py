@@ -93,7 +93,7 @@ def _targets_values(results: dict[str, Any], db: str) -> list[str]:
         f"{idle['helix_dbos']['stmts_per_s']:.1f} ({idle['bare_dbos']['stmts_per_s']:.1f})" if idle else "-",
         f"{rec['from_launch']:.2f}" if rec and "from_launch" in rec else "-",
         f"{imp['import helix_dbos']:.2f}" if imp else "-",
-        (f"{ratio(st[-1]['model_step_ms'], st[0]['model_step_ms'])} (helix's own {ratio(st[-1]['model_step_ms'] - st[-1].get('model_ms', 0), st[0]['model_step_ms'] - st[0].get('model_ms', 0))}; "
+        (f"{ratio(st[-1]['model_request_ms'], st[0]['model_request_ms'])} (helix's own {ratio(st[-1]['model_request_ms'] - st[-1].get('model_ms', 0), st[0]['model_request_ms'] - st[0].get('model_ms', 0))}; "
          f"pydantic-ai's model_request alone {ratio(st[-1].get('model_ms'), st[0].get('model_ms'))})"
          if st and st[-1]["step"] == 200 and st[0]["step"] == 10 else "-"),
     ]
@@ -271,7 +271,7 @@ def storage_section(results: dict[str, Any]) -> str:
     for db, data in st.items():
         rows = []
         for r in data["rows"]:
-            row = [r["step"], r["ms_per_step"], r.get("model_step_ms"), r.get("model_ms"), r.get("transcript_ms"), r["helix_live"], r["dbos_live"], r["helix_live"] + r["dbos_live"], r["helix_disk"], r["dbos_disk"]]
+            row = [r["step"], r["ms_per_step"], r.get("model_request_ms"), r.get("model_ms"), r.get("transcript_ms"), r["helix_live"], r["dbos_live"], r["helix_live"] + r["dbos_live"], r["helix_disk"], r["dbos_disk"]]
             if "file_disk" in r:
                 row.append(r["file_disk"])
             row.append(r["helix_live_total"] + r["dbos_live_total"])

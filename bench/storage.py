@@ -74,7 +74,7 @@ class ModelStepTimer:
 
         import pydantic_ai.direct
 
-        from helix_dbos.runtime.flow import model_request as model_step, workflow
+        from helix_dbos.runtime.flow import model_request, workflow
         from helix_dbos.runtime.floor import transcript
 
         def timed_sync(into: str, fn: Any) -> Any:
@@ -102,12 +102,12 @@ class ModelStepTimer:
             return wrapper
 
         for module, attr, new in (
-            (pydantic_ai.direct, "model_request", timed_async("model", pydantic_ai.direct.model_request)),  # model_step imports it at each call
-            (model_step, "_read", timed_sync("transcript", model_step._read)),
+            (pydantic_ai.direct, "model_request", timed_async("model", pydantic_ai.direct.model_request)),  # the model_request module imports it at each call
+            (model_request, "_read", timed_sync("transcript", model_request._read)),
             (transcript, "load", timed_sync("transcript", transcript.load)),
-            (model_step, "one_request", timed_async("total", model_step.one_request)),  # what model_step.ask calls
-            # a run's first model request reads in the prepare's transaction: still the step's time
-            (workflow, "preread", timed_sync("total", model_step.preread)),  # through the workflow module's name
+            (model_request, "one_request", timed_async("total", model_request.one_request)),  # what model_request.ask calls
+            # a run's first model request reads in the prepare's transaction: still the request's time
+            (workflow, "preread", timed_sync("total", model_request.preread)),  # through the workflow module's name
         ):
             self._undo.append((module, attr, getattr(module, attr)))
             setattr(module, attr, new)
@@ -163,7 +163,7 @@ def run_storage(
             row: dict[str, Any] = {
                 "step": mark,
                 "ms_per_step": times[turn - 1] * 1000 / steps_per_turn,
-                "model_step_ms": model_times[turn - 1][0] * 1000 / steps_per_turn,
+                "model_request_ms": model_times[turn - 1][0] * 1000 / steps_per_turn,
                 "transcript_ms": model_times[turn - 1][1] * 1000 / steps_per_turn,
                 "model_ms": model_times[turn - 1][2] * 1000 / steps_per_turn,
             }

@@ -29,7 +29,6 @@ import helix_dbos as hx
 from helix_dbos.cli import admin
 from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
-from helix_dbos.runtime.floor import registry
 from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME, LOCK_LOST_EXIT_CODE, ExecutorLock
 from tests.support.crashkit import ROOT, Kit, calls_by_tool, transcript_problems
 from tests.support.procs import SETTINGS_VARS, child_env
@@ -305,7 +304,7 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
     # held() also asks for a recent confirmation (it wakes the watchdog when the last one is stale,
     # as after a slow launch on a busy machine): poll for it rather than expect it at once
     deadline = time.monotonic() + 60
-    while not registry.lock_held():
+    while not lock.held():
         assert time.monotonic() < deadline, "the launched runtime never held its lock"
         time.sleep(0.05)
     lost: list[str] = []

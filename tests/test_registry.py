@@ -51,7 +51,10 @@ def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_work
         second.shutdown()  # a refused runtime's shutdown leaves the live one alone
     assert state.current() is mine
     assert dbos_private.registered_workflow("helix.run") is run_workflow
-    assert state.lock_held()
+    # the first keeps its executor id: its own registry holds the lock, and its lease row is live
+    assert mine.lock_held()
+    lease = {e["executor_id"]: e for e in first.reader.executors()}[first.executor_id]
+    assert lease["status"] == "live" and lease["released_at"] is None
     result = first.start("echo", "go").result(timeout=120)
     assert result.status == "completed" and result.output == "first"
 

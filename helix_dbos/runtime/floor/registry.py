@@ -19,8 +19,8 @@ Where the process-wide lookup (``current()``, ``env()``, ``installed()``) remain
 
 - ``runtime/face``: ``Runtime.launch`` installs its registry (``install``; ``installed()`` to
   refuse a second one) and holds it; nothing under it looks it up.
-- ``lock_held()``/``wait_lock_held()``: kept for code with no registry in hand (tests); the run's
-  own code asks ``registry.lock_held()``.
+- the executor lock: the run's code asks the registry it holds (``registry.lock_held()``); there
+  is no process-wide lookup for it.
 - ``runtime/flow`` and ``runtime/floor`` never call ``current()``, ``env()`` or ``installed()``
   (``tests/test_single_sources.py`` counts them): the run's code reads the registry it was handed,
   and the durable operations the ``serving`` one.
@@ -202,22 +202,6 @@ def current() -> Registry:
 def env() -> Env:
     """The launched runtime's Env (``current().env``)."""
     return current().env
-
-
-def lock_held() -> bool:
-    """Whether this process may act for its executor id now (no launched runtime: yes).
-
-    Body code DBOS runs has no registry in hand, so it asks the launched one; code that has the
-    registry calls ``registry.lock_held()``."""
-    registry = installed()
-    return registry is None or registry.lock_held()
-
-
-def wait_lock_held() -> None:
-    """Block until this process holds its executor lock (no launched runtime: no-op)."""
-    registry = installed()
-    if registry is not None:
-        registry.wait_lock_held()
 
 
 #: The registry the workflow execution running in this context was entered with: set once, at the
