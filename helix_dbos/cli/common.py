@@ -63,6 +63,26 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for script
 TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the run to come to rest.")]
 
 
+def check_session_id(session_id: str) -> str:
+    """The inputs' own checks (``definitions.inputs``), loaded when a command uses them (``--help`` stays light)."""
+    from ..definitions.inputs import check_session_id as check
+
+    return check(session_id)
+
+
+def check_priority(priority: int | None) -> None:
+    """Refused before launching: a refusal costs no DBOS launch."""
+    from ..definitions.inputs import check_priority as check
+
+    check(priority)
+
+
+def check_text(name: str, value: str | None, max_length: int | None = None) -> None:
+    from ..definitions.inputs import check_text as check
+
+    check(name, value, max_length)
+
+
 def database_url(explicit: str | None) -> str:
     """The URL to use, refused at once (typed) when it is not a Postgres or SQLite URL."""
     from ..ledger.engine import check_url
