@@ -24,6 +24,7 @@ from helix_dbos.runtime.floor.records import (
     ModelReply,
     PlannedCall,
     RaisedReply,
+    RecordOutcome,
     ReplyRecord,
     RunGate,
     StepOutcome,
@@ -194,3 +195,23 @@ def test_a_reply_or_plan_of_the_wrong_shape_is_a_typed_error() -> None:
         codec.decode(EntryPlan, {"session_id": "s", "mode": "model"})
     with pytest.raises(codec.RecordShapeError):  # a ``review_plan`` hook that dropped a key
         codec.planned_calls([{"position": 0, "tool_name": "t"}])
+
+
+#: ``helix.delegate_result`` and ``helix.companion.result`` outputs (``RecordOutcome``): the shapes
+#: test_subagents recorded at a4450de, the same on both databases, then the two other shapes
+#: a4450de's ``gate.record`` wrote, built by hand from that code (a refused write; a call answered before).
+RECORD_OUTCOMES: list[dict[str, Any]] = [
+    {"status": "ok", "written": True},
+    {"status": "error", "written": True},
+    {"status": "refused", "written": False, "refused": "result write refused: the run is no longer the session's active run"},
+    {"status": "ok", "written": False},
+]
+
+
+@pytest.mark.parametrize("recorded", RECORD_OUTCOMES, ids=lambda r: f"{r['status']}-{r['written']}")
+def test_a_recorded_result_write_decodes_and_encodes_back_the_same(recorded: dict[str, Any]) -> None:
+    outcome = codec.decode(RecordOutcome, recorded)
+    assert isinstance(outcome, RecordOutcome) and outcome.written is recorded["written"] and outcome.refused == recorded.get("refused")
+    assert json.dumps(codec.encode(outcome)) == json.dumps(recorded)
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(RecordOutcome, {"status": "ok"})

@@ -33,7 +33,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.floor import gate
-from helix_dbos.runtime.floor.records import DoneGate, RunGate
+from helix_dbos.runtime.floor.records import DoneGate, RecordOutcome, RunGate
 from helix_dbos.runtime.floor.registry import env
 from tests.support.crashkit import Kit, transcript_problems
 from tests.support.tcpproxy import TcpProxy
@@ -198,7 +198,7 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
         assert len(attempt_rows.attempts_of(conn, ["d1"])["d1"]) == 1
         written = gate.record_once(conn, "r1", "d1", 1, "ok", "sent", None)
     with rt.engine.begin() as conn:  # the result write's own retry after its commit: still written, once
-        assert gate.record_once(conn, "r1", "d1", 1, "ok", "sent", None) == written == {"status": "ok", "written": True}
+        assert gate.record_once(conn, "r1", "d1", 1, "ok", "sent", None) == written == RecordOutcome("ok", written=True)
         (attempt,) = attempt_rows.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "ok" and attempt["ended_at"] is not None
 

@@ -32,6 +32,7 @@ from .records import (
     PlannedCall,
     RaisedReply,
     ReconcileGate,
+    RecordOutcome,
     ReplyRecord,
     RunGate,
     StepOutcome,
@@ -184,6 +185,24 @@ def _encode_entry_plan(p: EntryPlan) -> JsonObject:
             "recover": p.recover, "step": p.step}
 
 
+# --- RecordOutcome -----------------------------------------------------------------------------
+
+
+def _encode_record_outcome(o: RecordOutcome) -> JsonObject:
+    out: JsonObject = {"status": o.status, "written": o.written}
+    if o.refused is not None:
+        out["refused"] = o.refused
+    return out
+
+
+def _decode_record_outcome(data: object) -> RecordOutcome:
+    d = _mapping(RecordOutcome, data)
+    try:
+        return RecordOutcome(d["status"], d["written"], d.get("refused"))
+    except KeyError as missing:
+        raise RecordShapeError(f"a recorded RecordOutcome lacks {missing}: {dict(d)!r:.300}") from None
+
+
 # --- the table ----------------------------------------------------------------------------------
 
 _ENCODERS: Final[dict[type[Any], Callable[[Any], object]]] = {
@@ -194,6 +213,7 @@ _ENCODERS: Final[dict[type[Any], Callable[[Any], object]]] = {
     StoppedReply: lambda r: {"stopped": r.stopped},
     RaisedReply: lambda r: {"raised": [r.error_code, r.error]},
     EntryPlan: _encode_entry_plan,
+    RecordOutcome: _encode_record_outcome,
 }
 _DECODERS: Final[dict[type[Any], Callable[[object], Any]]] = {
     StepOutcome: _decode_step_outcome,
@@ -201,6 +221,7 @@ _DECODERS: Final[dict[type[Any], Callable[[object], Any]]] = {
     PlannedCall: _decode_planned,
     ReplyRecord: _decode_reply,
     EntryPlan: _decode_entry_plan,
+    RecordOutcome: _decode_record_outcome,
 }
 
 

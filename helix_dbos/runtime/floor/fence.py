@@ -33,6 +33,7 @@ from ...ledger import events, fence_reads
 from ...ledger import runs as run_rows
 from ...ledger.records import FenceRow, RunRow
 from ..process import dbos_private
+from .records import DoneOutcome, RecordOutcome
 
 #: DBOS's status of a workflow as a scalar subquery: what the ledger's fence reads take for it (the
 #: ledger does not describe DBOS's tables; ``dbos_private`` is their one door).
@@ -103,10 +104,10 @@ def check(conn: sa.Connection, run_id: str, operation: str, *, admit_queued: boo
     return cast(FenceRow, run)  # no refusal: the fence read it (only a refused fork reads a plain run row)
 
 
-def raise_if_refused(out: Any) -> None:
+def raise_if_refused(out: RecordOutcome | DoneOutcome) -> None:
     """A result write that the fence refused (it closed its attempt and returned): stop the workflow."""
-    if isinstance(out, dict) and out.get("refused"):
-        raise RunFencedError(str(out["refused"]))
+    if isinstance(out, RecordOutcome) and out.refused:
+        raise RunFencedError(out.refused)
 
 
 def refusal(exc: BaseException) -> RunFencedError | None:

@@ -129,7 +129,7 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
     call = call_rows.get_call(conn, dispatch_id, for_update=True)
     assert call is not None
     if call["status"] in CALL_SETTLED or call["attempts"] != attempts:
-        return {"status": call["status"], "recorded": False}
+        return CheckRecorded(call["status"], recorded=False)
     outcome: CheckOutcome = {**verdict, "attempt": attempts, "at": rows.now().isoformat()}
     call_rows.record_check(conn, call, outcome)
     events.emit(conn, call["session_id"], run_id, "reconciled",
@@ -138,8 +138,8 @@ def record_check(conn: sa.Connection, run_id: str, dispatch_id: str, attempts: i
         call_rows.mark_decided(conn, dispatch_id, "check")
         attempt_rows.close_open_attempts(conn, dispatch_id, "applied")
         call_rows.settle_call(conn, call, "ok", run_id=run_id, paired_by="recovery", result=verdict.get("result"), reason="check: applied")
-        return {"status": "ok", "recorded": True}
-    return {"status": call["status"], "recorded": True}
+        return CheckRecorded("ok", recorded=True)
+    return CheckRecorded(call["status"], recorded=True)
 
 
 def child_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, kind: CallKind) -> tuple[ChildGate, CallRow | None, Any]:
@@ -170,17 +170,17 @@ def record(
         and workflow_id in (None, run_id)
         and attempt_rows.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error)
     ):
-        return {"status": status, "written": True}
+        return RecordOutcome(status, written=True)
     reason, _ = fence.why_refused(conn, run_id, workflow_id)
     if reason is not None:
         attempt_rows.refuse_attempt(conn, dispatch_id, attempt)
-        return {"status": "refused", "written": False, "refused": f"result write refused: {reason}"}
+        return RecordOutcome("refused", written=False, refused=f"result write refused: {reason}")
     written = attempt_rows.record_result(conn, dispatch_id, attempt, run_id, status, result=result, error=error)
     if written:
-        return {"status": status, "written": True}
+        return RecordOutcome(status, written=True)
     call = call_rows.get_call(conn, dispatch_id)
     assert call is not None
-    return {"status": call["status"], "written": False}
+    return RecordOutcome(call["status"], written=False)
 
 
 def record_once(
@@ -193,5 +193,5 @@ def record_once(
     if call is not None and call["attempts"] == attempt and call["paired_by"] == "body" and call["status"] == status:
         outcome = attempt_rows.attempts_of(conn, [dispatch_id]).get(dispatch_id, [])
         if any(a["attempt"] == attempt and a["outcome"] == status for a in outcome):
-            return {"status": status, "written": True}
+            return RecordOutcome(status, written=True)
     return record(conn, run_id, dispatch_id, attempt, status, result, error, tool_name=tool_name)

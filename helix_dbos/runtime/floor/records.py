@@ -9,7 +9,7 @@ answered without a body (``DoneGate``); a delegating call's is a ``ChildGate`` h
 answers a ``RecordOutcome``, a step commit or a run's end a ``StepOutcome``.
 
 A record is a frozen dataclass (the reply and its planned calls, the entry's plan, the gate's answers,
-``ChildGate``, ``StepOutcome``, ``LaneCall``); one a workflow records (a ``tx`` output, a model
+``ChildGate``, ``StepOutcome``, the result write's ``RecordOutcome``, ``LaneCall``); one a workflow records (a ``tx`` output, a model
 reply, a DBOS step's output, the run workflow's result) crosses the durable boundary through ``codec.py``, which writes
 the dict the code recorded before the record was a dataclass and reads it back, so a run started on
 older code recovers on newer. Rows (the
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, final
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, final
 
 from ...ledger.records import CheckVerdict, NewCallRow
 from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, RunStatus
@@ -247,16 +247,23 @@ class ChildGate:
         return self.answer.attempt
 
 
-class RecordOutcome(TypedDict):
+@final
+@dataclass(frozen=True, slots=True)
+class RecordOutcome:
     """The result write's answer: the call's status (``refused`` when the fence refused the write),
-    whether this write set it, and why it was refused (``fence.raise_if_refused`` raises it)."""
+    whether this write set it, and why it was refused (``fence.raise_if_refused`` raises it).
+
+    Recorded (the ``helix.delegate_result`` and ``helix.companion.result`` transactions' outputs)
+    through ``codec``, as the dict it was: ``status``, ``written``, and ``refused`` when set."""
 
     status: CallStatus | Literal["refused"]
     written: bool
-    refused: NotRequired[str]
+    refused: str | None = None
 
 
-class DoneOutcome(TypedDict):
+@final
+@dataclass(frozen=True, slots=True)
+class DoneOutcome:
     """A body the gate answered instead: the call's status, nothing written."""
 
     status: CallStatus
@@ -266,7 +273,9 @@ class DoneOutcome(TypedDict):
 BodyOutcome = RecordOutcome | DoneOutcome
 
 
-class CheckRecorded(TypedDict):
+@final
+@dataclass(frozen=True, slots=True)
+class CheckRecorded:
     """``gate.record_check``: the call's status after the verdict, and whether it was kept."""
 
     status: CallStatus

@@ -23,7 +23,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -33,7 +33,15 @@ from ...ledger.statuses import CallStatus
 from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
 from ..floor.durable import plain_tx
-from ..floor.records import BodyOutcome, DoneGate, GateOutcome, ReconcileGate, RecordOutcome, RunGate
+from ..floor.records import (
+    BodyOutcome,
+    DoneGate,
+    DoneOutcome,
+    GateOutcome,
+    ReconcileGate,
+    RecordOutcome,
+    RunGate,
+)
 from ..floor.registry import Env, Registry
 from ..process import trace_export, tracing
 from ..process.faults import crash_point, fail_point
@@ -90,11 +98,11 @@ async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tup
         gated = await plain_tx(_gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
         answer = gated.answer
     if isinstance(answer, DoneGate) and answer.settled_before:
-        return {"status": answer.status}
+        return DoneOutcome(answer.status)
     with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gated.tool,
                             policy=gated.policy, decision=answer.action, attempt=answer.attempt if isinstance(answer, RunGate) else None) as s:
         out = await _body(registry, run_id, dispatch_id, answer)
-        tracing.annotate(s, status=out.get("status"))
+        tracing.annotate(s, status=out.status)
     await trace_export.flushed()  # the call's result is committed: its spans leave before a kill can lose them
     return out
 
@@ -103,7 +111,7 @@ async def _body(registry: Registry, run_id: str, dispatch_id: str, answer: DoneG
     """The body under its gate's answer, past the gate's reconcile loop (``run_body``): a body that goes ahead, or an answer."""
     e = registry.env
     if isinstance(answer, DoneGate):
-        return {"status": answer.status}
+        return DoneOutcome(answer.status)
     gate = answer
     agent: Agent = e.agent(gate.agent_name)
     name = gate.tool_name
@@ -128,7 +136,7 @@ async def _body(registry: Registry, run_id: str, dispatch_id: str, answer: DoneG
         out = await in_daemon_thread(transactional.run, registry, run_id, dispatch_id, gate.attempt, tool, gate.args, ctx, name=f"helix-body-{name}")
         fence.raise_if_refused(out)
         crash_point("after_result", name)
-        return cast(RecordOutcome, dict(out))
+        return out
     try:
         sub = agent.sub_agent(name)
         if sub is not None:

@@ -173,7 +173,7 @@ def record_outcome(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str,
             child_session_id=child["session_id"] if child is not None else None,
         )
     out = gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)
-    if out["written"] and child is not None:
+    if out.written and child is not None:
         # Only the parent attempt that answered the call closes the child: a fenced-off late one must not.
         if child["status"] == "suspended_client_tool":
             request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")

@@ -34,7 +34,7 @@ from ...ledger.statuses import RUN_AT_REST
 from ..floor import fence
 from ..floor.durable import tx
 from ..floor.gate import child_gate
-from ..floor.records import ChildGate, RunGate
+from ..floor.records import ChildGate, RecordOutcome, RunGate
 from ..floor.runs import open_run_row
 from ..process import queues
 from ..process.dbos_private import workflow_status as dbos_status
@@ -132,4 +132,4 @@ async def settle(registry: Registry, run_id: str, gate: Gate) -> None:
     else:
         outcome = await wait_for_child(registry, run_id, dispatch_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, registry.env, run_id, dispatch_id, gate.attempt, outcome))
+    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, registry.env, run_id, dispatch_id, gate.attempt, outcome, read_as=RecordOutcome))

@@ -184,7 +184,7 @@ async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name:
 
 def _record(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attempt: int, state: Outcome, workflow_id: str) -> RecordOutcome:
     out = record_outcome(conn, env, run_id, dispatch_id, attempt, state)
-    if out.get("refused"):
+    if out.refused:
         return out
     if state["state"] == "lost" and state["cause"] == "companion_gone":
         companion_rows.mark_lost(conn, workflow_id)
@@ -197,7 +197,7 @@ async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
     assert workflow_id is not None  # a companion's gate that goes ahead names its incarnation
     state = await wait_for_child(registry, run_id, dispatch_id, workflow_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.companion.result", _record, registry.env, run_id, dispatch_id, gate.attempt, state, workflow_id))
+    fence.raise_if_refused(await tx("helix.companion.result", _record, registry.env, run_id, dispatch_id, gate.attempt, state, workflow_id, read_as=RecordOutcome))
 
 
 # --- the companion's side --------------------------------------------------------------------------

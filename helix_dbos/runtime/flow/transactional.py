@@ -32,7 +32,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import pydantic
 import sqlalchemy as sa
@@ -158,7 +158,7 @@ def _body_and_result(conn: sa.Connection, registry: Registry, run_id: str, dispa
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
     if not attempts.record_result(conn, dispatch_id, attempt, run_id, "ok", result=value):
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
-    return {"status": "ok", "written": True}
+    return RecordOutcome("ok", written=True)
 
 
 def run(registry: Registry, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
@@ -199,7 +199,7 @@ def _answered_by(conn: sa.Connection, dispatch_id: str, attempt: int) -> RecordO
     """The call's answer if this attempt already wrote it (its commit's acknowledgement was lost)."""
     call = call_rows.get_call(conn, dispatch_id)
     if call is not None and call["attempts"] == attempt and call["status"] in ("ok", "error"):
-        return cast(RecordOutcome, {"status": call["status"], "written": True})
+        return RecordOutcome(call["status"], written=True)
     return None
 
 
@@ -220,7 +220,7 @@ def _run_once(registry: Registry, run_id: str, dispatch_id: str, attempt: int, t
     except _Refused as refused:
         with engine.begin() as conn:
             attempts.refuse_attempt(conn, dispatch_id, attempt)
-        return {"status": "refused", "written": False, "refused": str(refused)}
+        return RecordOutcome("refused", written=False, refused=str(refused))
     except _Unusable as unusable:
         error = {"type": "result_not_serializable", "message": str(unusable)}
     except Exception as raised:  # its writes are rolled back, the error is its answer (logged in tool_errors)
@@ -238,4 +238,4 @@ def _run_once(registry: Registry, run_id: str, dispatch_id: str, attempt: int, t
         error = {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:
-        return cast(RecordOutcome, dict(gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)))
+        return gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)
