@@ -155,16 +155,23 @@ def test_demo_uses_helix_dbos_database_url_and_removes_its_folder(db_url: str, t
     temp.mkdir()
     cwd.mkdir()
     env = clean_env(HELIX_DBOS_DATABASE_URL=db_url, TMPDIR=str(temp))
-    proc = subprocess.run([str(BIN / "helix-dbos"), "demo", "--json"], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([str(BIN / "helix-dbos"), "demo", "--json"], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["database"] == db_url and out["kept"] is True and out["crashed"] is True
     assert not list(temp.iterdir()) and not list(cwd.iterdir())  # no helix-demo-* folder left, nothing in the cwd
     shown = CliRunner().invoke(cli, ["show", out["session_id"], "--db", db_url, "--json"])
     assert shown.exit_code == 0 and json.loads(shown.stdout)["session"]["status"] == out["status"], shown.output
-    # without a database named anywhere: a SQLite file in the temp folder, removed with it
-    env.pop("HELIX_DBOS_DATABASE_URL")
-    proc = subprocess.run([str(BIN / "helix-dbos"), "demo"], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=180)
+
+
+def test_demo_without_a_database_named_anywhere_removes_its_sqlite_folder(tmp_path: Path) -> None:
+    """No database named anywhere: a SQLite file in the temp folder, removed with it (once, not per
+    database parameter: nothing here depends on one)."""
+    temp, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    temp.mkdir()
+    cwd.mkdir()
+    env = clean_env(TMPDIR=str(temp))
+    proc = subprocess.run([str(BIN / "helix-dbos"), "demo"], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "--workdir DIR" in proc.stdout and "Explore:" not in proc.stdout
     assert not list(temp.iterdir()) and not list(cwd.iterdir())

@@ -131,10 +131,10 @@ def start_service(db_url: str, workdir: Path, executor: str, *, via_dbos: bool =
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         service = Service(proc, f"http://127.0.0.1:{port}", log)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a ceiling, not a wait: a busy CI machine may take a minute to import
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if httpx.get(f"{service.base}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{service.base}/healthz", timeout=5).status_code == 200:
                     service.tree = descendants(proc.pid)
                     return service
             except httpx.HTTPError:

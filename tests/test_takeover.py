@@ -202,7 +202,7 @@ def test_a_killed_workers_run_is_finished_by_a_live_one(db_url: str, tmp_path: P
     # A gone executor that comes back finds its runs taken: it runs nothing again.
     back = Kit(db_url, tmp_path / "back", scenario="slow_pair", executor="worker-a", session=kit.session)
     proc = back.spawn("serve", "--seconds", "3", extra_env=ENV)
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=240)
     assert kit.bodies() == {"slow_safe": 2, "slow_unsafe": 1} and not back.bodies()
 
 

@@ -24,7 +24,7 @@ class Kit:
     executor: str = field(default_factory=lambda: f"crash-{uuid.uuid4().hex[:8]}")
     session: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def run(self, *cmd: str, crash_at: str | None = None, variant: str = "v1", recovery: str = "full", fail_at: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 90, executor: str | None = None) -> Outcome:
+    def run(self, *cmd: str, crash_at: str | None = None, variant: str = "v1", recovery: str = "full", fail_at: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 240, executor: str | None = None) -> Outcome:
         faults = {"HELIX_DBOS_CRASH_AT": crash_at or "", "HELIX_DBOS_FAIL_AT": fail_at or ""}
         env = child_env(extra={**{k: v for k, v in faults.items() if v}, **(extra_env or {})})
         args = [

@@ -46,7 +46,7 @@ class Family:
             "--executor", executor or self.parent_executor, *([] if serve else ["--no-serve"]), *cmd,
         ]
 
-    def run(self, *cmd: str, executor: str | None = None, serve: bool = True, env: dict[str, str] | None = None, timeout: float = 90) -> Outcome:
+    def run(self, *cmd: str, executor: str | None = None, serve: bool = True, env: dict[str, str] | None = None, timeout: float = 240) -> Outcome:
         return run_module(APP, self.args(*cmd, executor=executor, serve=serve), child_env(extra=env), timeout)
 
     def ok(self, *cmd: str, **kw: Any) -> dict[str, Any]:

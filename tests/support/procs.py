@@ -48,7 +48,7 @@ class Outcome:
     stderr: str
 
 
-def run_module(module: str, args: Sequence[str], env: Mapping[str, str], timeout: float = 90) -> Outcome:
+def run_module(module: str, args: Sequence[str], env: Mapping[str, str], timeout: float = 240) -> Outcome:
     """``python -m module args`` from the checkout, to its end: exit code, last JSON line, stderr."""
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=dict(env), capture_output=True, text=True, timeout=timeout)
     return Outcome(proc.returncode, last_json(proc.stdout), proc.stderr)
