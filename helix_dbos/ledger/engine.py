@@ -113,6 +113,20 @@ def translate_map(url: str) -> dict[str | None, str | None]:
     return {SCHEMA: None} if is_sqlite(url) else {SCHEMA: SCHEMA}
 
 
+def _with_schema(engine: sa.Engine, url: str) -> sa.Engine:
+    """The engine with the ledger's schema mapped for ``url``'s database, only where it changes a name.
+
+    Why not always: an engine with a ``schema_translate_map`` re-renders every statement's text at
+    every execution (SQLAlchemy substitutes the schema placeholders with a regex), ~20 per statement
+    of a run. On Postgres the map is the identity (the tables are declared in ``helix``), so the
+    statements are the same text without it; SQLite (no schemas) still needs ``helix`` mapped away.
+    """
+    mapping = translate_map(url)
+    if all(k == v for k, v in mapping.items()):
+        return engine
+    return engine.execution_options(schema_translate_map=mapping)
+
+
 #: libpq's connection options on every Postgres connection of the ledger. A connection attempt
 #: gives up after ``connect_timeout`` seconds (libpq waits for ever by default, so a server that
 #: accepts and never answers hung the runtime); keepalives and ``tcp_user_timeout`` (ms) drop a
@@ -253,7 +267,7 @@ def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
         kwargs["connect_args"] = {**PG_CONNECT_ARGS, **kwargs.get("connect_args", {})}
         engine = sa.create_engine(sync_url(url), **kwargs)
         event.listen(engine, "do_connect", _bounded_connect)
-    return engine.execution_options(schema_translate_map=translate_map(url))
+    return _with_schema(engine, url)
 
 
 def ping(engine: sa.Engine) -> None:
