@@ -39,6 +39,9 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _FLOAT_OUT = {"nan": f"{ESCAPE}NaN", "inf": f"{ESCAPE}Infinity", "-inf": f"{ESCAPE}-Infinity"}
 _FLOAT_IN = {v: float(k) for k, v in _FLOAT_OUT.items()}
 _READABLE_FLOAT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+#: Leaves every walk below hands back as they are (exact types: a subclass takes the general path),
+#: tested before the recursive call, which is most of a walk's cost on a run's records.
+_KEPT: frozenset[type] = frozenset({int, bool, type(None)})
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -50,7 +53,12 @@ def _unescape_char(match: re.Match[str]) -> str:
 
 
 def escape_text(text: str) -> str:
-    """``text`` in a form both databases store; ``unescape_text`` gives the original back."""
+    """``text`` in a form both databases store; ``unescape_text`` gives the original back.
+
+    An ASCII string without NUL has nothing to escape (``␛`` and the surrogates are not ASCII):
+    two C checks instead of a regex pass, for the thousands of keys and values a run writes."""
+    if text.isascii() and "\x00" not in text:
+        return text
     return _UNSTORABLE.sub(_escape_char, text)
 
 
@@ -63,9 +71,9 @@ def escape_json(value: Any) -> Any:
     if isinstance(value, str):
         return escape_text(value)
     if isinstance(value, dict):
-        return {escape_text(k) if isinstance(k, str) else k: escape_json(v) for k, v in value.items()}
+        return {escape_text(k) if isinstance(k, str) else k: v if type(v) in _KEPT else escape_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [escape_json(v) for v in value]
+        return [v if type(v) in _KEPT else escape_json(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return _FLOAT_OUT[repr(value)]
     return value
@@ -73,13 +81,15 @@ def escape_json(value: Any) -> Any:
 
 def unescape_json(value: Any) -> Any:
     if isinstance(value, str):
+        if ESCAPE not in value:
+            return value
         if value[:1] == ESCAPE and value in _FLOAT_IN:
             return _FLOAT_IN[value]
-        return unescape_text(value)
+        return _ESCAPED.sub(_unescape_char, value)
     if isinstance(value, dict):
-        return {unescape_text(k) if isinstance(k, str) else k: unescape_json(v) for k, v in value.items()}
+        return {unescape_text(k) if isinstance(k, str) else k: v if type(v) in _KEPT else unescape_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [unescape_json(v) for v in value]
+        return [v if type(v) in _KEPT else unescape_json(v) for v in value]
     return value
 
 
