@@ -17,6 +17,7 @@ CLI's ``serve`` for the app it imports) stay where they are; what the child read
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -213,9 +214,14 @@ def from_environ(environ: Mapping[str, str] | None = None) -> EnvSettings:
 
 
 def read_one(name: str, environ: Mapping[str, str] | None = None) -> Any:
-    """One field, read now: for the fault points, which tests arm between runs of one process."""
-    (f,) = [f for f in fields(EnvSettings) if f.name == name]
-    return _value(f, os.environ if environ is None else environ)
+    """One field, read now: for the fault points, which tests arm between runs of one process
+    (read at every boundary of a run, so the field is found by name, not by listing them all)."""
+    return _value(_fields_by_name()[name], os.environ if environ is None else environ)
+
+
+@functools.cache
+def _fields_by_name() -> dict[str, Any]:
+    return {f.name: f for f in fields(EnvSettings)}
 
 
 def variables() -> dict[str, tuple[str, str, str]]:

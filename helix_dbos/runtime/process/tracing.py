@@ -18,6 +18,7 @@ relaunching one, after a crash) emits it whole, from the run's ``created_at`` to
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -51,7 +52,10 @@ def root_span_id_of(run_id: str) -> int:
     return int(hashlib.sha256(f"{run_id}:root".encode()).hexdigest()[:16], 16) or 1
 
 
+@functools.lru_cache(maxsize=1024)
 def _run_context(run_id: str) -> Context:
+    """The run's root as a (remote) parent. Cached: every span of a run is opened in it (two
+    SHA-256s and three objects each time otherwise); a ``Context`` is immutable, so sharing it is safe."""
     parent = SpanContext(trace_id_of(run_id), root_span_id_of(run_id), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
     return trace.set_span_in_context(NonRecordingSpan(parent))
 
