@@ -21,8 +21,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 import helix_dbos as hx
 from helix_dbos.runtime.flow import live
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.support.crashkit import ROOT
-from tests.support.procs import child_env
+from tests.support.procs import child_env, popen_python_m
 
 
 def streaming_model() -> FunctionModel:
@@ -81,7 +80,7 @@ def _app(db_url: str, effects: Path, executor: str, cmd: str, session: str, cras
         env["HELIX_DBOS_CRASH_AT"] = crash_at
     args = [sys.executable, "-m", "tests.scenarios.live_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
     effects.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(effects / f"{cmd}.stderr", "w"), text=True)
+    return popen_python_m(args, env, stdout=subprocess.PIPE, stderr=open(effects / f"{cmd}.stderr", "w"))
 
 
 def _sse_values(response: Any) -> list[tuple[str, Any]]:

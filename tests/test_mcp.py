@@ -27,7 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 import helix_dbos as hx  # noqa: E402
 from tests.support.crashkit import ROOT, transcript_problems  # noqa: E402
 from tests.scenarios.mcp_app import mcp_toolset  # noqa: E402
-from tests.support.procs import child_env
+from tests.support.procs import child_env, popen_python_m, run_python_m
 
 SERVER = ROOT / "tests" / "scenarios" / "mcp_server.py"
 
@@ -80,7 +80,7 @@ def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> 
     session = uuid.uuid4().hex
     try:
         log = open(effects / "app.stderr", "w")
-        app = subprocess.Popen(_app(db_url, effects, executor, where, "start", session, module), cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=log)
+        app = popen_python_m(_app(db_url, effects, executor, where, "start", session, module), _env(), stdout=subprocess.PIPE, stderr=log)
         deadline = time.monotonic() + 120
         while not (_bodies(effects)["read_stock"] and _bodies(effects)["delete_item"]):
             assert time.monotonic() < deadline and app.poll() is None, (effects / "app.stderr").read_text()[-3000:]
@@ -94,7 +94,7 @@ def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> 
                 except ProcessLookupError:
                     pass
         (effects / "hold").unlink()
-        woke = subprocess.run(_app(db_url, effects, executor, where, "wake", session, module), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=90)
+        woke = run_python_m(_app(db_url, effects, executor, where, "wake", session, module), _env(), timeout=240)
         assert woke.returncode == 0, woke.stderr[-3000:]
         out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
     finally:

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.support.crashkit import ROOT, transcript_problems
-from tests.support.procs import child_env
+from tests.support.crashkit import transcript_problems
+from tests.support.procs import child_env, run_python_m
 
 
 def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember",
@@ -31,7 +31,7 @@ def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, cras
     if crash_at:
         env["HELIX_DBOS_CRASH_AT"] = crash_at
     args = [sys.executable, "-m", "tests.scenarios.deps_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
-    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+    return run_python_m(args, env, timeout=240)
 
 
 def _lines(effects: Path, kind: str) -> list[dict[str, Any]]:

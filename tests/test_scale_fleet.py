@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -23,7 +22,7 @@ import pytest
 from bench.stats import max_in_window, max_overlap
 from tests.support.crashkit import helix_table, query
 from tests.support.fleet import WorkerPool, read_effects, wait_for
-from tests.support.procs import ROOT, child_env
+from tests.support.procs import child_env, run_python_m
 
 APP = "tests.scenarios.fleet_app:runtime"
 LEASE = 3.0
@@ -47,7 +46,7 @@ class Fleet(WorkerPool):
             args += ["--owner", owner]
         if then_owner:
             args += ["--then-owner", then_owner]
-        done = subprocess.run(args, cwd=ROOT, env=child_env(extra=self.env), capture_output=True, text=True, timeout=120)
+        done = run_python_m(args, child_env(extra=self.env), timeout=240)
         assert done.returncode == 0, done.stderr[-3000:]
         return dict(json.loads(done.stdout.splitlines()[-1]))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.support.crashkit import helix_table, query
-from tests.support.procs import ROOT, child_env
+from tests.support.procs import child_env, popen_python_m
 
 AT_REST = ("completed", "failed", "interrupted")
 
@@ -52,9 +52,9 @@ class WorkerPool:
         log = open(self.workdir / f"{executor}.log", "w")  # noqa: SIM115 - closed in stop_all
         self._logs.append(log)
         env = child_env(extra={**self.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
-        proc = subprocess.Popen(
+        proc = popen_python_m(
             [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", self.app, "--db", self.db_url, "--drain-timeout", "30"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
+            env, stdout=subprocess.PIPE, stderr=log,
         )
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -49,9 +49,20 @@ class Outcome:
 
 
 def run_module(module: str, args: Sequence[str], env: Mapping[str, str], timeout: float = 240) -> Outcome:
-    """``python -m module args`` from the checkout, to its end: exit code, last JSON line, stderr."""
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=dict(env), capture_output=True, text=True, timeout=timeout)
-    return Outcome(proc.returncode, last_json(proc.stdout), proc.stderr)
+    """``python -m module args`` from the checkout, to its end: exit code, last JSON line, stderr.
+
+    A scenario app is forked from the worker's fork server (tests/support/forkserver.py: the same
+    real process, without re-importing pydantic-ai and DBOS each time)."""
+    from tests.support.forkserver import popen_module
+
+    with popen_module(module, args, env, ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return Outcome(proc.returncode, last_json(out), err)
 
 
 def spawn_module(module: str, args: Sequence[str], env: Mapping[str, str], stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen[str]:
@@ -59,7 +70,32 @@ def spawn_module(module: str, args: Sequence[str], env: Mapping[str, str], stder
 
     Pass a file as ``stderr`` when nobody reads the pipe: a full pipe would freeze the child mid-run.
     """
-    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=dict(env), stdout=subprocess.PIPE, stderr=stderr, text=True)
+    from tests.support.forkserver import popen_module
+
+    return popen_module(module, args, env, ROOT, stdout=subprocess.PIPE, stderr=stderr)
+
+
+def popen_python_m(argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> subprocess.Popen[str]:
+    """``subprocess.Popen(argv, ...)`` for an ``argv`` of ``[sys.executable, "-m", module, ...]``, from
+    the checkout, forked from the worker's fork server like spawn_module's children (text mode)."""
+    from tests.support.forkserver import popen_module
+
+    assert list(argv[:2]) == [sys.executable, "-m"], argv
+    kwargs.pop("text", None)
+    kwargs.pop("cwd", None)
+    return popen_module(argv[2], list(argv[3:]), env, ROOT, **kwargs)
+
+
+def run_python_m(argv: Sequence[str], env: Mapping[str, str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True, timeout=...)`` through popen_python_m."""
+    with popen_python_m(argv, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 def wait_until_serving(proc: subprocess.Popen[str], base: str, ceiling: float = 180) -> None:
