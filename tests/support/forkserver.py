@@ -267,13 +267,14 @@ class ForkedPopen(subprocess.Popen[str]):
         finally:
             if devnull is not None:
                 os.close(devnull)
-            mine = getattr(self, "_devnull", None)  # Popen closes its own devnull
-            for fd in {p2cread, c2pwrite, errwrite}:
-                if fd not in (-1, 0, 1, 2, mine) and fd not in (p2cwrite, c2pread, errread):
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+            # the child's ends of the pipes Popen made, exactly as Popen's own _execute_child closes
+            # them (never a file the caller passed, never Popen's devnull, which it closes itself)
+            if p2cread != -1 and p2cwrite != -1 and p2cread != getattr(self, "_devnull", None):
+                os.close(p2cread)
+            if c2pwrite != -1 and c2pread != -1:
+                os.close(c2pwrite)
+            if errwrite != -1 and errread != -1:
+                os.close(errwrite)
 
     def _read_exit(self, timeout: float | None) -> int | None:
         conn = self._fork_conn
