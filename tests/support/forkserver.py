@@ -205,7 +205,9 @@ _server_lock = threading.Lock()
 
 
 def _server_path() -> tuple[str, dict[str, str]] | None:
-    """This process's server (started on first use), or None when it cannot be started."""
+    """This process's server (started on first use), or None when it is off or cannot be started."""
+    if not ENABLED:
+        return None
     with _server_lock:
         known = _server.get(os.getpid())
         if known is not None and known[0].poll() is None:
@@ -313,7 +315,7 @@ class ForkedPopen(subprocess.Popen[str]):
 
 def popen_module(module: str, args: Sequence[str], env: Mapping[str, str], cwd: Path, **kwargs: Any) -> subprocess.Popen[str]:
     """``python -m module args`` as a fresh interpreter or, when possible, forked from the server."""
-    server = _server_path() if ENABLED else None
+    server = _server_path()
     if server is not None and _python_vars(env) == server[1]:
         return ForkedPopen(server[0], module, args, cwd=str(cwd), env=dict(env), text=True, **kwargs)
     return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=dict(env), text=True, **kwargs)
