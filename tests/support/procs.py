@@ -53,16 +53,8 @@ def run_module(module: str, args: Sequence[str], env: Mapping[str, str], timeout
 
     A scenario app is forked from the worker's fork server (tests/support/forkserver.py: the same
     real process, without re-importing pydantic-ai and DBOS each time)."""
-    from tests.support.forkserver import popen_module
-
-    with popen_module(module, args, env, ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
-    return Outcome(proc.returncode, last_json(out), err)
+    done = run_python_m([sys.executable, "-m", module, *args], env, timeout)
+    return Outcome(done.returncode, last_json(done.stdout), done.stderr)
 
 
 def spawn_module(module: str, args: Sequence[str], env: Mapping[str, str], stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen[str]:
