@@ -460,7 +460,8 @@ def scale_section(results: dict[str, Any]) -> str:
                          *per_run, execs])
     parts = [
         "### Scale: a front end that only enqueues, 1 and 2 workers, Postgres (`bench/scale.py`)\n",
-        "Each worker count has fresh worker processes; bare DBOS enqueues with `DBOSClient.enqueue`, helix through "
+        "Each worker count and each side has fresh worker processes that serve only that side's queues (bare DBOS's queue; "
+        "helix's entry and children's queues); bare DBOS enqueues with `DBOSClient.enqueue`, helix through "
         "`Runtime(mode=\"client\").start` (gate + enqueue in one transaction). The same DBOS queue settings on both sides: "
         "`worker_concurrency` = sessions / workers, polled every 0.1 s (helix's entry queue is partitioned by owner: one "
         "partition here). Latency: enqueue to rest, from the database. CPU per run over the batch, from /proc (all on this machine): "

@@ -1,8 +1,13 @@
 """Section `scale`: a front end that only enqueues, 1 and 2 worker processes, against bare DBOS queues;
 then the fleet-wide limits and the fairness between owners, read back from the ledger.
 
-Postgres only. For each worker count, fresh `bench.worker` processes serve DBOS queues (helix in
-`mode="worker"`: its entry queue `helix_entries`, the bare-DBOS workflow on its own queue). This
+Postgres only. For each worker count and each side, fresh `bench.worker` processes that define and
+serve only that side's queues (`--serve bare`: the bare-DBOS workflow on its own queue; `--serve
+helix`: helix in `mode="worker"`, its entry queue `helix_entries` and children's queue). One set of
+processes serving both sides made each side's workers poll the other's idle queues through its batch,
+and the two did not pay alike: bare DBOS's steps kept its workers' system-database pool busy, which
+slowed their polls to about 1 a second, while helix's workers (their ledger on pools of their own)
+polled bare's queue 10 times a second, ~8 ms of worker CPU per helix run at 300 sessions. This
 process is the front end: bare runs are enqueued with `DBOSClient.enqueue`; helix sessions with
 `Runtime(mode="client").start(...)`, the public entry (the gate and the enqueue in one transaction).
 Both are enqueued from 5 threads. The queue settings are the same on both sides: `worker_concurrency =
@@ -44,7 +49,7 @@ RATED_SESSIONS = 10
 """6 model requests a run: 60 grants, at least 6 s at 10 a second."""
 
 
-def _workers(url: str, n: int, share: int, extra: tuple[str, ...] = (), tag: str = "") -> list[Any]:
+def _workers(url: str, n: int, share: int, extra: tuple[str, ...] = (), tag: str = "", serve: str = "both") -> list[Any]:
     import subprocess
     import sys
 
@@ -58,7 +63,7 @@ def _workers(url: str, n: int, share: int, extra: tuple[str, ...] = (), tag: str
         # would block on a full pipe and stall the batch
         err = tempfile.TemporaryFile(mode="w+")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.worker", "--db", url, "--executor", f"scale{tag}-{n}-{i + 1}", "--helix-mode", "worker", "--concurrency", str(share), *extra],
+            [sys.executable, "-m", "bench.worker", "--db", url, "--executor", f"scale{tag}-{n}-{i + 1}", "--helix-mode", "worker", "--concurrency", str(share), "--serve", serve, *extra],
             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
         )
         assert proc.stdout is not None
@@ -144,15 +149,14 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
     out: dict[str, Any] = {"batches": {}}
     for workers in worker_counts:
         share = -(-sessions // workers)
-        procs = _workers(url, workers, share)
+        procs = _workers(url, workers, share, serve="bare")  # before the client: the first migrates a fresh database
+        client = DBOSClient(system_database_url=url, application_name=APP_NAME, system_database_pool_size=5)
+        engine = sa.create_engine(url, pool_size=2, max_overflow=0)
+        batches: list[BatchStats] = []
+        pg_cpu = []
         try:
-            client = DBOSClient(system_database_url=url, application_name=APP_NAME, system_database_pool_size=5)
-            client.register_queue(BARE_QUEUE, worker_concurrency=share, polling_interval_sec=QUEUE_POLL_S, on_conflict="always_update")
-            front = hx.Runtime([make_agent(spec)], mode="client", database_url=url, application_version=APP_VERSION, app_name=APP_NAME,
-                               worker_concurrency=share, api_pool=(5, 0)).launch()
-            engine = sa.create_engine(url, pool_size=2, max_overflow=0)
-            batches: list[BatchStats] = []
             try:
+                client.register_queue(BARE_QUEUE, worker_concurrency=share, polling_interval_sec=QUEUE_POLL_S, on_conflict="always_update")
                 pids = {proc.pid for proc in procs}
                 cpu, w0, f0 = PgCpu(engine), _cpu_s(pids), time.process_time()
                 t0 = time.time()
@@ -167,8 +171,16 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
                 lat = [(r["updated_at"] - r["created_at"]) / 1000.0 for r in rows]
                 batches.append(BatchStats(f"bare_dbos, {workers} worker(s)", sessions, end - t0, lat, sum(r["status"] == "SUCCESS" for r in rows),
                                           _count(r["executor_id"] for r in rows), enq, _count(r["status"] for r in rows)))
-                pg_cpu = [(cpu.seconds(), _spent(pids, w0), time.process_time() - f0)]
+                pg_cpu.append((cpu.seconds(), _spent(pids, w0), time.process_time() - f0))
+            finally:
+                for proc in procs:
+                    _stop_worker(proc)
 
+            procs = _workers(url, workers, share, serve="helix")
+            front = hx.Runtime([make_agent(spec)], mode="client", database_url=url, application_version=APP_VERSION, app_name=APP_NAME,
+                               worker_concurrency=share, api_pool=(5, 0)).launch()
+            try:
+                pids = {proc.pid for proc in procs}
                 cpu, w0, f0 = PgCpu(engine), _cpu_s(pids), time.process_time()
                 t0 = time.time()
                 with ThreadPoolExecutor(max_workers=5) as pool:
@@ -182,13 +194,13 @@ def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (
                                           _count(f"{r['status']} {r['error_code'] or ''}".strip() for r in rows)))
                 pg_cpu.append((cpu.seconds(), _spent(pids, w0), time.process_time() - f0))
             finally:
-                engine.dispose()
                 front.shutdown()
-                client.destroy()
-            out["batches"][f"{workers}"] = [dict(b.summary(), pg_cpu_s=c[0], worker_cpu_s=c[1], front_cpu_s=c[2]) for b, c in zip(batches, pg_cpu, strict=False)]
+                for proc in procs:
+                    _stop_worker(proc)
         finally:
-            for proc in procs:
-                _stop_worker(proc)
+            engine.dispose()
+            client.destroy()
+        out["batches"][f"{workers}"] = [dict(b.summary(), pg_cpu_s=c[0], worker_cpu_s=c[1], front_cpu_s=c[2]) for b, c in zip(batches, pg_cpu, strict=False)]
     out["limits"] = run_limits(url, sessions, timeout=timeout)
     return out
 

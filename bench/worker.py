@@ -8,7 +8,8 @@ parent owns the database), registers the bare-DBOS workflow and its queue, then 
 and serves until its stdin closes (the parent's way to stop it) or it gets SIGTERM.
 
 Both workers register the same workflow names under the same application name and version as the
-parent's `DBOSClient` uses, so either may dequeue any run.
+parent's `DBOSClient` uses, so either may dequeue any run. `--serve bare` / `--serve helix` makes a
+process of one side only (bench/scale.py): it defines and polls that side's queues and no other.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--owner-share", type=int, default=None, help="helix owner_share (runs per owner per worker, with --helix-mode worker)")
     p.add_argument("--limited", action="store_true", help="also define the limited agents of bench/scale.py (max_running, model_requests)")
     p.add_argument("--rate", type=int, default=10, help="model requests per second of the rate-limited agent (with --limited)")
+    p.add_argument("--serve", default="both", choices=["both", "bare", "helix"],
+                   help="bare/helix: this process defines and dequeues only that side's workflows (bench/scale.py); both: either side's")
     args = p.parse_args(argv)
 
     from dbos import DBOS
@@ -44,21 +47,38 @@ def main(argv: list[str]) -> int:
 
     spec = WorkloadSpec()
     configure_dbos(args.db, launch=False, reset=False, executor_id=args.executor, sys_db_pool_size=WORKER_POOLS["dbos"])
-    make_bare_dbos_runner(spec)
+    if args.serve != "helix":
+        make_bare_dbos_runner(spec)
     extra: dict[str, Any] = {}
+    agents: list[Any] = []
+    limits: dict[str, Any] = {}
     if args.limited:
         from bench.systems.helix import limited_agents
 
         agents, limits = limited_agents(spec, args.rate)
         extra = {"agents": agents, "limits": limits}
-    helix = HelixRunner(
-        spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"],
-        mode=args.helix_mode, worker_concurrency=args.concurrency, owner_share=args.owner_share, **extra,
-    )
-    DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
+    # DBOS polls every queue of the application it finds in dbos.queues unless told which: a process
+    # of one side must not pay the other side's polls (a 0.1 s poll of an idle queue is two or three
+    # transactions and 2.5-5 ms of this process's CPU: docs/benchmarks.md, "Scale: where a worker's CPU went")
+    if args.serve == "bare":
+        DBOS.listen_queues([BARE_QUEUE])
+    elif args.serve == "helix":
+        from helix_dbos.runtime.process import queues
+
+        DBOS.listen_queues(sorted({queues.ENTRY_QUEUE, "helix_runs", *(queues.entry_queue(a.name, limits) for a in agents)}))
+    helix = None
+    if args.serve != "bare":
+        helix = HelixRunner(
+            spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"],
+            mode=args.helix_mode, worker_concurrency=args.concurrency, owner_share=args.owner_share, **extra,
+        )
+    else:
+        DBOS.launch()
+    if args.serve != "helix":
+        DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print("ready", helix.runtime.executor_id, flush=True)
+    print("ready", helix.runtime.executor_id if helix is not None else args.executor, flush=True)
 
     def wait_stdin() -> None:
         sys.stdin.read()
@@ -66,7 +86,8 @@ def main(argv: list[str]) -> int:
 
     threading.Thread(target=wait_stdin, daemon=True).start()
     stop.wait()
-    helix.close()
+    if helix is not None:
+        helix.close()
     DBOS.destroy(destroy_registry=True)
     return 0
 
