@@ -167,6 +167,32 @@ def test_a_limited_agent_on_a_delegation_cycle_is_refused() -> None:
     hx.Runtime([loop], limits={"loop": hx.AgentLimits(model_requests=(5, 1.0))})  # a rate holds no slot
 
 
+# --- which queues a worker polls ----------------------------------------------------------------------------
+
+
+def _polled_queues() -> set[str]:
+    """The queues DBOS polls in this process: its queue manager names each one's thread ``queue-worker-<queue>``."""
+    return {t.name.removeprefix("queue-worker-") for t in threading.enumerate() if t.name.startswith("queue-worker-")}
+
+
+@pytest.mark.parametrize("serve_queue", [None, False])
+def test_a_worker_serves_the_childrens_queue_unless_told_not_to(make_runtime: Any, db_url: str, serve_queue: bool | None) -> None:
+    """An idle poll of the children's queue is a claim 10 times a second per worker (docs/benchmarks.md,
+    "Scale, 2 workers"); a worker whose agents are nobody's remote or companion sub-agent can say so.
+    The default worker still serves every helix queue, so a child run never waits for a worker that
+    defines its agent but not its parent's."""
+    agent = hx.Agent("solo", FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("done")])))
+    rt = make_runtime([agent], mode="worker", serve_queue=serve_queue)
+    # DBOS's manager starts a queue's thread when it lists its row; helix_runs is registered first
+    polled = wait_for("the entry queue's poller", lambda: (q := _polled_queues()) >= {"helix_entries"} and q)
+    if serve_queue is None:
+        assert wait_for("the children's queue's poller", lambda: "helix_runs" in _polled_queues())
+    else:
+        assert "helix_runs" not in polled
+        assert rt.start("solo", "hi").result(timeout=120).output == "done"  # its entries still run here
+        assert "helix_runs" not in _polled_queues()
+
+
 # --- a stop of a queued run withdraws it -----------------------------------------------------------------
 
 
