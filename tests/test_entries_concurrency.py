@@ -7,7 +7,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
@@ -39,8 +39,28 @@ async def nap(ctx: hx.ToolContext, seconds: float) -> str:
 
 
 def test_concurrent_entries_exactly_one_wins(make_runtime: Any) -> None:
-    rt = make_runtime([hx.Agent("napper", _model([ToolCallPart("nap", {"seconds": 0.5}, "c")]), tools=[nap])])
-    sid = rt.start("napper", "first").result(timeout=120).session_id
+    """Eight entries race for one session; the winner's run holds in its body until every entry has
+    answered, so each of the others finds it live (entries that read after a commit are serialized
+    on both databases, and a turn that had already ended would rightly admit the next one)."""
+    release = threading.Event()
+
+    @hx.tool(replay="safe", name="hold")
+    async def hold(ctx: hx.ToolContext) -> str:
+        """Hold until the test lets go."""
+        import asyncio
+
+        await asyncio.to_thread(release.wait, 300)
+        return "held"
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(isinstance(p, ToolReturnPart) for p in getattr(messages[-1], "parts", [])):
+            return ModelResponse(parts=[TextPart("ok")])
+        return ModelResponse(parts=[ToolCallPart("hold", {}, "h")])  # every turn's first request
+
+    rt = make_runtime([hx.Agent("holder", FunctionModel(reply), tools=[hold])])
+    release.set()
+    sid = rt.start("holder", "first").result(timeout=120).session_id
+    release.clear()
     barrier = threading.Barrier(8)
     won: list[hx.RunHandle] = []
     refused: list[Exception] = []
@@ -49,7 +69,7 @@ def test_concurrent_entries_exactly_one_wins(make_runtime: Any) -> None:
     def enter(i: int) -> None:
         barrier.wait()
         try:
-            handle = rt.start("napper", f"turn {i}", session_id=sid)
+            handle = rt.start("holder", f"turn {i}", session_id=sid)
             with lock:
                 won.append(handle)
         except AgentAlreadyRunningError as exc:
@@ -61,6 +81,7 @@ def test_concurrent_entries_exactly_one_wins(make_runtime: Any) -> None:
         t.start()
     for t in threads:
         t.join()
+    release.set()
     assert len(won) == 1 and len(refused) == 7
     assert all(e.code == "session_running" for e in refused)
     assert won[0].result(timeout=120).status == "completed"

@@ -71,6 +71,33 @@ def test_stop_from_another_process_during_a_body_and_during_a_model_request(make
         assert rt.retry(in_body.session_id).result(timeout=60).status == "completed"
 
 
+@pytest.mark.parametrize("kind", ["interrupt", "abort"])
+def test_a_stop_during_the_final_model_request_ends_the_run_stopped(make_runtime: Any, fam: Family, kind: str) -> None:
+    """The model's final answer arrives after the stop was recorded: the reply is kept (it was paid
+    for) and the run ends stopped at that commit, never ``completed`` past a ``stop_requested``
+    receipt (test_withdraw_race found SQLite completing such runs)."""
+    rt = make_runtime(family.AGENTS)
+    fam.hold("waited")  # the body holds, so the second model request can be held before it starts
+    handle = rt.start("waiter", "go")
+    fam.wait_for(lambda: fam.bodies("after"), label="the body")
+    fam.hold("model_waiter")
+    fam.release("waited")
+    fam.wait_for(lambda: [m["agent"] for m in fam.lines("model")].count("waiter") == 2, label="the final model request")
+
+    receipt = rt.stop(handle.session_id, kind=kind)
+    assert receipt.status == "stop_requested" and not receipt.stopped
+    fam.release("model_waiter")
+    result = handle.result(timeout=120)
+    assert result.status == ("interrupted" if kind == "interrupt" else "failed"), result
+    assert result.error_code == (None if kind == "interrupt" else "run_stopped")
+    session = rt.session(handle.session_id)
+    (call,) = session.calls
+    assert call.status == "ok" and call.result == {"tool": "after", "key": "waited"}  # finished before the stop: kept
+    replies = [p.content for m in session.messages for p in getattr(m, "parts", []) if type(p).__name__ == "TextPart"]
+    assert any(r.startswith("waiter finished") for r in replies), replies  # the paid reply is in the transcript
+    assert [m["agent"] for m in fam.lines("model")].count("waiter") == 2 and len(fam.bodies()) == 1
+
+
 def test_stop_of_a_suspended_run_settles_at_once(make_runtime: Any, fam: Family) -> None:
     rt = make_runtime(family.AGENTS)
     first = rt.start("clienty", "ask").result(timeout=60)

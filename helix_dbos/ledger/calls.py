@@ -70,8 +70,8 @@ def unanswered_steps_superseded_by(conn: sa.Connection, run_id: str) -> list[tup
 
 
 def of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[CallRow]:
-    """The calls one run saved at one step, in reply order (locked on Postgres with ``for_update``)."""
-    stmt = _of_step(for_update and conn.dialect.name == "postgresql")
+    """The calls one run saved at one step, in reply order (locked with ``for_update``: on SQLite the write lock, ``ledger/engine.py``)."""
+    stmt = _of_step(for_update)
     return cast("list[CallRow]", fetch_all(conn, stmt, {"w_run_id": run_id, "w_step": step}))
 
 
@@ -103,7 +103,7 @@ def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[CallRow
 
 
 def get_call(conn: sa.Connection, dispatch_id: str, *, for_update: bool = False) -> CallRow | None:
-    return cast("CallRow | None", fetch_one(conn, by_key(t.calls, "dispatch_id", for_update and conn.dialect.name == "postgresql"), {"w_key": dispatch_id}))
+    return cast("CallRow | None", fetch_one(conn, by_key(t.calls, "dispatch_id", for_update), {"w_key": dispatch_id}))
 
 
 def list_calls(

@@ -19,13 +19,13 @@ from .statuses import CALL_SETTLED
 def get(conn: sa.Connection, *, companion_session_id: str | None = None,
         parent_session_id: str | None = None, agent_name: str | None = None,
         for_update: bool = False) -> CompanionRow | None:
-    """By its session id, or by (parent session, agent); ``for_update`` locks the row on Postgres."""
+    """By its session id, or by (parent session, agent); ``for_update`` locks the row (SQLite: the write lock, ``ledger/engine.py``)."""
     stmt = sa.select(t.companions)
     if companion_session_id is not None:
         stmt = stmt.where(t.companions.c.companion_session_id == companion_session_id)
     else:
         stmt = stmt.where(t.companions.c.parent_session_id == parent_session_id, t.companions.c.agent_name == agent_name)
-    if for_update and conn.dialect.name == "postgresql":
+    if for_update:
         stmt = stmt.with_for_update()
     row = conn.execute(stmt).mappings().first()
     return cast("CompanionRow | None", dict(row) if row is not None else None)

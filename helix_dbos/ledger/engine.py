@@ -2,9 +2,11 @@
 
 The ledger shares the DBOS system database on purpose: an operator joins ``helix.calls`` with
 ``dbos.operation_outputs`` in one query, and there is one thing to back up. SQLite has no schemas,
-so the ``helix`` schema is translated away there; every SQLite connection takes its write lock up
-front (``IMMEDIATE``), because a deferred transaction that reads, then writes, fails at once with
-"database is locked" instead of waiting when another writer got in between.
+so the ``helix`` schema is translated away there. A SQLite write transaction takes the write lock
+(``IMMEDIATE``), because a deferred transaction that reads, then writes, fails at once with
+"database is locked" instead of waiting when another writer got in between; pysqlite takes it at
+the first write, and a ``FOR UPDATE`` read (the ledger's mark of a read that decides a write) takes
+it before reading (``_sqlite_lock_for_update``), as Postgres locks the rows.
 """
 
 from __future__ import annotations
@@ -107,6 +109,26 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     dbapi_conn.isolation_level = "IMMEDIATE"
     dbapi_conn.execute("PRAGMA busy_timeout=30000")
     dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+
+
+def _sqlite_lock_for_update(conn: sa.Connection, clauseelement: Any, _multiparams: Any, _params: Any, _options: Any) -> None:
+    """A ``FOR UPDATE`` read on SQLite takes the database's write lock before it reads.
+
+    Why: pysqlite's ``isolation_level = "IMMEDIATE"`` begins the transaction only at the first
+    INSERT/UPDATE/DELETE, so every read before it ran outside the transaction, in autocommit: a
+    stop read the session as live, the worker's completion committed, then the stop's write began
+    and recorded a stop of an ended run. SQLite renders no ``FOR UPDATE``; this hook gives the
+    clause the meaning it has on Postgres (the rows read stay as read until the commit), the way
+    every read-decide-write transaction of the ledger already marks its deciding reads. A plain
+    read still takes no lock, so readers never queue behind a transactional body's write lock.
+    """
+    if getattr(clauseelement, "_for_update_arg", None) is None:
+        return
+    dbapi_conn = conn.connection.dbapi_connection
+    if dbapi_conn is not None and not dbapi_conn.in_transaction:
+        # Through SQLAlchemy, not the driver: a busy database is then its OperationalError, which
+        # the store's retry knows as transient (a raw sqlite3 error escaped it and failed the run).
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def translate_map(url: str) -> dict[str | None, str | None]:
@@ -258,6 +280,7 @@ def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
     if is_sqlite(url):
         engine = sa.create_engine(sync_url(url), connect_args={"check_same_thread": False}, **kwargs)
         event.listens_for(engine, "connect")(_sqlite_pragmas)
+        event.listen(engine, "before_execute", _sqlite_lock_for_update)
     else:
         if "poolclass" not in kwargs:
             kwargs["poolclass"] = BoundedQueuePool

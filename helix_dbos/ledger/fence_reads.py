@@ -48,7 +48,8 @@ def _fence_statement(dialect: str, status_of: StatusOf) -> sa.Select[Any]:
         .outerjoin(t.stops, t.stops.c.run_id == t.runs.c.run_id)
         .where(t.runs.c.run_id == sa.bindparam("w_run_id"))
     )
-    return stmt.with_for_update(of=t.sessions) if dialect == "postgresql" else stmt
+    # SQLite renders no FOR UPDATE; the clause makes its engine take the write lock first (ledger/engine.py).
+    return stmt.with_for_update(of=t.sessions)
 
 
 def head_columns(run_id: Any, session_id: Any, status_of: StatusOf, *, sqlite: bool) -> list[Any]:
@@ -88,7 +89,7 @@ def locked_head(run_id: Any, status_of: StatusOf) -> Any:
 
 def calls_beside_fence(conn: sa.Connection, run_id: str, saver: str, step: int, status_of: StatusOf, *, for_update: bool = False) -> list[dict[str, Any]]:
     """The calls ``saver`` saved at ``step``, each with the fence's conditions for ``run_id``
-    (``CALLS_HEAD_KEYS``): on SQLite read beside the calls (under the database's one write lock),
+    (``CALLS_HEAD_KEYS``): on SQLite read beside the calls, the database's write lock taken first,
     on Postgres ``locked_head`` joined to them (the session row locked first; the calls too with
     ``for_update``). No row when the step saved no call."""
     sqlite = conn.dialect.name == "sqlite"
@@ -108,6 +109,7 @@ def _calls_sqlite(status_of: StatusOf) -> sa.Select[Any]:
         )
         .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
         .order_by(t.calls.c.position)
+        .with_for_update()  # renders nothing: the engine takes the write lock before the read (ledger/engine.py)
     )
 
 

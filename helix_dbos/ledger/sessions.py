@@ -16,7 +16,7 @@ from .rows import by_key, fetch_all, fetch_one, insert_if_absent, now
 
 
 def get_session(conn: sa.Connection, session_id: str, *, for_update: bool = False) -> SessionRow | None:
-    return cast("SessionRow | None", fetch_one(conn, by_key(t.sessions, "session_id", for_update and conn.dialect.name == "postgresql"), {"w_key": session_id}))
+    return cast("SessionRow | None", fetch_one(conn, by_key(t.sessions, "session_id", for_update), {"w_key": session_id}))
 
 
 def list_sessions(conn: sa.Connection, limit: int = 50, *, owner: str | None = None, status: str | None = None, agent_name: str | None = None) -> list[SessionRow]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from dbos import DBOS
 
 from ...errors import ExecutorIdInUseError
 from ...ledger import executors, runs
@@ -105,8 +104,8 @@ class ExecutorLeases(LaunchedParts):
             return None  # its executor is alive (or may be, until its lease lapses) and will finish it
         finally:
             probe.release()
-        # its executor is gone: make sure a restart never resumes it
-        (self._client.cancel_workflow if self._mode == "client" else DBOS.cancel_workflow)(run["run_id"])
+        # its executor is gone: make sure a restart never resumes it (in this transaction: see cancel_unfinished)
+        dbos_private.cancel_unfinished(conn, run["run_id"])
         return "lost"
 
     def recover_executor(self, executor_id: str) -> list[str]:

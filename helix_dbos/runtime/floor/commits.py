@@ -240,12 +240,25 @@ def calls_to_gate(conn: sa.Connection, run_id: str, ref: StepRef) -> list[CallBr
 # Anything that writes events of its own (``settle_stop``) comes after.
 
 
-def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]], events: Events) -> StepOutcome | None:
+def _finish(conn: sa.Connection, run_id: str, calls: Sequence[Mapping[str, Any]], events: Events, stop: str | None) -> StepOutcome | None:
+    """The run's completion by its finish call, unless a stop came while the step ran (None: the
+    run goes on, or ``_stop_at_commit`` ends it)."""
     finish = next((c for c in calls if c["kind"] == "finish" and c["status"] == "ok"), None)
-    if finish is None:
+    if finish is None or stop is not None:
         return None
     end_run(conn, run_id, "completed", output=finish["result"], events=events)
     return StepOutcome("completed", output=finish["result"])
+
+
+def _stop_at_commit(conn: sa.Connection, env: Env, run_id: str, stop: str | None) -> StepOutcome | None:
+    """A stop recorded while the step ran is honoured at its commit, after the step's rows are
+    written (the reply was paid for and every result is kept): the run ends stopped, never
+    completed by a reply or a finish call that arrived after the stop (the same rule as a DBOS
+    cancel, which ``fence.check`` raises at this commit)."""
+    if stop is None:
+        return None
+    run = fence.check(conn, run_id, "stop")
+    return settle_stop(conn, run, stop, env.agent(run["agent_name"]), env.profile)
 
 
 def _suspend_or_stop(conn: sa.Connection, env: Env, run_id: str, rows: step_rows.StepRows, events: Events, stop: str | None) -> StepOutcome:
@@ -273,9 +286,10 @@ def commit_after_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, re
         return _suspend_or_stop(conn, env, run_id, rows, [checkpoint_event(checkpoint_id, "suspension", ref["step"])], head["stop_kind"] if own else None)
     answers = ("request", transcript.dump(transcript.results_message(calls)))
     events: Events = [checkpoint_event(checkpoint_id, "step", ref["step"])]
-    outcome = _finish(conn, run_id, calls, events)
+    stop = head["stop_kind"] if ref["run_id"] == run_id else None
+    outcome = _finish(conn, run_id, calls, events, stop)
     step_rows.write(conn, step_rows.StepRows(sid, run_id, ref["step"], messages=[answers], checkpoint=(checkpoint_id, "step")), events)
-    return outcome or StepOutcome("committed")
+    return outcome or _stop_at_commit(conn, env, run_id, stop) or StepOutcome("committed")
 
 
 def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, step: int, reply: ModelReply, planned: Sequence[PlannedCall], output_required: bool) -> StepOutcome:
@@ -287,9 +301,10 @@ def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, 
         if not output_required:
             events.append(checkpoint_event(checkpoint_id, "step", step))
             text = transcript.reply_text(transcript.load_response(reply.response))
-            end_run(conn, run_id, "completed", output=text, events=events)
+            if run["stop_kind"] is None:
+                end_run(conn, run_id, "completed", output=text, events=events)
             step_rows.write(conn, _reply_rows(run_id, sid, step, reply, checkpoint=(checkpoint_id, "step")), events)
-            return StepOutcome("completed", output=text)
+            return _stop_at_commit(conn, env, run_id, run["stop_kind"]) or StepOutcome("completed", output=text)
         retry = ("request", transcript.dump(transcript.text_not_allowed(TEXT_NOT_ALLOWED)))
         events.append(checkpoint_event(checkpoint_id, "step", step))
         step_rows.write(conn, _reply_rows(run_id, sid, step, reply, retry, checkpoint=(checkpoint_id, "step")), events)
@@ -303,9 +318,9 @@ def commit_without_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, 
     events += [*_call_events(calls), checkpoint_event(checkpoint_id, kind, step)]
     if pending:  # a stop that came during the model request: its calls are paired, the run stops
         return _suspend_or_stop(conn, env, run_id, rows, events, run["stop_kind"])
-    outcome = _finish(conn, run_id, calls, events)
+    outcome = _finish(conn, run_id, calls, events, run["stop_kind"])
     step_rows.write(conn, rows, events)
-    return outcome or StepOutcome("committed")
+    return outcome or _stop_at_commit(conn, env, run_id, run["stop_kind"]) or StepOutcome("committed")
 
 
 # --- ends ----------------------------------------------------------------------------------------

@@ -301,6 +301,22 @@ def withdraw_enqueued(conn: sa.Connection, workflow_id: str) -> bool:
     under its row lock, so of the two, one wins (Postgres re-reads the row after the lock; SQLite
     has one writer).
     """
+    return _cancel_on(conn, workflow_id, ("ENQUEUED",), among=True)
+
+
+def cancel_unfinished(conn: sa.Connection, workflow_id: str) -> bool:
+    """DBOS's ``cancel_workflows`` of one workflow (any status but ``SUCCESS``/``ERROR``), written in
+    the caller's transaction: whether a row changed.
+
+    Why not DBOS's own call: it commits on DBOS's connection, and the caller decides inside a ledger
+    transaction that holds its session's lock. On SQLite that lock is the database's one write lock,
+    so DBOS's write would wait for the very transaction that waits for it (a self-deadlock until the
+    busy timeout); on both databases the cancel and the ledger's decision now commit together.
+    """
+    return _cancel_on(conn, workflow_id, ("SUCCESS", "ERROR"), among=False)
+
+
+def _cancel_on(conn: sa.Connection, workflow_id: str, statuses: tuple[str, ...], *, among: bool) -> bool:
     sqlite = conn.dialect.name == "sqlite"
     ws = sa.table(
         "workflow_status",
@@ -309,9 +325,10 @@ def withdraw_enqueued(conn: sa.Connection, workflow_id: str) -> bool:
     )
     # DBOS's ``_now_ms_sql``: epoch milliseconds on the database clock
     now_ms = sa.cast(sa.func.strftime("%s", "now") * 1000, sa.BigInteger) if sqlite else sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
+    which = ws.c.status.in_(statuses) if among else ws.c.status.not_in(statuses)
     done = conn.execute(
         ws.update()
-        .where(ws.c.workflow_uuid == workflow_id, ws.c.status == "ENQUEUED")
+        .where(ws.c.workflow_uuid == workflow_id, which)
         .values(status="CANCELLED", owner_xid=None, queue_name=None, deduplication_id=None, started_at_epoch_ms=None, updated_at=now_ms, completed_at=now_ms)
     )
     return done.rowcount == 1
