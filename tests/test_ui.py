@@ -212,6 +212,9 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the SSE stream")
     row = call_row(browser, "book_table")
     assert row.get_attribute("data-dispatch") == approval and "awaiting approval" in row.text
+    # the ledger's step and position, written as two numbers (it read "1.0", like a float)
+    [asked] = [c for c in httpx.get(f"{restarted.base}/sessions/{csid}", headers=alice).json()["calls"] if c["dispatch_id"] == approval]
+    assert row.find_elements(By.TAG_NAME, "td")[1].text == f"{asked['step']}, {asked['position']}"
     shoot(browser, "approval")
     row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("fine by me")
     row.find_element(By.CSS_SELECTOR, "button.approve").click()

@@ -242,7 +242,7 @@ def _call_rows(calls: list[dict[str, Any]], decisions: dict[str, list[str]], att
             )
         out.append(
             f'<tr class="call" data-dispatch="{e(did)}" data-tool="{e(c["tool_name"])}" data-status="{e(c["status"])}">'
-            f'<td><code title="{e(did)}">{e(did)}</code></td><td>{e(c["step"])}.{e(c["position"])}</td><td>{e(tool_text)}</td><td class="args">{e(compact(c["args"]))}</td>'
+            f'<td><code title="{e(did)}">{e(did)}</code></td><td>{e(c["step"])}, {e(c["position"])}</td><td>{e(tool_text)}</td><td class="args">{e(compact(c["args"]))}</td>'
             f'<td>{e("-" if output else c["replay"])}</td><td>{status_tag(c["status"])}</td><td class="attempts">{e(attempt_text)}</td>'
             f'<td class="recovery">{e("; ".join(decisions.get(did, [])) or "-")}</td><td class="told">{e(told)}</td><td class="approval">{e(approval)}</td><td>{actions}</td></tr>'
         )
@@ -291,7 +291,7 @@ async def session_page(request: Request, session_id: str) -> HTMLResponse:
         )
     body.append("</tbody></table>")
     body.append(
-        '<h2>Calls</h2><table id="calls"><thead><tr><th>dispatch id</th><th>step</th><th>tool</th><th>args</th><th>replay</th><th>status</th><th>attempts</th>'
+        '<h2>Calls</h2><table id="calls"><thead><tr><th>dispatch id</th><th title="the model step, and the call&#39;s position in that step&#39;s reply (the ledger&#39;s step and position, from 0)">step, position</th><th>tool</th><th>args</th><th>replay</th><th>status</th><th>attempts</th>'
         '<th>recovery decision</th><th>what the model was told</th><th>approval</th><th></th></tr></thead><tbody>'
     )
     body.append(_call_rows(calls, decisions, attempts, session_id))
