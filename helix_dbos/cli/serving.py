@@ -82,8 +82,8 @@ def worker(
         signal.signal(sig, lambda *_: (hurry if stop.is_set() else stop).set())
     runtime.launch()
     typer.echo(json.dumps({"worker": runtime.executor_id, "pid": os.getpid()}))
-    while not stop.wait(0.5):
-        pass
+    while not stop.wait(0.5):  # woken by the signal handler above; the timeout is only a heartbeat
+        continue
     left = runtime.drain(drain_timeout, hurry=hurry)
     typer.echo(json.dumps({"drained": runtime.executor_id if runtime.settings else None, "left_pending": left}))
 

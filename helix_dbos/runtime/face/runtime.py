@@ -13,20 +13,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
-from concurrent import futures
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 
 from ...definitions import Agent
 from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
-from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite, ping
+from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...ledger.rows import new_id, now
 from ...ledger.runs import end_run, get_run
@@ -49,7 +46,7 @@ from ..process.config import (
     resolve_store_retry_window,
 )
 from ..process.executor_lock import ExecutorLock
-from . import entries
+from . import admitted_start, entries
 from .agents import adapt, collect_agents
 from .drain import Stopping
 from .executor_leases import ExecutorLeases
@@ -419,45 +416,13 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         if opened["queued"]:
             return RunHandle(self, opened["run_id"], opened["session_id"])
         try:
-            handle = self._start_workflow(opened["run_id"], opened["session_id"])
+            handle = admitted_start.start(self._launched_registry(), self.engine, self.store_retry_window, opened["run_id"], opened["session_id"])
         except StoreUnavailableError:
-            raise  # the store is gone: no release could be written either (see _start_workflow)
+            raise  # the store is gone: no release could be written either (see admitted_start.start)
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
             self._release(opened["run_id"], f"{type(exc).__name__}: {exc}")
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
-
-    def _start_workflow(self, run_id: str, session_id: str) -> Any:
-        """``DBOS.start_workflow`` of an admitted run, waited for no longer than the store is away.
-
-        DBOS records the workflow with its own retry, which has no deadline (``db_retry``): a
-        database that went away after the entry's commit would hold the caller for as long as the
-        outage lasts. So the start runs in its own thread, and while it has not returned the store
-        is asked (``ledger.engine.ping``, through ``retrying_sync``): a store that answers means DBOS is only
-        slow (its pool, a loaded server), and the wait goes on; one that stays away past
-        ``store_retry_window`` ends the wait with ``store_unavailable``. The run was admitted, so
-        it is not lost: DBOS's retry still records and starts it once the database is back (while
-        this process lives), and otherwise the session's next entry finds it never started and
-        takes over (``entries.open_run``'s ``is_dead``).
-        """
-        registry = self._launched_registry()
-        if DBOS.workflow_id is not None:  # an entry from inside a workflow: DBOS records the start in its context, this thread's
-            with SetWorkflowID(run_id):
-                return DBOS.start_workflow(registry.run_workflow, run_id)
-        started: Future[Any] = Future()
-
-        def start() -> None:
-            try:
-                with SetWorkflowID(run_id):
-                    started.set_result(DBOS.start_workflow(registry.run_workflow, run_id))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                started.set_exception(exc)
-
-        threading.Thread(target=start, name=f"helix-start-{run_id[:8]}", daemon=True).start()
-        what = f"starting run {run_id!r} of session {session_id!r} (admitted: it starts once the database is back, or the session's next entry takes it over)"
-        while not futures.wait([started], timeout=1.0).done:
-            retrying_sync(what, lambda: ping(self.engine), self.store_retry_window)
-        return started.result()
 
     def _release(self, run_id: str, failed: str) -> None:
         """End ``run_id`` ``start_failed``, if it is still live (its workflow never started): a retry
