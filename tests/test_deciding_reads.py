@@ -47,11 +47,14 @@ WRITES = {
 }
 
 
-def _other_write(url: str, ids: Ids, table: str = "sessions") -> str:
-    """Another connection's write to one row of ``table``, refused fast if the row (or SQLite's write lock) is held."""
+def _other_write(url: str, ids: Ids, table: str = "sessions", *, wait: float = 60.0) -> str:
+    """Another connection's write to one row of ``table``, refused if the row (or SQLite's write
+    lock) stays held for ``wait`` seconds. A write expected to land waits generously (the launched
+    runtime's own background writes may hold SQLite's lock a moment on a busy machine); one expected
+    to be refused waits briefly, since the reader holds its lock until the test ends it."""
     sql, key = WRITES[table]
     if is_sqlite(url):
-        con = sqlite3.connect(str(make_url(url).database), timeout=0.3)
+        con = sqlite3.connect(str(make_url(url).database), timeout=wait)
         try:
             con.execute(sql.format(s="", p="?"), (ids[key],))
             con.commit()
@@ -63,7 +66,7 @@ def _other_write(url: str, ids: Ids, table: str = "sessions") -> str:
     u = make_url(url)
     with psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database, autocommit=True) as pg:
         try:
-            pg.execute("SET lock_timeout = '300ms'")
+            pg.execute(f"SET lock_timeout = '{int(wait * 1000)}ms'")
             pg.execute(sql.format(s="helix.", p="%s"), (ids[key],))
             return "written"
         except psycopg.errors.LockNotAvailable as exc:
@@ -98,7 +101,7 @@ def test_a_deciding_read_holds_its_rows_until_the_transaction_ends(ended_run: Id
         assert _other_write(db_url, ended_run, table) == "written"
         with engine.begin() as conn:
             assert read(conn, ended_run), f"{reader} read nothing"
-            held = _other_write(db_url, ended_run, table)
+            held = _other_write(db_url, ended_run, table, wait=0.3)
         assert held.startswith("refused"), f"{reader}: another connection wrote the row it read inside the open transaction ({held})"
         assert _other_write(db_url, ended_run, table) == "written", "the lock outlived the transaction"
     finally:
