@@ -255,8 +255,10 @@ def _stop_at_commit(conn: sa.Connection, env: Env, run_id: str, stop: str | None
     written (the reply was paid for and every result is kept): the run ends stopped, never
     completed by a reply or a finish call that arrived after the stop (the same rule as a DBOS
     cancel, which ``fence.check`` raises at this commit)."""
-    if stop is None:
-        return None
+    return None if stop is None else _settle_stop_of(conn, env, run_id, stop)
+
+
+def _settle_stop_of(conn: sa.Connection, env: Env, run_id: str, stop: str) -> StepOutcome:
     run = fence.check(conn, run_id, "stop")
     return settle_stop(conn, run, stop, env.agent(run["agent_name"]), env.profile)
 
@@ -266,8 +268,7 @@ def _suspend_or_stop(conn: sa.Connection, env: Env, run_id: str, rows: step_rows
     are paired, the run stops: never a suspension)."""
     if stop is not None:
         step_rows.write(conn, rows, events)
-        run = fence.check(conn, run_id, "stop")
-        return settle_stop(conn, run, stop, env.agent(run["agent_name"]), env.profile)
+        return _settle_stop_of(conn, env, run_id, stop)
     end_run(conn, run_id, "suspended_client_tool", events=events)
     step_rows.write(conn, rows, events)
     return StepOutcome("suspended_client_tool")
