@@ -3,7 +3,8 @@ then the fleet-wide limits and the fairness between owners, read back from the l
 
 Postgres only. For each worker count and each side, fresh `bench.worker` processes that define and
 serve only that side's queues (`--serve bare`: the bare-DBOS workflow on its own queue; `--serve
-helix`: helix in `mode="worker"`, its entry queue `helix_entries` and children's queue). One set of
+helix`: helix in `mode="worker"`, its entry queue `helix_entries`; not the children's queue, which a
+worker serves only when one of its agents has a remote or companion sub-agent, none here). One set of
 processes serving both sides made each side's workers poll the other's idle queues through its batch,
 and the two did not pay alike: bare DBOS's steps kept its workers' system-database pool busy, which
 slowed their polls to about 1 a second, while helix's workers (their ledger on pools of their own)

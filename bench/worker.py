@@ -63,9 +63,13 @@ def main(argv: list[str]) -> int:
     if args.serve == "bare":
         DBOS.listen_queues([BARE_QUEUE])
     elif args.serve == "helix":
-        from helix_dbos.runtime.process import queues
+        from bench.systems.helix import make_agent
+        from helix_dbos.runtime.process import polling, queues
 
-        DBOS.listen_queues(sorted({queues.ENTRY_QUEUE, "helix_runs", *(queues.entry_queue(a.name, limits) for a in agents)}))
+        # what the runtime would listen to on its own (a worker: the children's queue only when an
+        # agent can enqueue there); this process configured DBOS itself, so it says so here
+        children = ["helix_runs"] if polling.serves_children_queue([make_agent(spec), *agents]) else []
+        DBOS.listen_queues(sorted({queues.ENTRY_QUEUE, *children, *(queues.entry_queue(a.name, limits) for a in agents)}))
     helix = None
     if args.serve != "bare":
         helix = HelixRunner(

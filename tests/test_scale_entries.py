@@ -175,17 +175,21 @@ def _polled_queues() -> set[str]:
     return {t.name.removeprefix("queue-worker-") for t in threading.enumerate() if t.name.startswith("queue-worker-")}
 
 
-@pytest.mark.parametrize("serve_queue", [None, False])
-def test_a_worker_serves_the_childrens_queue_unless_told_not_to(make_runtime: Any, db_url: str, serve_queue: bool | None) -> None:
+@pytest.mark.parametrize(("serve_queue", "parent", "serves"), [(None, False, False), (None, True, True), (True, False, True), (False, True, False)])
+def test_a_worker_serves_the_childrens_queue_when_it_can_have_children(make_runtime: Any, db_url: str, serve_queue: bool | None, parent: bool, serves: bool) -> None:
     """An idle poll of the children's queue is a claim 10 times a second per worker (docs/benchmarks.md,
-    "Scale, 2 workers"); a worker whose agents are nobody's remote or companion sub-agent can say so.
-    The default worker still serves every helix queue, so a child run never waits for a worker that
-    defines its agent but not its parent's."""
+    "Scale, 2 workers"). A worker follows a single process's rule: it serves the queue when one of
+    its agents has a remote or companion sub-agent (only such a run enqueues there, and the worker
+    running it defines it), or when told True (a pool defining only the child agents); never when
+    told False. Its entry queue is served in every case."""
     agent = hx.Agent("solo", FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("done")])))
-    rt = make_runtime([agent], mode="worker", serve_queue=serve_queue)
+    agents = [agent]
+    if parent:
+        agents.append(hx.Agent("boss", FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("done")])), sub_agents=[hx.remote_agent(agent)]))
+    rt = make_runtime(agents, mode="worker", serve_queue=serve_queue)
     # DBOS's manager starts a queue's thread when it lists its row; helix_runs is registered first
     polled = wait_for("the entry queue's poller", lambda: (q := _polled_queues()) >= {"helix_entries"} and q)
-    if serve_queue is None:
+    if serves:
         assert wait_for("the children's queue's poller", lambda: "helix_runs" in _polled_queues())
     else:
         assert "helix_runs" not in polled

@@ -39,7 +39,6 @@ class LaunchedParts:
     queue_name: str
     auto_continue: bool
     serve_queue: bool
-    _serve_queue_refused: bool  # Runtime(serve_queue=False) said so, not the auto default
     store_retry_window: float
     takeover_after: float | None
     takeover: bool

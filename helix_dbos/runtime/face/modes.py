@@ -54,15 +54,14 @@ class Modes(LaunchedParts):
         return self._mode != "process" or queues.limited(agent_name, self.limits)
 
     def _listened_queues(self) -> list[str] | None:
-        """The queues DBOS serves here (None: every queue of the app). A worker serves them all,
-        unless ``serve_queue=False`` was given: then the entry queues only, since an idle poll of
-        the children's queue costs each worker 10 claims a second (~6 ms of worker CPU per run at
-        1,000 sessions on 2 workers, docs/benchmarks.md); a single process its own entry queues (an
-        agent with a limit) and, if ``serve_queue``, the children's queue; nothing else it would
-        otherwise poll for nothing."""
+        """The queues DBOS serves here (None: every queue of the app). A worker serves every entry
+        queue, and the children's queue if ``serve_queue``; a single process its own entry queues
+        (an agent with a limit) and, if ``serve_queue``, the children's queue; nothing else it would
+        otherwise poll for nothing: an idle poll of a queue costs each worker 10 claims a second
+        (~6 ms of worker CPU per run at 1,000 sessions on 2 workers, docs/benchmarks.md)."""
         entry = sorted({queues.entry_queue(name, self.limits) for name in self.limits if queues.limited(name, self.limits)})
         if self._mode == "worker":
-            return [queues.ENTRY_QUEUE, *entry] if self._serve_queue_refused else None
+            return None if self.serve_queue else [queues.ENTRY_QUEUE, *entry]
         if self.serve_queue:
             return None if not entry else [self.queue_name, *entry]
         return entry

@@ -193,11 +193,12 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         self.auto_continue = auto_continue
         # Whether this process dequeues remote children and companion turns from ``queue_name``.
         # None (auto): only if one of its agents has a remote or companion sub-agent, since polling
-        # the queue is most of an idle runtime's database traffic (docs/operations.md); a worker
-        # that defines only the child agents says True. False: starts and recovers its own runs only
-        # (a worker: serves its entry queues only). A worker serves the children's queue unless False.
+        # the queue is most of an idle runtime's database traffic (docs/operations.md) and, in a busy
+        # worker, ~6 ms of CPU a run (docs/benchmarks.md); a process that defines only the child
+        # agents says True. False: starts and recovers its own runs only (a worker: serves its entry
+        # queues only). The same rule in every mode: only a run of an agent with such a sub-agent
+        # enqueues there, and the process running it defines that agent, so it serves the queue.
         self.serve_queue = serve_queue if serve_queue is not None else polling.serves_children_queue(self.agents.values())
-        self._serve_queue_refused = serve_queue is False  # a worker serves the children's queue unless told False
         # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
         # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
         self.store_retry_window = resolve_store_retry_window(store_retry_window, environment)
