@@ -50,6 +50,9 @@ class Stopping(LaunchedParts):
         if self._polling is not None:
             self._polling.stop()
             self._polling = None
+        if self._let_go_of_anyio_root is not None:
+            self._let_go_of_anyio_root()
+            self._let_go_of_anyio_root = None
         if self._owns_dbos:
             dbos_private.destroy(wait_seconds, hurry=hurry, before=self._stop_writing)
             self._owns_dbos = False

@@ -7,6 +7,7 @@ A base of the ``Runtime`` and of the halves split out of it (``modes.py``, ``exe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -58,6 +59,7 @@ class LaunchedParts:
     _owns_dbos: bool
     _takeover: leases.Takeover | None
     _polling: polling.InternalQueuePolling | None
+    _let_go_of_anyio_root: Callable[[], None] | None  # process/anyio_root.py
     _lease_generation: int | None
     _registry: Registry | None
     _client: Any

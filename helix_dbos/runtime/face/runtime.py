@@ -36,7 +36,7 @@ from ..floor.records import OpenedRun
 from ..floor.registry import Registry
 from ..floor.store_retry import retrying_sync
 from ..flow import workflow
-from ..process import dbos_private, leases, polling, queues, trace_export
+from ..process import anyio_root, dbos_private, leases, polling, queues, trace_export
 from ..process.config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -216,6 +216,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         self.takeover = takeover
         self._takeover: leases.Takeover | None = None
         self._polling: polling.InternalQueuePolling | None = None
+        self._let_go_of_anyio_root: Callable[[], None] | None = None
         self._lease_generation: int | None = None
         # What this launch hands down (its Env, workflows, lock); installed as the process's one.
         self._registry: Registry | None = None
@@ -328,6 +329,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             self._polling.fast() if backlog else self._polling.settle()
         if not dbos_private.dbos_launched():
             DBOS.launch()
+        self._let_go_of_anyio_root = anyio_root.hold_root(dbos_private.background_workflow_loop())
         DBOS.register_queue(self.queue_name, polling_interval_sec=0.05 if is_sqlite(url) else 0.1)
         if self._mode == "worker" or self.limits:
             from dbos import DBOSClient, DBOSPortableJSONSerializer

@@ -13,6 +13,7 @@ what helix knows about DBOS's insides instead of moving to ``helix_dbos/ledger/`
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -403,3 +404,16 @@ __all__ = [
     "workflow_future",
     "workflow_status",
 ]
+
+
+def background_workflow_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop DBOS runs async workflows on when it is DBOS's own background loop, else None
+    (``DBOS._background_event_loop``: ``target_loop()`` and ``_loop``).
+
+    DBOS offers no public handle on it. That loop runs with ``run_forever``, so it has no task
+    ``run_until_complete`` runs, which anyio takes as a loop's root (``process/anyio_root.py``); a
+    loop DBOS adopted (an app that launched DBOS inside its own running loop) has its own root.
+    """
+    background = _dbos_module()._get_dbos_instance()._background_event_loop
+    loop: asyncio.AbstractEventLoop | None = background.target_loop()
+    return loop if loop is not None and loop is background._loop and loop.is_running() else None
