@@ -8,17 +8,16 @@ from typing import Any
 
 import pytest
 
+from helix_dbos import StopReceipt
 from helix_dbos.errors import (
     NothingToResumeError,
     SessionNotFoundError,
     ValidationError,
 )
-from helix_dbos import StopReceipt
 from helix_dbos.ledger import tables as t
 from helix_dbos.recovery import RUN_STOPPED
-from tests.support.familykit import Family, dump_ledger
 from tests.scenarios import family
-
+from tests.support.familykit import Family, dump_ledger
 
 
 @pytest.mark.parametrize("kind", ["interrupt", "abort"])
