@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -15,6 +16,39 @@ from .events import emit
 from .records import EndedRun, RunRow
 from .rows import by_key, fetch_all, fetch_one, now
 from .sessions import insert_session_row
+from .statuses import EntryKind
+
+
+@dataclass(frozen=True, kw_only=True)  # by name only: four of its fields are strings a position could swap
+class RunOpening:
+    """What the opener of a run says of it (an entry, a remote child's first dispatch, a companion's
+    turn: ``runtime/floor/runs.py``); every other column is derived from its session.
+
+    ``executor_id`` is the process that admits the run (not necessarily the one that will run it).
+    ``queued``: the run waits on a queue for a worker (``queued``, not ``running``, until one takes it).
+    """
+
+    run_id: str
+    entry: EntryKind
+    message: str | None
+    max_steps: int
+    recovery: str
+    executor_id: str | None
+    checkpoint_id: str | None = None
+    queued: bool = False
+
+    @property
+    def status(self) -> str:
+        return "queued" if self.queued else "running"
+
+
+def opened_run_values(opening: RunOpening, *, session_id: str, agent_name: str, seq: int, previous_run_id: str | None) -> dict[str, Any]:
+    """The row of the run ``opening`` opens in that session: the one derivation every opener uses."""
+    return run_values(
+        run_id=opening.run_id, session_id=session_id, seq=seq, agent_name=agent_name, entry=opening.entry,
+        entry_message=opening.message, checkpoint_id=opening.checkpoint_id, previous_run_id=previous_run_id,
+        max_steps=opening.max_steps, recovery=opening.recovery, executor_id=opening.executor_id, status=opening.status,
+    )
 
 
 def running_of_executor(conn: sa.Connection, executor_id: str) -> list[str]:

@@ -40,7 +40,7 @@ from ...recovery import Profile
 from ..floor import commits, pairing, transcript
 from ..floor.records import Answered, OpenedRun, StopRequested
 from ..floor.registry import agent_named
-from ..floor.runs import open_first_run, open_run_row
+from ..floor.runs import RunOpening, open_first_run, open_run_row
 from ..process import dbos_private
 
 #: Why a ``running`` run's workflow can no longer finish: "cancelled" (an operator's
@@ -108,8 +108,9 @@ def open_run(
         if checkpoint_id is not None:  # a new session has no checkpoint (the same refusal _check_entry gives)
             raise CheckpointNotFoundError(f"no checkpoint {checkpoint_id!r} in session {session_id!r}")
         session = open_first_run(
-            conn, session_id=session_id, agent_name=str(agent_name), owner=owner, run_id=run_id, entry=entry, message=message,
-            max_steps=agents[str(agent_name)].max_steps, recovery=profile, executor_id=executor_id, queued=waits,
+            conn, session_id=session_id, agent_name=str(agent_name), owner=owner,
+            opening=RunOpening(run_id=run_id, entry=entry, message=message, max_steps=agents[str(agent_name)].max_steps,
+                               recovery=profile, executor_id=executor_id, queued=waits),
         )
         if session is None:
             # Another start of this new session id created it between our read and our insert: it
@@ -142,10 +143,10 @@ def open_run(
     agent_name = session["agent_name"]
     agent = agents[agent_name]
     waits = queued(agent_name)
-    opened = open_run_row(
-        conn, session, run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
+    opened = open_run_row(conn, session, RunOpening(
+        run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
         max_steps=agent.max_steps, recovery=profile, executor_id=executor_id, queued=waits,
-    )
+    ))
     if not opened:
         raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
     return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": agent_name, "owner": session["owner"], "queued": waits}

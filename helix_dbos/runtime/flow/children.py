@@ -35,7 +35,7 @@ from ..floor import fence
 from ..floor.durable import tx
 from ..floor.gate import child_gate
 from ..floor.records import ChildGate, RecordOutcome, RunGate
-from ..floor.runs import open_run_row
+from ..floor.runs import RunOpening, open_run_row
 from ..process import queues
 from ..process.dbos_private import workflow_status as dbos_status
 from ..process.faults import crash_point, fail_point
@@ -81,10 +81,10 @@ def _remote_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str) -
         session = session_rows.get_session(conn, child_sid)
         assert session is not None
         where = placement(conn, call["session_id"], sub.agent.name, limits)
-        opened = open_run_row(
-            conn, session, run_id=dispatch_id, entry="start", message=(call["args"] or {}).get("message", ""),
+        opened = open_run_row(conn, session, RunOpening(
+            run_id=dispatch_id, entry="start", message=(call["args"] or {}).get("message", ""),
             max_steps=sub.agent.max_steps, recovery=profile, executor_id=executor_id, queued="queue" in where,
-        )
+        ))
         assert opened, "a fresh child session has no other entry to race"
         calls.bind_child(conn, dispatch_id, child_sid)
         events.emit(conn, call["session_id"], run_id, "subagent_start",

@@ -50,7 +50,7 @@ from ..floor import durable, fence
 from ..floor.durable import DBOS_TERMINAL, tx
 from ..floor.gate import child_gate
 from ..floor.records import ChildGate, RecordOutcome
-from ..floor.runs import open_run_row
+from ..floor.runs import RunOpening, open_run_row
 from ..process.dbos_private import workflow_status as dbos_status
 from ..process.faults import crash_point, fail_point
 from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
@@ -218,11 +218,11 @@ def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: s
     assert session is not None
     env = registry.env
     agent = env.agent(session["agent_name"])
-    claimed = open_run_row(
-        conn, session, run_id=dispatch_id, entry="start" if int(session["run_count"]) == 0 else "turn",
+    claimed = open_run_row(conn, session, RunOpening(
+        run_id=dispatch_id, entry="start" if int(session["run_count"]) == 0 else "turn",
         message=(call["args"] or {}).get("message", ""), max_steps=agent.max_steps, recovery=env.profile,
         executor_id=env.settings.executor_id, queued="queue" in where,
-    )
+    ))
     assert claimed, "the companion session is only entered by its own workflow, under its row lock"
     return {"action": "run", **where}
 
