@@ -384,28 +384,6 @@ def internal_queue_backlog(conn: sa.Connection, executor_id: str) -> int:
         return 0
 
 
-__all__ = [
-    "CHECKED_AGAINST",
-    "SYSTEM_COLUMNS",
-    "SYSTEM_SCHEMA",
-    "DBOSWorkflowCancelledError",
-    "DBOSWorkflowConflictIDError",
-    "configured_dbos",
-    "dbos_config",
-    "dbos_launched",
-    "internal_queue_backlog",
-    "pending_workflow_count",
-    "recover_pending_workflows",
-    "registered_workflow",
-    "set_internal_queue_polling",
-    "system_database_engine",
-    "system_table",
-    "withdraw_enqueued",
-    "workflow_future",
-    "workflow_status",
-]
-
-
 def background_workflow_loop() -> asyncio.AbstractEventLoop | None:
     """The loop DBOS runs async workflows on when it is DBOS's own background loop, else None
     (``DBOS._background_event_loop``: ``target_loop()`` and ``_loop``).
@@ -417,3 +395,37 @@ def background_workflow_loop() -> asyncio.AbstractEventLoop | None:
     background = _dbos_module()._get_dbos_instance()._background_event_loop
     loop: asyncio.AbstractEventLoop | None = background.target_loop()
     return loop if loop is not None and loop is background._loop and loop.is_running() else None
+
+
+__all__ = [
+    "CHECKED_AGAINST",
+    "SYSTEM_COLUMNS",
+    "SYSTEM_SCHEMA",
+    "DBOSWorkflowCancelledError",
+    "DBOSWorkflowConflictIDError",
+    "active_workflow_ids",
+    "background_workflow_loop",
+    "cancel_unfinished",
+    "cancelled_among",
+    "configured_dbos",
+    "dbos_config",
+    "dbos_launched",
+    "destroy",
+    "internal_queue_backlog",
+    "pending_workflow_count",
+    "queue_position",
+    "recover_pending_workflows",
+    "registered_workflow",
+    "run_client_migrations",
+    "set_internal_queue_polling",
+    "stop_background",
+    "system_database_engine",
+    "system_table",
+    "wait_active",
+    "withdraw_enqueued",
+    "workflow_future",
+    "workflow_row",
+    "workflow_status",
+    "workflow_status_of",
+]
+
