@@ -7,7 +7,11 @@ process runs every session of a plan at once; each run spawns DBOS's own CLI aga
 database at a moment of its plan (``tests/scenarios/cancel_race_app.py`` says where each lands).
 
 A cancel that commits after the run has ended is a no-op DBOS's CLI still exits 0 for: that run
-is ``completed`` and DBOS says ``SUCCESS``. What may never be seen is a mix of the two.
+is ``completed`` and DBOS says ``SUCCESS``. One window is left (docs/recovery.md): a cancel that
+commits after the run's last ledger transaction (its completion) but before DBOS records the
+workflow's end leaves DBOS ``CANCELLED`` over a ledger run that completed before it; nothing ran
+after the cancel. It is accepted only when the ledger's end precedes the cancel's write, and tallied
+apart. Any other mix of the two may never be seen.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import random
 import uuid
 from collections import Counter, defaultdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,23 @@ def _lines(folder: Path, kind: str) -> list[dict[str, Any]]:
 def _dbos_status(db_url: str, run_id: str) -> str:
     table = "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
     return str(query(db_url, f"SELECT status FROM {table} WHERE workflow_uuid = :w", w=run_id)[0]["status"])
+
+
+def _ended_before_the_cancel(db_url: str, run_id: str) -> bool:
+    """The ledger's end of the run (``runs.ended_at``) precedes DBOS's cancel of its workflow (the
+    cancel's ``updated_at``, epoch ms): the cancel came after the run's last ledger transaction.
+    On SQLite under Python 3.11 DBOS stamps whole seconds (``strftime('%s')``), so the end is
+    compared at that precision there."""
+    table = "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
+    cancelled_ms = int(query(db_url, f"SELECT updated_at FROM {table} WHERE workflow_uuid = :w", w=run_id)[0]["updated_at"])
+    ended = query(db_url, f"SELECT ended_at FROM {helix_table(db_url, 'runs')} WHERE run_id = :r", r=run_id)[0]["ended_at"]
+    ended_at = datetime.fromisoformat(ended) if isinstance(ended, str) else ended
+    if ended_at.tzinfo is None:
+        ended_at = ended_at.replace(tzinfo=timezone.utc)
+    ended_ms = ended_at.timestamp() * 1000
+    if db_url.startswith("sqlite"):
+        ended_ms = ended_ms // 1000 * 1000
+    return bool(ended_ms <= cancelled_ms)
 
 
 def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_url: str, tmp_path: Path) -> None:
@@ -73,7 +95,10 @@ def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_
 
         expect(cancel is not None and cancel["code"] == 0, f"the CLI failed: {cancel}")
         # never a mix: DBOS's CANCELLED is the ledger's abort, DBOS's SUCCESS the ledger's completion
-        if dbos == "CANCELLED":
+        if dbos == "CANCELLED" and ledger == ("completed", None) and mode == "loose" and _ended_before_the_cancel(db_url, result["run_id"]):
+            tally["loose:CANCELLED after the ledger's end"] += 1  # the one window (module docstring)
+            expect(stops == [], f"a stop record after the end {stops}")
+        elif dbos == "CANCELLED":
             expect(ledger == ("failed", "run_stopped"), "cancelled, not aborted")
             expect(stops == [{"kind": "abort", "requested_by": "dbos workflow cancel"}], f"stop record {stops}")
         else:
