@@ -207,3 +207,18 @@ def test_cli_md_says_exactly_which_commands_take_db_and_json() -> None:
 
     assert sorted(n for n in commands if not takes(n, "--db")) == [no_db]
     assert sorted(n for n in commands if not takes(n, "--json")) == no_json
+
+
+def test_a_demo_worker_past_its_timeout_is_a_typed_run_timeout(tmp_path: Path) -> None:
+    """A demo whose worker outlasts ``--timeout`` (a busy machine, a slow real model) ends with the
+    typed ``run_timeout`` line and a hint to raise it, not a ``TimeoutExpired`` traceback; a timeout
+    that is no positive number is a ``configuration_error`` before anything is spawned."""
+    env = child_env(SETTINGS_VARS, {"COLUMNS": "400"})
+    helix_bin = str(Path(sys.executable).parent / "helix-dbos")
+    slow = subprocess.run([helix_bin, "demo", "--timeout", "0.5"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert slow.returncode == 1, slow.stdout + slow.stderr
+    output = slow.stdout + slow.stderr
+    assert "error (run_timeout)" in output and "--timeout" in output, output
+    assert "Traceback" not in output and "TimeoutExpired" not in output, output
+    _, refused = _refused(["demo", "--timeout", "-1"])
+    assert "configuration_error" in refused and "--timeout" in refused, refused

@@ -29,7 +29,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import ConfigurationError, HelixError
+from ..errors import ConfigurationError, HelixError, RunTimeoutError
 from ..examples import effects, payments
 from ..ledger.engine import check_sqlite_folder, is_sqlite
 from ..runtime.floor import transcript
@@ -39,7 +39,9 @@ from .render import compact, styled, timeline, tool_names
 
 CRASH_AT = "after_body:send_email"
 MESSAGE = "Book me an aisle seat for two at the venue and let them know."
-WORKER_TIMEOUT = 90.0
+#: How long one demo worker may take (``--timeout``): a cold start on a busy machine, or a real model,
+#: can take minutes; the default leaves room for both.
+WORKER_TIMEOUT = 300.0
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Demo:
     db_url: str
     workdir: Path
     model: str | None = None
+    timeout: float = WORKER_TIMEOUT
     executor: str = field(default_factory=lambda: f"demo-{uuid.uuid4().hex[:6]}")
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -68,7 +71,16 @@ class Demo:
         args = [sys.executable, "-m", "helix_dbos.cli", "_demo-worker", mode, "--db", self.db_url, "--executor", self.executor, "--session", self.session_id]
         if self.model:
             args += ["--model", self.model]
-        return subprocess.run(args, env=env, check=False, capture_output=True, text=True, timeout=WORKER_TIMEOUT)
+        args += ["--timeout", str(self.timeout)]
+        # the worker's own waits end a little before this, so a slow run is its typed error, not a kill
+        try:
+            return subprocess.run(args, env=env, check=False, capture_output=True, text=True, timeout=self.timeout + 30)
+        except subprocess.TimeoutExpired:
+            raise RunTimeoutError(
+                f"the demo's worker ({mode}) did not finish within {self.timeout:g} s; the machine may be busy "
+                "or the model slow: run it again with a longer --timeout",
+                detail=f"session {self.session_id}",
+            ) from None
 
 
 def check_model(model: str | None) -> None:
@@ -85,7 +97,7 @@ def check_model(model: str | None) -> None:
         ) from None
 
 
-def worker(mode: str, db_url: str, executor: str, session_id: str, model: str | None) -> None:
+def worker(mode: str, db_url: str, executor: str, session_id: str, model: str | None, timeout: float = WORKER_TIMEOUT) -> None:
     """Runs inside the spawned process; a crash at ``HELIX_DBOS_CRASH_AT`` exits it mid-call."""
     import helix_dbos as hx
 
@@ -95,9 +107,9 @@ def worker(mode: str, db_url: str, executor: str, session_id: str, model: str | 
     runtime.launch()
     try:
         if mode == "start":
-            result = runtime.start("errands", MESSAGE, session_id=session_id).result(timeout=WORKER_TIMEOUT)
+            result = runtime.start("errands", MESSAGE, session_id=session_id).result(timeout=timeout)
         else:
-            result = runtime.wait(session_id, timeout=WORKER_TIMEOUT)
+            result = runtime.wait(session_id, timeout=timeout)
         workflow_done(result.run_id)
     finally:
         runtime.shutdown()
@@ -254,7 +266,7 @@ def render(demo: Demo, data: dict[str, Any], split: int, crash: subprocess.Compl
                       "session with helix-dbos show, run it with --workdir DIR (or --db URL).[/]")
 
 
-def run_demo(model: str | None, db: str | None, as_json: bool, workdir: Path | None = None) -> dict[str, Any]:
+def run_demo(model: str | None, db: str | None, as_json: bool, workdir: Path | None = None, timeout: float = WORKER_TIMEOUT) -> dict[str, Any]:
     """The demo on ``db`` (else ``HELIX_DBOS_DATABASE_URL``, else a SQLite file in its folder).
 
     Its folder (the effect logs, and that SQLite file) is ``workdir``, kept; or a temporary
@@ -269,10 +281,22 @@ def run_demo(model: str | None, db: str | None, as_json: bool, workdir: Path | N
     folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="helix-demo-"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        return _run(Demo(db_url=db or f"sqlite:///{folder / 'helix_demo.sqlite'}", workdir=folder, model=model), as_json, kept=workdir is not None or db is not None)
+        if not timeout > 0:
+            raise ConfigurationError(f"--timeout must be a positive number of seconds, not {timeout!r}")
+        return _run(Demo(db_url=db or f"sqlite:///{folder / 'helix_demo.sqlite'}", workdir=folder, model=model, timeout=timeout), as_json, kept=workdir is not None or db is not None)
     finally:
         if workdir is None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _worker_failed(which: str, proc: subprocess.CompletedProcess[str]) -> HelixError:
+    """A worker's typed error (its last stderr line, as the CLI prints one) keeps its code: a slow
+    run is ``run_timeout`` here too, not a generic failure."""
+    last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    if "run_timeout" in last or "RunTimeoutError" in last:
+        return RunTimeoutError(f"the demo's {which} worker did not see its run end in time; the machine may be busy "
+                               "or the model slow: run it again with a longer --timeout", detail=last)
+    return HelixError(f"the demo's {which} worker failed", detail=proc.stderr[-3000:])
 
 
 def _run(demo: Demo, as_json: bool, kept: bool) -> dict[str, Any]:
@@ -281,7 +305,7 @@ def _run(demo: Demo, as_json: bool, kept: bool) -> dict[str, Any]:
         console.print(f"[dim]starting worker 1 (it will be killed at {CRASH_AT}) …[/]")
     crash = demo.spawn("start", CRASH_AT)
     if crash.returncode not in (0, CRASH_EXIT_CODE):
-        raise HelixError("the demo's first worker failed", detail=crash.stderr[-3000:])
+        raise _worker_failed("first", crash)
     with ledger(demo.db_url) as reader:
         split = max((e["seq"] for e in reader.events(demo.session_id, 0, limit=100_000).events), default=0)
     if crash.returncode == CRASH_EXIT_CODE:
@@ -289,7 +313,7 @@ def _run(demo: Demo, as_json: bool, kept: bool) -> dict[str, Any]:
             console.print("[dim]relaunching worker 2 with the same executor id …[/]")
         wake = demo.spawn("wake", None)
         if wake.returncode != 0:
-            raise HelixError("the demo's relaunched worker failed", detail=wake.stderr[-3000:])
+            raise _worker_failed("relaunched", wake)
     data = _read(demo)
     out = summary(demo, data, split, crash.returncode)
     out["seconds"] = round(time.monotonic() - started, 2)

@@ -170,12 +170,13 @@ def demo(
     model: Annotated[str | None, typer.Option("--model", help="A real pydantic-ai model ('provider:name'); needs its credentials.")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL. Default: HELIX_DBOS_DATABASE_URL, else a SQLite file in the demo's folder.")] = None,
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Keep the demo's folder (effect logs, SQLite file) here. Default: a temporary folder, removed at the end.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each of the demo's two workers may take (a busy machine or a real model may need more).")] = 300.0,
     as_json: JsonOption = False,
 ) -> None:
     """Kill a worker in the middle of a tool call, relaunch it, and show what recovery did (offline; a throwaway SQLite file by default)."""
     from . import demo as demo_mod
 
-    out = demo_mod.run_demo(model, db, as_json, workdir)
+    out = demo_mod.run_demo(model, db, as_json, workdir, timeout)
     if not out["status"]:
         raise typer.Exit(1)
 
@@ -187,10 +188,11 @@ def demo_worker(
     executor: Annotated[str, typer.Option("--executor")],
     session: Annotated[str, typer.Option("--session")],
     model: Annotated[str | None, typer.Option("--model")] = None,
+    timeout: Annotated[float, typer.Option("--timeout")] = 300.0,
 ) -> None:
     from . import demo as demo_mod
 
-    demo_mod.worker(mode.value, db, executor, session, model)
+    demo_mod.worker(mode.value, db, executor, session, model, timeout)
 
 
 # --- reads -------------------------------------------------------------------------------------------
