@@ -13,6 +13,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.procs import child_env, run_module
 from tests.scenarios import pydantic_ai_examples
 
@@ -24,6 +26,36 @@ def test_the_examples_are_the_released_files() -> None:
         data = (EXAMPLES / name).read_bytes()
         ours = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         assert (ours, len(data)) == (digest, size), f"{name} differs from pydantic-ai-examples {pydantic_ai_examples.VERSION}"
+
+
+def test_every_example_of_the_wheel_is_run_or_says_why_not() -> None:
+    """Each ``.py`` at the wheel's top level is run here unchanged (its released bytes, above) or
+    named with what it needs that a test cannot have (a network service, a dataset, a terminal)."""
+    shipped = {n for n in pydantic_ai_examples.WHEEL_TOP_LEVEL if n.endswith(".py") or "." not in n}
+    accounted = set(pydantic_ai_examples.RECORD) | set(pydantic_ai_examples.NOT_RUN) | set(pydantic_ai_examples.NOT_RUN_PACKAGES)
+    assert shipped == accounted
+    assert all((EXAMPLES / name).is_file() for name in pydantic_ai_examples.RECORD)
+
+
+@pytest.mark.parametrize("example", ["pydantic_model", "stream_markdown", "chat_app", "medical_agent_delegation"])
+def test_more_examples_run_with_only_the_model_swapped(db_url: str, example: str) -> None:
+    """One example a process (three bind their agent to ``agent``), run as its ``__main__`` runs it:
+    ``run_here``, its agent code on the caller's thread; TestModel calls every tool, then the output tool."""
+    outcome = run_module("tests.scenarios.examples_more_app", ["--db", db_url, "--example", example], child_env(), timeout=240)
+    assert outcome.code == 0 and outcome.result is not None, outcome.stderr[-3000:]
+    report = outcome.result
+    assert report["status"] == "completed", report
+    if example == "pydantic_model":
+        assert report["name"] == "agent" and set(report["output"]) == {"city", "country"}
+    elif example in ("stream_markdown", "chat_app"):
+        assert report["name"] == "agent" and isinstance(report["output"], str) and report["calls"] == []
+    else:  # the triage agent's two tools each ran a specialist with pydantic-ai's own agent.run
+        assert report["name"] == "triage_agent"
+        calls = {c["tool"]: c for c in report["calls"] if c["kind"] == "tool"}
+        assert set(calls) == {"consult_specialist", "consult_senior_doctor"}, report["calls"]
+        assert all(c["status"] == "ok" for c in calls.values()), calls
+        assert calls["consult_specialist"]["result"]["final_status"] == "resolved_by_specialist"
+        assert calls["consult_senior_doctor"]["result"]["final_status"] == "escalated"
 
 
 def _calls(report: dict[str, Any], label: str) -> list[tuple[str, str, str]]:

@@ -36,6 +36,7 @@ from ..errors import (
     ToolTimeoutError,
     UnsupportedFeatureError,
 )
+from . import home
 from .agents import Agent, SubAgent
 from .context import RunScope, ToolContext
 from .pydantic_capabilities import check_capabilities
@@ -278,14 +279,17 @@ class PydanticAgent(Agent):
             return self._deps[scope.run_id]
         if self.deps_factory is None:
             deps = scope.deps_input
-        else:
-            deps = self.deps_factory(scope.deps_input)
-            if inspect.isawaitable(deps):
-                deps = await deps
+        else:  # where the run's code runs (``home``): an asyncpg connection belongs to the loop that opened it
+            deps = await home.at_home(scope.session_id, self._make_deps(scope.deps_input))
         if len(self._deps) > 256:
             self._deps.pop(next(iter(self._deps)))
         self._deps[scope.run_id] = deps
         return deps
+
+    async def _make_deps(self, data: Any) -> Any:
+        assert self.deps_factory is not None
+        deps = self.deps_factory(data)
+        return await deps if inspect.isawaitable(deps) else deps
 
     async def run_context(self, scope: RunScope, call: ToolContext | None = None, approved: bool = False) -> RunContext[Any]:
         helix: dict[str, Any] = {"session_id": scope.session_id, "run_id": scope.run_id, "agent_name": self.name}
@@ -408,7 +412,7 @@ class PydanticAgent(Agent):
         from pydantic_ai._instructions import resolve_sourced_instructions
 
         ctx = await self.run_context(scope)
-        parts = await resolve_sourced_instructions(self.source._get_instructions(), ctx)
+        parts = await home.at_home(scope.session_id, resolve_sourced_instructions(self.source._get_instructions(), ctx))
         texts = [*self.system_prompts, *(p.content for p in parts if p.content)]
         return "\n\n".join(texts) or None
 
@@ -424,7 +428,7 @@ class PydanticAgent(Agent):
                 try:
                     value = self.validate_output(p["args"])
                     for v in validators:
-                        value = await v.validate(value, ctx)
+                        value = await home.at_home(scope.session_id, v.validate(value, ctx))
                     p = {**p, "result": self.dump_output(value)}
                 except ModelRetry as exc:
                     p = {**p, "kind": "invalid", "status": "error", "paired_by": "validation", "result": None,
@@ -447,7 +451,10 @@ class PydanticAgent(Agent):
                 checked = tool.listed.args_validator_func(ctx, **args)
                 if inspect.isawaitable(checked):
                     await checked
-            value = await asyncio.wait_for(tool.toolset.call_tool(tool.name, args, ctx, tool.listed), self.tool_timeout)
+            body = tool.toolset.call_tool(tool.name, args, ctx, tool.listed)
+            if tool.origin == "function":  # an MCP client's session belongs to the loop that opened it
+                body = home.at_home(call.session_id, body)
+            value = await asyncio.wait_for(body, self.tool_timeout)
             # a ToolReturn's extra content for the model has no place in a call's answer: its value does
             return value.return_value if isinstance(value, ToolReturn) else value
         except (CallDeferred, ApprovalRequired) as exc:

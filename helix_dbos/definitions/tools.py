@@ -18,6 +18,7 @@ import pydantic
 
 from ..errors import ConfigurationError
 from ..threads import in_daemon_thread
+from . import home
 from .context import ToolContext
 from .reconcile import ReconcileCheck
 
@@ -135,8 +136,8 @@ class Tool:
         """Run the body; sync bodies go to a worker thread so they never block the DBOS loop."""
         positional, kwargs = self._call_args(args, ctx)
         body = self._body()
-        if inspect.iscoroutinefunction(body):
-            return await body(*positional, **kwargs)
+        if inspect.iscoroutinefunction(body):  # on the caller's thread when it serves the run (``home``)
+            return await home.at_home(ctx.session_id, body(*positional, **kwargs))
         # a daemon thread: a body stuck for ever never holds the process's exit (``threads.py``)
         result = await in_daemon_thread(functools.partial(body, *positional, **kwargs), name=f"helix-body-{self.name}")
         if inspect.isawaitable(result):

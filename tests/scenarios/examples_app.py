@@ -153,7 +153,7 @@ def weather_transport() -> httpx.MockTransport:
 
 
 def bank_deps(data: dict[str, Any]) -> Any:
-    return bank_support.SupportDependencies(customer_id=data["customer_id"], db=bank_support.DatabaseConn(sqlite_conn=BANK))
+    return bank_support.SupportDependencies(customer_id=data["customer_id"], db=bank_support.DatabaseConn(sqlite_conn=BANK[0]))
 
 
 def flight_deps(data: dict[str, Any]) -> Any:
@@ -165,8 +165,8 @@ def flight_deps(data: dict[str, Any]) -> Any:
     )
 
 
-#: bank_support's own ``__main__`` opens this table and binds the module's ``cur`` to its cursor.
-BANK = sqlite3.connect(":memory:", check_same_thread=False)
+#: bank_support's connection, opened in ``main`` exactly as the example's own ``__main__`` opens it.
+BANK: list[sqlite3.Connection] = []
 
 
 def main() -> None:
@@ -174,11 +174,22 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--pg", help="a Postgres database for sql_gen's queries (sql_gen runs only with it)")
     args = parser.parse_args()
-    cur = BANK.cursor()
-    cur.execute("CREATE TABLE customers(id, name, balance)")
-    cur.execute("INSERT INTO customers VALUES (123, 'John', 123.45)")
-    BANK.commit()
-    bank_support.cur = cur  # type: ignore[attr-defined]  # as the example's __main__ sets it
+    # as bank_support's own __main__ does: an in-memory database on this thread (sqlite3's default
+    # check_same_thread=True), its cursor bound to the module's `cur`
+    with sqlite3.connect(':memory:') as con:
+        cur = con.cursor()
+        cur.execute('CREATE TABLE customers(id, name, balance)')
+        cur.execute("""
+            INSERT INTO customers VALUES
+                (123, 'John', 123.45)
+        """)
+        con.commit()
+        BANK.append(con)
+        bank_support.cur = cur  # type: ignore[attr-defined]  # the example's __main__ binds it at module level
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
 
     models = [
         (bank_support.support_agent, TestModel()),
@@ -234,7 +245,8 @@ def main() -> None:
                 starts["sql_gen"] = ("agent", 'show me logs from yesterday, with level "error"', {})
             report: dict[str, Any] = {"names": sorted(runtime.agents) if hasattr(runtime, "agents") else None}
             for label, (agent_name, message, deps) in starts.items():
-                result = runtime.start(agent_name, message, deps=deps).result(timeout=120)
+                # the examples' __main__ blocks call run_sync: their agent code runs on this thread
+                result = runtime.run_here(agent_name, message, deps=deps, timeout=120)
                 calls = runtime.reader.calls(session_id=result.session_id)
                 report[label] = {
                     "status": result.status,

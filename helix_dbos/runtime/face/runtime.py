@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 import sqlalchemy as sa
 from dbos import DBOS
 
-from ...definitions import Agent
+from ...definitions import Agent, home
 from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
@@ -548,6 +548,41 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         """The session's latest run once it is at rest (also a run a relaunch recovered)."""
         check_session_id(session_id)
         return self.reader.wait(session_id, timeout)
+
+    def run_here(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *,
+                 owner: str | None = None, priority: int | None = None, timeout: float | None = None) -> RunResult:
+        """``start``, then wait for the run with its agent's own code running on this thread.
+
+        As pydantic-ai's ``agent.run_sync`` does, the agent's coroutines (async tool bodies,
+        ``@agent.instructions`` functions, output validators) run on an event loop this thread
+        serves while it waits, so resources bound to this thread work in them (a ``sqlite3``
+        connection opened here, say). The model request, the ledger and recovery stay on DBOS's
+        loop; a run recovered after a crash, or still going after ``timeout`` (``RunTimeoutError``;
+        it goes on), runs its code on DBOS's loop as ``start``'s runs do. Not in a front end
+        (``mode="client"``): its runs run in a worker."""
+        if self.is_front_end:
+            raise ConfigurationError("run_here runs the agent's code on the caller's thread, but a front end (mode='client') runs no run: use start()")
+        session_id = session_id or new_id()
+        check_session_id(session_id)
+        loop = asyncio.new_event_loop()
+        try:
+            with home.serving(session_id, loop):
+                handle = self.start(agent_name, message, session_id, deps, owner=owner, priority=priority)
+                return loop.run_until_complete(handle.result_async(timeout))
+        finally:
+            home.drain(loop)  # the home is withdrawn by now: finish here what was already handed to it
+            loop.close()
+
+    async def run_here_async(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *,
+                             owner: str | None = None, priority: int | None = None, timeout: float | None = None) -> RunResult:
+        """``run_here`` for async callers: the agent's coroutines run on the caller's own loop."""
+        if self.is_front_end:
+            raise ConfigurationError("run_here runs the agent's code on the caller's loop, but a front end (mode='client') runs no run: use start()")
+        session_id = session_id or new_id()
+        check_session_id(session_id)
+        with home.serving(session_id, asyncio.get_running_loop()):
+            handle: RunHandle = await self.start_async(agent_name, message, session_id, deps, owner=owner, priority=priority)
+            return await handle.result_async(timeout)
 
     def session(self, session_id: str) -> SessionView:
         check_session_id(session_id)
