@@ -252,18 +252,29 @@ async def _model_request(e: Env, run_id: str, session_id: str, agent_name: str, 
         raise ModelRequestFailed(exc) from exc
 
 
-async def _rate_turn(e: Env, agent_name: str, run_id: str) -> None:
+#: How long a granted request may take to reach the wire (seconds). A provider counts requests as they
+#: arrive, so the window is counted over ``period + SEND_ALLOWANCE`` at grant time and a request that
+#: is not on its way within the allowance of its grant's transaction starting takes a fresh grant:
+#: then no ``period`` of send times holds more than ``n`` (two sends n grants apart are at least
+#: ``period + allowance`` apart at grant time and at most ``allowance`` later each).
+SEND_ALLOWANCE: Final = 0.25
+
+
+async def _rate_turn(e: Env, agent_name: str, run_id: str) -> float | None:
     """Wait for this request's turn in the agent's model-request rate (``AgentLimits.model_requests``),
-    counted across every process on the database (``ledger/rate.py``). Over the rate, it waits: it
-    never fails. Only a request that is really about to be made takes a grant (a replay asks nothing)."""
+    counted across every process on the database (``ledger/rate.py``); the ``monotonic`` time the
+    grant's transaction began (no later than the grant on any clock), or None with no rate. Over the
+    rate, it waits: it never fails. Only a request that is really about to be made takes a grant
+    (a replay asks nothing)."""
     lim = e.limits.get(agent_name)
     if lim is None or lim.model_requests is None:
-        return
+        return None
     n, period = lim.model_requests
     while True:
-        grant = await plain_tx(rate.try_grant, f"agent:{agent_name}", n, period, run_id)
+        began = time.monotonic()
+        grant = await plain_tx(rate.try_grant, f"agent:{agent_name}", n, period + SEND_ALLOWANCE, run_id)
         if grant.epoch is not None:
-            return
+            return began
         # a stop requested during the wait (which may last a whole period) is honoured within a
         # second, before the model is paid for, as at the request's first read
         until = time.monotonic() + grant.wait
@@ -272,6 +283,24 @@ async def _rate_turn(e: Env, agent_name: str, run_id: str) -> None:
             stop = await plain_tx(_stop_kind, run_id)
             if stop is not None:
                 raise _StoppedWhileWaiting(stop)
+
+
+async def _sendable(e: Env, agent_name: str, run_id: str, began: float | None) -> None:
+    """Just before the request goes out: a grant older than ``SEND_ALLOWANCE`` (a loaded process, a
+    slow parameter build) is spent, and the request waits for a fresh one. A process so loaded that
+    even a fresh grant is stale by the time it returns sends on its third (logged): re-granting for
+    ever would spend the whole rate on nothing."""
+    for _ in range(_REGRANTS):
+        if began is None or time.monotonic() - began <= SEND_ALLOWANCE:
+            return
+        began = await _rate_turn(e, agent_name, run_id)
+    if began is not None and time.monotonic() - began > SEND_ALLOWANCE:
+        log.warning("run %s: agent %r's model request is sent %.2f s after its rate grant (allowance %.2f s): "
+                    "the process is too loaded to keep the rate exact at the provider", run_id, agent_name,
+                    time.monotonic() - began, SEND_ALLOWANCE)
+
+
+_REGRANTS: Final = 3
 
 
 #: How often a request waiting for its rate reads the run's stop record (seconds).
@@ -296,11 +325,13 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
     messages = transcript.for_model(_with_instructions(list(loaded), await agent.instructions_for(scope)))
-    await _rate_turn(e, agent.name, run_id)
+    began = await _rate_turn(e, agent.name, run_id)
+    parameters = request_parameters(agent)
+    await _sendable(e, agent.name, run_id, began)
     if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
         from .live import streamed_request
 
-        response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, request_parameters(agent), step)
+        response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, parameters, step)
     else:
         from pydantic_ai.direct import model_request
 
@@ -308,7 +339,7 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
             agent.resolved_model(),
             messages,
             model_settings=agent.model_settings,
-            model_request_parameters=request_parameters(agent),
+            model_request_parameters=parameters,
         )
     # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
