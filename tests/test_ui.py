@@ -212,6 +212,8 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the SSE stream")
     row = call_row(browser, "book_table")
     assert row.get_attribute("data-dispatch") == approval and "awaiting approval" in row.text
+    # the ledger's one suspended status says in words what it waits for
+    assert "waiting for 1 approval" in browser.find_element(By.ID, "status").text
     # the ledger's step and position, written as two numbers (it read "1.0", like a float)
     [asked] = [c for c in httpx.get(f"{restarted.base}/sessions/{csid}", headers=alice).json()["calls"] if c["dispatch_id"] == approval]
     assert row.find_elements(By.TAG_NAME, "td")[1].text == f"{asked['step']}, {asked['position']}"
@@ -221,6 +223,10 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     wait_for(lambda: "approved by appr: fine by me" in call_row(browser, "book_table").find_element(By.CSS_SELECTOR, "td.approval").text, what="the decided approval")
     client = wait_for(lambda: call_row(browser, "add_to_calendar"), what="the client call")
     assert client.get_attribute("data-status") == "pending"
+    wait_for(lambda: "waiting for 1 client tool result" in browser.find_element(By.ID, "status").text, what="the client wait, in words")
+    # the run that waited for the approval ended there; the answer's run went on
+    first = browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")[0].text
+    assert "suspended_client_tool" in first and "the session went on in run 2" in first, first
     # the approver may not answer the owner's client tool: the page shows the API's refusal
     client.find_element(By.CSS_SELECTOR, "textarea.result").send_keys('{"calendar_id": "evt-1"}')
     client.find_element(By.CSS_SELECTOR, "button.submit-result").click()

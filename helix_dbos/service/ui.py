@@ -79,6 +79,27 @@ def status_tag(status: Any) -> str:
     return f'<span class="st st-{e(status)}">{e(status)}</span>'
 
 
+def _waiting_for(status: str, calls: list[Any]) -> str:
+    """What a suspended session waits for, in words: ``suspended_client_tool`` is the ledger's one
+    status for both kinds of wait (a client tool's result, and an approval)."""
+    if status != "suspended_client_tool":
+        return ""
+    pending = [c for c in calls if c["status"] == "pending"]
+    approvals = sum(c["kind"] != "client" for c in pending)
+    clients = len(pending) - approvals
+    waits = [f"{n} approval{'s' if n > 1 else ''}" for n in [approvals] if n] + [f"{n} client tool result{'s' if n > 1 else ''}" for n in [clients] if n]
+    return f' <span class="waiting">waiting for {" and ".join(waits)}</span>' if waits else ""
+
+
+def _run_status(run: Any, next_seq: Any, calls: list[Any]) -> str:
+    """A suspended run ends there: the answer that settles its wait starts the session's next run,
+    so an earlier run keeps ``suspended_client_tool`` and says which run went on."""
+    tag = status_tag(run["status"])
+    if run["status"] == "suspended_client_tool" and next_seq is not None:
+        return f'{tag} <span class="waiting">the session went on in run {e(next_seq)}</span>'
+    return tag
+
+
 async def _caller(request: Request) -> auth.Principal | None:
     try:
         return await auth.authenticate(request, request.app.state.service_settings)
@@ -280,13 +301,14 @@ async def session_page(request: Request, session_id: str) -> HTMLResponse:
         controls.append('<button id="retry">Retry</button>')
     body = [
         f'<h1>Session <code id="sid">{e(session_id)}</code></h1>',
-        f'<p class="meta">agent <b>{e(row["agent_name"])}</b> · owner <b>{e(row.get("owner") or "-")}</b> · status <span id="status">{status_tag(status)}</span> · <span id="live">connecting…</span></p>',
+        f'<p class="meta">agent <b>{e(row["agent_name"])}</b> · owner <b>{e(row.get("owner") or "-")}</b> · status <span id="status">{status_tag(status)}{_waiting_for(status, calls)}</span> · <span id="live">connecting…</span></p>',
         f'<p class="controls">{"".join(controls)}</p>',
         '<h2>Runs</h2><table id="runs"><thead><tr><th>#</th><th>run</th><th>entry</th><th>status</th><th>steps</th><th>recovery</th><th>executor</th><th>error</th></tr></thead><tbody>',
     ]
+    later = {r["seq"]: next((n["seq"] for n in runs if n["seq"] > r["seq"]), None) for r in runs}
     for r in runs:
         body.append(
-            f'<tr><td>{e(r["seq"])}</td><td><code>{e(r["run_id"])}</code></td><td>{e(r["entry"])}</td><td>{status_tag(r["status"])}</td><td>{e(r["steps"])}</td>'
+            f'<tr><td>{e(r["seq"])}</td><td><code>{e(r["run_id"])}</code></td><td>{e(r["entry"])}</td><td>{_run_status(r, later[r["seq"]], calls)}</td><td>{e(r["steps"])}</td>'
             f'<td>{e(r["recovery"])}</td><td>{e(r.get("executor_id") or "-")}</td><td>{e(((r.get("error_code") or "") + " " + (r.get("error") or "")).strip())}</td></tr>'
         )
     body.append("</tbody></table>")
