@@ -80,8 +80,12 @@ def _positive_int(value: object) -> bool:
 
 
 def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
-    """What an entry takes besides the session id: refused before the gate, so nothing is written."""
+    """What an entry takes besides the session id: refused before the gate, so nothing is written.
+    A message, where one is given, is not empty (the API's ``minLength: 1``): an empty turn would
+    be stored and sent to the model as if the user had said something."""
     check_text("message", message)
+    if message == "":
+        raise ValidationError("the message must not be empty", detail={"field": "message"})
     check_text("checkpoint_id", checkpoint_id, 80)
 
 
