@@ -300,6 +300,17 @@ class ToolConnectionError(HelixError):
     code = "tool_connection_refused"
 
 
+class PayloadTooLargeError(ValidationError):
+    """A request (its body, a message, a client tool's result) over the service's size limits.
+
+    Refused before anything is stored, and for a body before it is read whole: a 50 MB message
+    would otherwise be kept several times over (the transcript, the run's input) and read back
+    with every view of the session."""
+
+    code = "payload_too_large"
+    status = 413
+
+
 __all__ = [
     "AgentAlreadyRunningError",
     "AnswerKindError",
@@ -318,6 +329,7 @@ __all__ = [
     "HostNotAllowedError",
     "NotFoundError",
     "NothingToResumeError",
+    "PayloadTooLargeError",
     "RunFailedError",
     "RunFencedError",
     "RunNotFoundError",

@@ -187,6 +187,12 @@ class EnvSettings:
         "HELIX_DBOS_HTTP_LOG_LEVEL", "uvicorn's log level", _stripped))
     sse_poll_sec: float = field(default=0.1, metadata=_var(
         "HELIX_DBOS_SSE_POLL_SEC", "how often an event stream polls the ledger for new events", _positive_seconds))
+    max_request_bytes: int = field(default=1_048_576, metadata=_var(
+        "HELIX_DBOS_MAX_REQUEST_BYTES", "the largest request body the service reads, in bytes (a larger one is a 413 before it is read)", _integer(1024, 1 << 30)))
+    max_message_chars: int = field(default=262_144, metadata=_var(
+        "HELIX_DBOS_MAX_MESSAGE_CHARS", "the longest user message (and client tool error) an entry takes, in characters", _integer(1, 1 << 30)))
+    max_result_bytes: int = field(default=524_288, metadata=_var(
+        "HELIX_DBOS_MAX_RESULT_BYTES", "the largest client tool result the service stores, in bytes of its JSON", _integer(2, 1 << 30)))
     # --- fault injection (runtime/process/faults.py): read at each check through ``read_one``
     crash_at: str | None = field(default=None, metadata=_var(
         "HELIX_DBOS_CRASH_AT", "`<point>[:<tool>]`: the process exits (97) at that boundary, to prove recovery from a real kill", _stripped,

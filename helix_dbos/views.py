@@ -238,11 +238,11 @@ class ExecutorRecord(TypedDict):
     generation: int
     lease_seconds: float
     status: Literal["live", "lapsed", "released", "taken_over"]
-    started_at: Any
-    renewed_at: Any
-    released_at: Any
+    started_at: datetime
+    renewed_at: datetime
+    released_at: datetime | None
     taken_over_by: str | None
-    taken_over_at: Any
+    taken_over_at: datetime | None
     taken_runs: int | None
     pending_runs: int
     took_over: list[str]

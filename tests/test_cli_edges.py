@@ -222,3 +222,38 @@ def test_a_demo_worker_past_its_timeout_is_a_typed_run_timeout(tmp_path: Path) -
     assert "Traceback" not in output and "TimeoutExpired" not in output, output
     _, refused = _refused(["demo", "--timeout", "-1"])
     assert "configuration_error" in refused and "--timeout" in refused, refused
+
+
+def test_an_empty_message_is_a_typed_refusal_that_stores_nothing(helix: Any, db_url: str) -> None:
+    code, out, run = helix("start", "concierge", "dinner in Porto", "--json")
+    assert code == 0, out
+    sid = run["session_id"]
+    state = snapshot(db_url)
+    for args in (("start", "concierge", ""), ("start", "concierge", "", "--session", sid), ("retry", sid, "--message", "")):
+        code, out, err = helix(*args, "--json")
+        assert code == 1 and err["code"] == "validation_error" and "empty" in err["error"], (args, out)
+    assert snapshot(db_url) == state, "an empty message changed the ledger"
+    # the runtime refuses it too, whatever door calls it (the service's schema says minLength 1)
+    from helix_dbos.errors import ValidationError
+    from helix_dbos.examples import build_runtime
+
+    rt = build_runtime()
+    for entry in (lambda: rt.start("concierge", ""), lambda: rt.resume(sid, mode="with_message", message=""), lambda: rt.retry(sid, message="")):
+        with pytest.raises(ValidationError, match="empty"):
+            entry()  # refused before the runtime is even launched
+    assert snapshot(db_url) == state
+
+
+@pytest.mark.parametrize("rich", ["1", "0"])
+def test_help_renders_help_as_a_flag(rich: str) -> None:
+    """``--help`` is a flag: no command's help shows it (or any flag) taking a ``<bool>`` value."""
+    env = {**child_env(SETTINGS_VARS), "TYPER_USE_RICH": rich, "COLUMNS": "120"}
+    listing = subprocess.run([sys.executable, "-m", "helix_dbos.cli", "--help"], env={**env, "TYPER_USE_RICH": "1"}, capture_output=True, text=True).stdout
+    names = ["", *re.findall(r"^│ ([a-z-]+) ", listing, re.M)]
+    assert len(names) > 10, names
+    for name in names:
+        shown = subprocess.run([sys.executable, "-m", "helix_dbos.cli", *([name] if name else []), "--help"], env=env, capture_output=True, text=True)
+        assert shown.returncode == 0, (name, shown.stderr)
+        lines = [line for line in shown.stdout.splitlines() if "--help" in line]
+        assert lines and all(re.search(r"--help\s+Show this message", line) for line in lines), (name, lines)
+        assert "<bool>" not in shown.stdout and "BOOLEAN" not in shown.stdout, name

@@ -450,8 +450,8 @@ def test_every_api_error_is_typed_and_changes_nothing(db_url: str, services: Cal
 
     # 500 internal_error is the safety net for the unexpected (exercised below, in-process);
     # unauthenticated, forbidden and csrf_failed need keys, and are exercised in test_service_auth.py;
-    # store_unavailable needs a database outage (test_entry_outage.py)
-    assert seen | {"internal_error", "unauthenticated", "forbidden", "csrf_failed", "store_unavailable"} == set(service_errors.API_ERROR_CODES)
+    # store_unavailable needs a database outage (test_entry_outage.py); payload_too_large big bodies (test_service_limits.py)
+    assert seen | {"internal_error", "unauthenticated", "forbidden", "csrf_failed", "store_unavailable", "payload_too_large"} == set(service_errors.API_ERROR_CODES)
     http.close()
 
 

@@ -259,3 +259,17 @@ def test_executors_are_listed_for_operators_only(db_url: str, services: Callable
     run = http.post("/sessions", headers=as_("alice"), params={"wait": 30}, json={"agent": "concierge", "message": "Dinner for two in Porto"}).json()
     expect_error(http.get(f"/sessions/{run['session_id']}/live", headers=as_("bob"), params={"timeout": 1}), 404, "session_not_found")
     expect_error(http.get(f"/sessions/{run['session_id']}/live", params={"timeout": 1}), 401, "unauthenticated")
+
+
+def test_a_bearer_and_an_api_key_that_disagree_are_refused(db_url: str, services: Callable[..., Service]) -> None:
+    service = services(extra_env=KEYS_ENV)
+    with service.client() as http:
+        alice, bob = KEYS["alice"], KEYS["bob"]
+        assert http.get("/sessions", headers={"Authorization": f"Bearer {alice}", "X-API-Key": alice}).status_code == 200  # the same key twice
+        before = snapshot(db_url)
+        for bearer, header_key in [(alice, "hxk_bogus"), ("hxk_bogus", alice), (alice, bob), (bob, alice), (KEYS["ops"], alice)]:
+            headers = {"Authorization": f"Bearer {bearer}", "X-API-Key": header_key}
+            refused = expect_error(http.get("/sessions", headers=headers), 401, "unauthenticated")
+            assert refused["detail"] == {"reason": "conflicting_credentials"}
+            expect_error(http.post("/sessions", headers=headers, json={"agent": "concierge", "message": "hi"}), 401, "unauthenticated")
+        assert snapshot(db_url) == before, "a refused request changed the ledger"

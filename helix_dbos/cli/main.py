@@ -217,6 +217,8 @@ def start(
     priority: PriorityOption = None,
 ) -> None:
     """Start a session of AGENT (or a new turn of --session) and wait until it is at rest."""
+    if not message:
+        raise ValidationError("the message must not be empty", detail={"field": "message"})  # before launching
     check_priority(priority)
     if session is not None:
         check_session_id(session)  # before launching: a refusal costs no DBOS launch

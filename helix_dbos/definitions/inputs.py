@@ -7,14 +7,15 @@ a caller can fix its request, a tool result has already happened.
 Session ids appear in URLs, log lines and SQL, and the ledger keeps them in ``varchar(64)``: 1 to 64
 characters of ``[A-Za-z0-9_.:-]``, and not ``.`` or ``..``, which URL clients normalise away as path
 segments (so ``""``, ``" "``, ``a/b``, ``../x``, ``.`` and ``..`` are refused). Text a
-caller sends (a user message, a client tool's result or error, an approval's reason or actor, a
-stop's requester) must not hold NUL or a lone surrogate, which neither database can store as text.
+caller sends (a user message, a client tool's error, an approval's reason or actor, a stop's
+requester) must not hold NUL or a lone surrogate, which neither database can store as text. A
+client tool's result is a tool's output, not caller text: the ledger keeps it exactly, escaped as
+every tool result is, so it may hold them (as the published schema, any JSON value, allows).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ValidationError
@@ -74,16 +75,3 @@ def check_text(field: str, value: str | None, max_length: int | None = None) -> 
     if max_length is not None and len(value) > max_length:
         raise ValidationError(f"{field} is longer than {max_length} characters", detail={"field": field})
 
-
-def check_json(field: str, value: Any) -> None:
-    """``check_text`` for every string of a JSON value, object keys included."""
-    if isinstance(value, str):
-        check_text(field, value)
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            if isinstance(k, str):
-                check_text(field, k)
-            check_json(field, v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            check_json(field, v)

@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from . import tables as t
+from .types import as_utc
 
 
 def db_now(conn: sa.Connection) -> sa.ColumnElement[float]:
@@ -129,7 +130,12 @@ def generation_of(conn: sa.Connection, executor_id: str) -> int | None:
 def audit(conn: sa.Connection) -> list[dict[str, Any]]:
     """Every executor's row in the ``executor_audit`` view (lease status computed by the database)."""
     view = "executor_audit" if conn.dialect.name == "sqlite" else "helix.executor_audit"
-    return [dict(r) for r in conn.execute(sa.text(f"SELECT * FROM {view} ORDER BY executor_id")).mappings()]
+    rows = [dict(r) for r in conn.execute(sa.text(f"SELECT * FROM {view} ORDER BY executor_id")).mappings()]
+    for row in rows:  # raw SQL: its timestamps as the typed columns read them (aware UTC)
+        for key in row:
+            if key.endswith("_at"):
+                row[key] = as_utc(row[key])
+    return rows
 
 
 def took_over(conn: sa.Connection) -> dict[str, list[str]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from .types import LedgerJson, LedgerString, LedgerText
+from .types import LedgerJson, LedgerString, LedgerText, UtcTimestamp
 
 SCHEMA = "helix"
 
@@ -20,7 +20,8 @@ metadata = sa.MetaData(schema=SCHEMA)
 #: JSON readable in SQL on both databases (``jsonb`` on Postgres, JSON text on SQLite); every string
 #: in it, like every ``LedgerText``/``LedgerString`` column, is stored through the escape of ``escape.py``.
 Json = LedgerJson()
-Timestamp = sa.DateTime(timezone=True)
+#: Read back as aware UTC on both databases (``types.UtcTimestamp``; the DDL is ``timestamptz``).
+Timestamp = UtcTimestamp()
 
 sessions = sa.Table(
     "sessions",

@@ -8,6 +8,7 @@ text, while the row holds only what Postgres and SQLite accept. Raw SQL sees the
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -60,3 +61,37 @@ class LedgerString(sa.types.TypeDecorator[str]):
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
         return None if value is None else unescape_text(value)
+
+
+class UtcTimestamp(sa.types.TypeDecorator[datetime]):
+    """``timestamptz`` read back as an aware UTC datetime on both databases.
+
+    Every time the ledger writes is UTC (``rows.now``); Postgres returns it with the session's
+    offset, SQLite (which has no time zone type) as a naive datetime. Read through this type both
+    are UTC with their offset, so every timestamp a view, the CLI's JSON or the API shows is an
+    RFC 3339 ``date-time`` (``...+00:00``), never a local time without one.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is None:
+            return value
+        return value.astimezone(UTC)  # SQLite keeps the wall clock only: make it UTC's
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def as_utc(value: Any) -> datetime | None:
+    """A timestamp read through raw SQL (a view's column: SQLite gives its text) as aware UTC."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        raise TypeError(f"not a timestamp: {value!r}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

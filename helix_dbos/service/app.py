@@ -28,7 +28,7 @@ from ..ledger.engine import explain_database_error
 from ..runtime import Runtime
 from . import errors, live, routes, ui
 from .loader import load_runtime
-from .middleware import Options, TrustedHosts
+from .middleware import BodyLimit, Options, TrustedHosts
 from .providers import check_models
 from .settings import ServiceSettings
 
@@ -38,6 +38,7 @@ DESCRIPTION = (
     "Authenticate with `Authorization: Bearer <key>` or `X-API-Key: <key>` when the service has keys. "
     "Errors are `{error, code, detail}` with 400 (bad input), 401 (unauthenticated), 403 (role missing, "
     "or the `/ui` cookie without its CSRF token), 404 (unknown, or another principal's), 409 (running / stale), "
+    "413 (`payload_too_large`: a body, a message or a client tool result over the service's limits, docs/service.md), "
     "415 (a POST body not declared `application/json`), 503 (`store_unavailable`: the database stayed "
     "unreachable past `store_retry_window`; nothing was applied, send it again), or 500 (unexpected)."
 )
@@ -64,12 +65,35 @@ def refusals(path: str, method: str) -> dict[str, str]:
         out["401"] = "Unauthorized: unauthenticated (no credentials, or not valid ones, on a service with authentication)"
     if method == "post":
         out["415"] = "Unsupported Media Type: unsupported_media_type (the body is not application/json)"
+        out["413"] = ("Content Too Large: payload_too_large (the body is over HELIX_DBOS_MAX_REQUEST_BYTES, a message or a client "
+                      "tool error over HELIX_DBOS_MAX_MESSAGE_CHARS, a client tool result over HELIX_DBOS_MAX_RESULT_BYTES; nothing was stored)")
         if path not in UNAUTHENTICATED:
             out["403"] = "Forbidden: forbidden (a role missing), or csrf_failed (the /ui cookie without its CSRF token)"
     if path not in STORELESS:
         out["503"] = ("Service Unavailable: store_unavailable (the database stayed unreachable past store_retry_window; "
                       "nothing was applied, and the same request may be sent again)")
     return out
+
+
+#: The request fields ``HELIX_DBOS_MAX_MESSAGE_CHARS`` bounds, by schema (``routes.check_sizes``).
+LIMITED_TEXT = {
+    "StartSession": "message", "NewTurn": "message", "ResumeWithMessage": "message", "RetryRecover": "message",
+    "RetryFromCheckpoint": "message", "ClientFailed": "error",
+}
+
+
+def publish_limits(schemas: dict[str, Any], settings: ServiceSettings) -> None:
+    """Put this service's configured size limits in the request schemas: ``maxLength`` on each
+    message, and the result's byte limit in its description (JSON Schema cannot count bytes)."""
+    for name, field in LIMITED_TEXT.items():
+        prop = schemas.get(name, {}).get("properties", {}).get(field)
+        if prop is None:
+            continue
+        target = next((m for m in prop.get("anyOf", []) if m.get("type") == "string"), prop)  # ``str | None``
+        target["maxLength"] = settings.max_message_chars
+    result = schemas.get("ClientOk", {}).get("properties", {}).get("result")
+    if result is not None:
+        result["description"] = f"{result.get('description', '')} At most {settings.max_result_bytes} bytes as JSON (a 413 beyond).".strip()
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -104,6 +128,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     schemas = spec.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
+    publish_limits(schemas, app.state.service_settings)
     spec.setdefault("components", {})["securitySchemes"] = {"apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}, "bearer": {"type": "http", "scheme": "bearer"}}
     spec["security"] = [{"apiKey": []}, {"bearer": []}]
     app.openapi_schema = spec
@@ -164,7 +189,7 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, s
     app.mount(ui.STATIC, StaticFiles(directory=ui.static_dir()), name="ui-static")
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
-    # Outermost last: Host check, then CORS (only when configured), then OPTIONS, then the routes.
+    # Outermost last: Host check, then the body's size, then CORS (only when configured), then OPTIONS, then the routes.
     app.add_middleware(Options)
     if settings.cors_origins:
         app.add_middleware(
@@ -174,5 +199,6 @@ def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, s
             allow_headers=["Authorization", "X-API-Key", "Content-Type", "Last-Event-ID"],
             allow_credentials=False,
         )
+    app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(TrustedHosts, settings=settings)
     return app

@@ -121,10 +121,35 @@ def _coerce(value: Any) -> Principal | None:
     return None
 
 
+def _header_keys(request: Request) -> tuple[str | None, str | None]:
+    """The key in ``Authorization: Bearer`` and the one in ``X-API-Key`` (None where absent)."""
+    header = request.headers.get("authorization", "")
+    bearer = header[7:].strip() or None if header.lower().startswith("bearer ") else None
+    return bearer, request.headers.get("x-api-key") or None
+
+
+def check_agreement(request: Request, settings: ServiceSettings) -> None:
+    """Refuse a request whose ``Authorization: Bearer`` and ``X-API-Key`` disagree: one not a key at
+    all, or keys of different principals (or roles). Which one a proxy, a client library or a
+    gateway reads first is anyone's guess; a request that names two identities names none."""
+    bearer, header_key = _header_keys(request)
+    if bearer is None or header_key is None or bearer == header_key or not settings.keys:
+        return
+    entries = [apikeys.match(settings.keys, k) for k in (bearer, header_key)]
+    if all(e is not None for e in entries) and len({(e.principal, e.roles) for e in entries if e is not None}) == 1:
+        return
+    raise AuthenticationError(
+        "The request carries two credentials that disagree (Authorization: Bearer and X-API-Key); send one.",
+        detail={"reason": "conflicting_credentials"},
+    )
+
+
 async def authenticate(request: Request, settings: ServiceSettings) -> Principal:
-    """The request's principal, or ``AuthenticationError``; keys first, then the hook."""
+    """The request's principal, or ``AuthenticationError``; keys first, then the hook. Two header
+    keys that disagree are refused (``check_agreement``)."""
     if not settings.auth_enabled:
         return ANONYMOUS
+    check_agreement(request, settings)
     key, from_cookie = _presented(request)
     if key and settings.keys:
         entry = apikeys.match(settings.keys, key)

@@ -33,6 +33,7 @@ API_ERROR_CODES = (
     "wrong_answer_kind",
     "host_not_allowed",
     "unsupported_media_type",
+    "payload_too_large",
     "unauthenticated",
     "forbidden",
     "csrf_failed",

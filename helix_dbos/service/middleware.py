@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from starlette.routing import Match
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .settings import ServiceSettings
 
@@ -57,6 +57,76 @@ class TrustedHosts:
                 await _send_json(send, 400, body)
                 return
         await self.app(scope, receive, send)
+
+
+#: Methods whose body the service reads (``routes.BODY_METHODS``): a GET's body is never read.
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def declared_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length`` (the largest, if it came twice), or None when it has none."""
+    values = [v for k, v in scope.get("headers") or [] if k == b"content-length"]
+    lengths = [int(v) for v in values if v.strip().isdigit()]
+    return max(lengths) if lengths else None
+
+
+class BodyLimit:
+    """Refuse a request body larger than ``max_request_bytes`` with 413 ``payload_too_large``, unread.
+
+    A ``Content-Length`` over the limit is refused before a byte of the body is read; a body without
+    one (``Transfer-Encoding: chunked``) is counted as it arrives and refused the moment it passes
+    the limit, so neither ever sits in memory whole. A body within the limit is handed on as read
+    (the routes would read it whole anyway). The response closes the connection: the rest of the
+    body is never read.
+    """
+
+    def __init__(self, app: ASGIApp, settings: ServiceSettings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def _refuse(self, send: Send, declared: int | None) -> None:
+        limit = self.settings.max_request_bytes
+        body = {
+            "error": f"The request body is larger than this service takes ({limit} bytes).",
+            "code": "payload_too_large",
+            "detail": {"limit_bytes": limit, "content_length": declared, "setting": "HELIX_DBOS_MAX_REQUEST_BYTES"},
+        }
+        await _send_json(send, 413, body, [(b"connection", b"close")])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        limit = self.settings.max_request_bytes
+        declared = declared_length(scope)
+        if declared is not None and declared > limit:
+            await self._refuse(send, declared)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away before its body ended
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._refuse(send, declared)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # then what the server says next (a disconnect)
+
+        await self.app(scope, replay, send)
 
 
 class Options:

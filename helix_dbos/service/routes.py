@@ -23,6 +23,7 @@ from .. import wire
 from ..definitions.inputs import SESSION_ID_MAX_LENGTH, SESSION_ID_PATTERN
 from ..errors import (
     ForbiddenError,
+    PayloadTooLargeError,
     RunNotFoundError,
     RunTimeoutError,
     SessionNotFoundError,
@@ -36,7 +37,7 @@ from ..views import SessionSummary
 from . import auth, events, views
 from . import schemas as s
 from .http import is_stopping
-from .responses import EventStream, LedgerJSONResponse, respond
+from .responses import EventStream, LedgerJSONResponse, dumps, respond
 
 MAX_SEQ = events.MAX_SEQ
 
@@ -96,6 +97,27 @@ async def json_only(request: Request) -> None:
             "This endpoint takes a JSON body: send 'Content-Type: application/json' (an empty object {} where no field is needed).",
             detail={"content_type": request.headers.get("content-type")},
         )
+
+
+def check_sizes(request: Request, req: Any) -> None:
+    """Refuse a message (or a client tool's error) longer than ``max_message_chars`` and a client
+    tool's result over ``max_result_bytes`` of JSON: 413 ``payload_too_large``, before anything is
+    stored. The body as a whole was capped before it was read (``middleware.BodyLimit``)."""
+    settings = request.app.state.service_settings
+    for field in ("message", "error"):
+        value = getattr(req, field, None)
+        if isinstance(value, str) and len(value) > settings.max_message_chars:
+            raise PayloadTooLargeError(
+                f"The {field} is longer than this service takes ({settings.max_message_chars} characters).",
+                detail={"field": field, "length": len(value), "limit_chars": settings.max_message_chars, "setting": "HELIX_DBOS_MAX_MESSAGE_CHARS"},
+            )
+    if isinstance(req, s.ClientOk):
+        size = len(dumps(req.result).encode())
+        if size > settings.max_result_bytes:
+            raise PayloadTooLargeError(
+                f"The result is larger than this service stores ({settings.max_result_bytes} bytes of JSON).",
+                detail={"field": "result", "bytes": size, "limit_bytes": settings.max_result_bytes, "setting": "HELIX_DBOS_MAX_RESULT_BYTES"},
+            )
 
 
 async def principal(request: Request) -> auth.Principal:
@@ -195,6 +217,7 @@ async def start_session(request: Request, caller: Caller, req: s.StartSession, w
     With authentication on, a ``session_id`` that is not one of the caller's sessions must be in its
     namespace (``<name>:...``); any other is 404, whether free or another principal's.
     """
+    check_sizes(request, req)
     runtime = rt(request)
     if req.session_id is not None and caller.authenticated:
         try:
@@ -215,6 +238,7 @@ async def read_session(request: Request, caller: Caller, session_id: SessionId) 
 @router.post("/sessions/{session_id}/turns", operation_id="new_turn", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
 async def new_turn(request: Request, caller: Caller, session_id: SessionId, req: s.NewTurn, wait: Wait = 0) -> LedgerJSONResponse:
     """A new user message. Calls of an unanswered step are paired ``outcome_unknown`` before it."""
+    check_sizes(request, req)
     runtime = rt(request)
     row = await _allowed(request, caller, session_id, "turn")
     handle = await runtime.start_async(str(row["agent_name"]), req.message, session_id=session_id, owner=row.get("owner"), priority=req.priority)
@@ -224,6 +248,7 @@ async def new_turn(request: Request, caller: Caller, session_id: SessionId, req:
 @router.post("/sessions/{session_id}/resume", operation_id="resume_session", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
 async def resume(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Resume, Body()] = s.ResumeContinue(), wait: Wait = 0) -> LedgerJSONResponse:
     """``continue`` recovers the saved step; ``with_message`` redirects it; ``from_checkpoint`` rewinds to a saved append."""
+    check_sizes(request, req)
     runtime = rt(request)
     await _allowed(request, caller, session_id, "resume")
     message = req.message if isinstance(req, s.ResumeWithMessage) else None
@@ -235,6 +260,7 @@ async def resume(request: Request, caller: Caller, session_id: SessionId, req: A
 @router.post("/sessions/{session_id}/retry", operation_id="retry_session", status_code=202, response_model=s.RunOut, tags=["entries"], responses=_errors(403, 404, 409))
 async def retry(request: Request, caller: Caller, session_id: SessionId, req: Annotated[s.Retry, Body()] = s.RetryRecover(), wait: Wait = 0) -> LedgerJSONResponse:
     """After a failed or interrupted run: recover it, or redirect it with a message (optionally at a checkpoint)."""
+    check_sizes(request, req)
     runtime = rt(request)
     await _allowed(request, caller, session_id, "retry")
     checkpoint = req.checkpoint_id if isinstance(req, s.RetryFromCheckpoint) else None
@@ -271,6 +297,7 @@ async def approve(request: Request, caller: Caller, session_id: SessionId, dispa
 @router.post("/sessions/{session_id}/calls/{dispatch_id}/result", operation_id="submit_call_result", response_model=s.AnswerOut, tags=["answers"], responses=_errors(403, 404, 409))
 async def submit_result(request: Request, caller: Caller, session_id: SessionId, dispatch_id: DispatchId, req: Annotated[s.ClientResult, Body()], wait: Wait = 0) -> LedgerJSONResponse:
     """Answer a client-tool call with exactly one of its ``result`` or its ``error``."""
+    check_sizes(request, req)
     runtime = rt(request)
     await _allowed(request, caller, session_id, "submit")
     if isinstance(req, s.ClientFailed):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, JsonValue, Tag
 
 from ..definitions.inputs import (
     PRIORITY_MAX,
@@ -50,6 +50,15 @@ TEXT: dict[str, JsonValue] = {"pattern": TEXT_PATTERN}
 CHECKPOINT_ID_MAX_LENGTH = 80
 
 
+def integral(value: Any) -> Any:
+    """A float with no fraction (``5.0``, ``1e3``) as the integer it is: JSON Schema's ``integer``
+    is any number without a fraction, and a JavaScript client cannot tell 5 from 5.0. Anything
+    else is left to the strict ``int`` check (``5.5``, ``"5"`` and ``true`` are refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _priority() -> Any:
     return Field(
         default=None, strict=True, ge=PRIORITY_MIN, le=PRIORITY_MAX,
@@ -57,6 +66,10 @@ def _priority() -> Any:
         "none is DBOS's 0, ahead of every given priority. It orders a run that is enqueued (a front end, a worker, an agent "
         "with max_running); a run the serving process starts itself waits on no queue (docs/scaling.md).",
     )
+
+
+#: An entry's priority: an integer, also written as a number without a fraction (``integral``).
+Priority = Annotated[int | None, BeforeValidator(integral)]
 
 
 class StartSession(Request):
@@ -70,19 +83,19 @@ class StartSession(Request):
         description=f"Choose the id (idempotency for the creation); minted when absent. A session id is {SESSION_ID_RULE}. "
         "With authentication on, an id for a new session must start with the caller's namespace (docs/service.md, \"Owners and roles\").",
     )
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 class NewTurn(Request):
     message: str = Field(min_length=1, description="The next user message; it redirects any unanswered step.", json_schema_extra=TEXT)
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 class ResumeContinue(Request):
     """Recover the saved step as it stands."""
 
     mode: Literal["continue"] = "continue"
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 class ResumeWithMessage(Request):
@@ -90,7 +103,7 @@ class ResumeWithMessage(Request):
 
     mode: Literal["with_message"]
     message: str = Field(min_length=1, json_schema_extra=TEXT)
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 class ResumeFromCheckpoint(Request):
@@ -98,7 +111,7 @@ class ResumeFromCheckpoint(Request):
 
     mode: Literal["from_checkpoint"]
     checkpoint_id: str = Field(min_length=1, max_length=CHECKPOINT_ID_MAX_LENGTH, json_schema_extra=TEXT)
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 def _tag(key: str, default: str) -> Callable[[Any], str | None]:
@@ -123,7 +136,7 @@ class RetryRecover(Request):
     """Recover the failed or interrupted run; with ``message``, redirect it instead."""
 
     message: str | None = Field(default=None, min_length=1, json_schema_extra=TEXT)
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 class RetryFromCheckpoint(Request):
@@ -131,7 +144,7 @@ class RetryFromCheckpoint(Request):
 
     checkpoint_id: str = Field(min_length=1, max_length=CHECKPOINT_ID_MAX_LENGTH, json_schema_extra=TEXT)
     message: str = Field(min_length=1, json_schema_extra=TEXT)
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 def _retry_tag(value: Any) -> str | None:
@@ -157,7 +170,7 @@ class Approval(Request):
 
     approved: bool
     reason: str | None = Field(default=None, max_length=2000, description="Free text kept on the call for audit.", json_schema_extra=TEXT)
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 #: The tags of the body unions above: not field names, so error messages leave them out.
@@ -166,12 +179,12 @@ UNION_TAGS = frozenset({"continue", "with_message", "from_checkpoint", "recover"
 
 class ClientOk(Request):
     result: Any = Field(description="The client tool's JSON result (null is a result).")
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 class ClientFailed(Request):
     error: str = Field(min_length=1, description="The client tool failed with this message.", json_schema_extra=TEXT)
-    priority: int | None = _priority()
+    priority: Priority = _priority()
 
 
 #: A client-tool answer is exactly one of ``result`` or ``error``.

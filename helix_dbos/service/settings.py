@@ -71,6 +71,12 @@ class ServiceSettings:
     http_threads: int = 64
     #: How often an event stream polls the ledger (``HELIX_DBOS_SSE_POLL_SEC``).
     sse_poll_sec: float = 0.1
+    #: The largest request body read, in bytes (``HELIX_DBOS_MAX_REQUEST_BYTES``); larger is a 413 unread.
+    max_request_bytes: int = 1_048_576
+    #: The longest message (and client tool error) an entry or an answer takes (``HELIX_DBOS_MAX_MESSAGE_CHARS``).
+    max_message_chars: int = 262_144
+    #: The largest client tool result stored, in bytes of its JSON (``HELIX_DBOS_MAX_RESULT_BYTES``).
+    max_result_bytes: int = 524_288
 
     @property
     def auth_enabled(self) -> bool:
@@ -100,6 +106,9 @@ class ServiceSettings:
             cors_origins=list(environment.cors_origins),
             http_threads=environment.http_threads,
             sse_poll_sec=environment.sse_poll_sec,
+            max_request_bytes=environment.max_request_bytes,
+            max_message_chars=environment.max_message_chars,
+            max_result_bytes=environment.max_result_bytes,
         )
         if not settings.auth_enabled and not is_loopback(host) and not insecure:
             raise ConfigurationError(

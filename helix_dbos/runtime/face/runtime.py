@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from dbos import DBOS
 
 from ...definitions import Agent, home
-from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
+from ...definitions.inputs import check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
 from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
@@ -80,8 +80,12 @@ def _positive_int(value: object) -> bool:
 
 
 def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
-    """What an entry takes besides the session id: refused before the gate, so nothing is written."""
+    """What an entry takes besides the session id: refused before the gate, so nothing is written.
+    A message, where one is given, is not empty (the API's ``minLength: 1``): an empty turn would
+    be stored and sent to the model as if the user had said something."""
     check_text("message", message)
+    if message == "":
+        raise ValidationError("the message must not be empty", detail={"field": "message"})
     check_text("checkpoint_id", checkpoint_id, 80)
 
 
@@ -513,8 +517,10 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         return self._answer(session_id, dispatch_id, priority, kind="approval", approved=approved, reason=reason, actor=actor)
 
     def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None, *, priority: int | None = None) -> AnswerReceipt:
-        """Settle a pending client-tool call with its result (or its error); ``priority`` as for ``approve``."""
-        check_json("result", result)
+        """Settle a pending client-tool call with its result (or its error); ``priority`` as for ``approve``.
+
+        The result is a tool's output, kept exactly as a server tool's is (``ledger/escape.py``): NUL
+        and lone surrogates in its strings and keys included. The error is caller text (``check_text``)."""
         check_text("error", error)
         return self._answer(session_id, dispatch_id, priority, kind="client", result=result, error=error)
 
