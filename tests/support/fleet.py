@@ -49,6 +49,11 @@ class WorkerPool:
         self._logs: list[IO[str]] = []
 
     def worker(self, executor: str, **extra: str) -> subprocess.Popen[str]:
+        return self.ready(executor, self.spawn(executor, **extra))
+
+    def spawn(self, executor: str, **extra: str) -> subprocess.Popen[str]:
+        """A worker started and not waited for (``ready`` reads its first line), so a test can start
+        several at once; stopped by ``stop_all`` whatever became of it."""
         log = open(self.workdir / f"{executor}.log", "w")  # noqa: SIM115 - closed in stop_all
         self._logs.append(log)
         env = child_env(extra={**self.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
@@ -56,11 +61,18 @@ class WorkerPool:
             [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", self.app, "--db", self.db_url, "--drain-timeout", "30"],
             env, stdout=subprocess.PIPE, stderr=log,
         )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("{"), f"worker {executor} did not start: {line!r} {(self.workdir / f'{executor}.log').read_text()[-3000:]}"
         self.procs.append(proc)
         return proc
+
+    def ready(self, executor: str, proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+        """``proc`` once it printed its ready line (fails with its log if it printed anything else)."""
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("{"), f"worker {executor} did not start: {line!r} {self.log_of(executor)[-3000:]}"
+        return proc
+
+    def log_of(self, executor: str) -> str:
+        return (self.workdir / f"{executor}.log").read_text()
 
     def effects_of(self, kind: str) -> list[dict[str, Any]]:
         return read_effects(self.effects, kind)
