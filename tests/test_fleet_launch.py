@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from tests.conftest import PG_URL, _pg_available
+from tests.support.crashkit import query
 from tests.support.fleet import WorkerPool, wait_for
 from tests.support.procs import child_env, run_python_m
 
@@ -90,6 +91,72 @@ def test_workers_started_together_on_an_empty_database_all_start(empty_db: str, 
 
 def _json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _refused_worker(fleet: Pool, executor: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = child_env(extra={**fleet.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
+    args = [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", APP, "--db", fleet.db_url]
+    # a plain subprocess, not the fork server's: the CLI reconfigures its own streams (as a user's shell gives them)
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=240, check=False)
+
+
+def test_a_front_end_whose_limit_the_workers_lack_is_refused_at_launch(db_url: str, tmp_path: Path, pool: list[Pool]) -> None:
+    """A worker without ``max_running`` for ``capped`` records the fleet's limits first; a front end
+    that defines ``max_running=1`` for it is refused ``limits_mismatch`` naming the agent and both
+    values, and admits nothing (its runs would have waited on a queue no worker serves). A front end
+    that agrees admits, and the worker runs what it admits."""
+    fleet = Pool(db_url, tmp_path)
+    pool.append(fleet)
+    fleet.worker("w0")
+    refused = fleet.front_end("cap", 2, agent="capped", FLEET_MAX_RUNNING="1")
+    assert refused.returncode != 0, refused.stdout
+    last = refused.stderr.strip().splitlines()[-1]
+    assert "LimitsMismatchError" in last and "'capped'" in last, refused.stderr[-3000:]
+    assert "defines AgentLimits(max_running=1)" in last and "says no limits" in last and "a worker (pid" in last, last
+    assert fleet.runs() == [] and fleet.effects_of("bodies") == []  # nothing admitted, nothing ran
+    agreed = fleet.front_end("ok", 2, agent="capped")
+    assert agreed.returncode == 0, agreed.stderr[-3000:]
+    runs = wait_for("the agreeing front end's runs at rest", lambda: fleet.all_at_rest(2))
+    assert sorted(r["status"] for r in runs) == ["completed", "completed"], runs
+    assert len(fleet.effects_of("bodies")) == 4, fleet.effects_of("bodies")
+
+
+def test_a_worker_whose_limit_the_front_end_lacks_is_refused_at_launch(db_url: str, tmp_path: Path, pool: list[Pool]) -> None:
+    """A front end without ``max_running`` for ``capped`` admits a run first; a worker that defines
+    ``max_running=1`` for it (and would have served ``capped``'s own queue, bypassing nothing but
+    running the shared one without the limit) exits 2 with one typed line naming the agent and both
+    values, and runs nothing; a worker that agrees runs the queued run."""
+    fleet = Pool(db_url, tmp_path)
+    pool.append(fleet)
+    admitted = fleet.front_end("q", 1, agent="capped")
+    assert admitted.returncode == 0, admitted.stderr[-3000:]
+    refused = _refused_worker(fleet, "w-limited", FLEET_MAX_RUNNING="1")
+    assert refused.returncode == 2, (refused.returncode, refused.stderr[-3000:])
+    assert "limits_mismatch" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+    assert "'capped'" in refused.stderr and "AgentLimits(max_running=1)" in refused.stderr and "no limits" in refused.stderr, refused.stderr
+    assert "a front end (pid" in refused.stderr, refused.stderr
+    assert [r["status"] for r in fleet.runs()] == ["queued"] and fleet.effects_of("bodies") == []
+    fleet.worker("w-agrees")
+    runs = wait_for("the queued run at rest", lambda: fleet.all_at_rest(1))
+    assert [r["status"] for r in runs] == ["completed"], runs
+    assert len(fleet.effects_of("bodies")) == 2, fleet.effects_of("bodies")
+
+
+def test_a_limit_changed_on_purpose_replaces_the_record(db_url: str, tmp_path: Path, pool: list[Pool]) -> None:
+    """``HELIX_DBOS_REPLACE_LIMITS=1``: the launch's limits become the record, and a process that
+    still defines the old ones is then the one refused; another application version has its own
+    record, so a deploy under a new version changes its limits without the override."""
+    fleet = Pool(db_url, tmp_path)
+    pool.append(fleet)
+    assert fleet.front_end("a", 0, agent="capped").returncode == 0  # records: no limits
+    assert fleet.front_end("b", 0, agent="capped", FLEET_MAX_RUNNING="2").returncode != 0
+    assert fleet.front_end("c", 0, agent="capped", FLEET_MAX_RUNNING="2", HELIX_DBOS_REPLACE_LIMITS="1").returncode == 0
+    stale = fleet.front_end("d", 0, agent="capped")
+    assert stale.returncode != 0 and "says AgentLimits(max_running=2)" in stale.stderr, stale.stderr[-2000:]
+    assert fleet.front_end("e", 0, agent="capped", FLEET_MAX_RUNNING="5", HELIX_DBOS_APP_VERSION="v2").returncode == 0
+    table = "agent_limits" if db_url.startswith("sqlite") else "helix.agent_limits"
+    rows = {(r["application_version"], r["agent_name"]): r["max_running"] for r in query(db_url, f"SELECT * FROM {table}")}
+    assert rows == {("helix-dbos-1", "fleet"): None, ("helix-dbos-1", "capped"): 2, ("v2", "fleet"): None, ("v2", "capped"): 5}, rows
 
 
 @pytest.mark.parametrize("round_", range(2))

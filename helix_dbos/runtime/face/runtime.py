@@ -292,6 +292,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
+        self._agree_on_limits(url, environment)  # before anything is registered, served or enqueued
         self._lock = ExecutorLock(url, lease=self.takeover_after if self.takeover_after is not None else environment.takeover_after)
         wanted = requested_executor_id(self._executor_id, environment)
         executor_id = self._lock.acquire(wanted)
