@@ -69,12 +69,12 @@ def pool(tmp_path: Path) -> Iterator[list[Pool]]:
 
 
 def test_workers_started_together_on_an_empty_database_all_start(empty_db: str, tmp_path: Path, pool: list[Pool]) -> None:
-    """Four ``helix-dbos worker`` processes started at once on a database nothing migrated yet: each
+    """Three ``helix-dbos worker`` processes started at once on a database nothing migrated yet: each
     serves (the migration runs under its lock, the schema's creation included), and a run enqueued
     after runs its two bodies once each."""
     fleet = Pool(empty_db, tmp_path)
     pool.append(fleet)
-    names = [f"w{i}" for i in range(4)]
+    names = [f"w{i}" for i in range(3)]
     procs = [fleet.spawn(name) for name in names]  # all started before any is read
     for name, proc in zip(names, procs, strict=True):
         fleet.ready(name, proc)
@@ -172,3 +172,31 @@ def test_migrations_started_at_one_instant_on_an_empty_database_all_succeed(empt
     procs = [subprocess.Popen([sys.executable, "-c", code, empty_db], stderr=subprocess.PIPE, text=True) for _ in range(6)]
     results = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
     assert all(code == 0 for code, _ in results), [err[-1500:] for _, err in results]
+
+
+@pytest.mark.parametrize("sync", ["", "1", "loop"])
+def test_a_drain_with_a_stuck_body_exits_within_its_timeout(db_url: str, tmp_path: Path, pool: list[Pool], sync: str) -> None:
+    """``helix-dbos worker --drain-timeout 5`` with a body stuck for 60 s (async, sync in its thread,
+    or a sync wait inside an async body that blocks DBOS's event loop itself): SIGTERM to exit 0
+    within the drain timeout plus the shutdown's own work, never DBOS's extra 10 s for a loop that
+    will not stop (15.1 s measured before), and the run is left pending for another worker."""
+    import signal
+    import time
+
+    from tests.test_scale_fleet import in_flight
+
+    fleet = Pool(db_url, tmp_path, {"FLEET_DELAY": "60", "FLEET_SYNC": sync})
+    pool.append(fleet)
+    w = fleet.worker("w-stuck", drain_timeout=5)
+    assert fleet.front_end("stuck", 1).returncode == 0
+    wait_for("the body in flight", lambda: in_flight(fleet.effects, w.pid))
+    signalled = time.monotonic()
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=60) == 0
+    took = time.monotonic() - signalled
+    assert took < 9.0, took
+    assert w.stdout is not None
+    drained = json.loads(w.stdout.read().strip().splitlines()[-1])
+    [run] = fleet.runs()
+    assert drained["left_pending"] == [run["run_id"]] and run["status"] == "running", (drained, run)
+    assert fleet.effects_of("bodies") and fleet.effects_of("body_ends") == []  # no body finished here

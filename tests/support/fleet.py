@@ -48,17 +48,17 @@ class WorkerPool:
         self.procs: list[subprocess.Popen[str]] = []
         self._logs: list[IO[str]] = []
 
-    def worker(self, executor: str, **extra: str) -> subprocess.Popen[str]:
-        return self.ready(executor, self.spawn(executor, **extra))
+    def worker(self, executor: str, drain_timeout: float = 30, **extra: str) -> subprocess.Popen[str]:
+        return self.ready(executor, self.spawn(executor, drain_timeout, **extra))
 
-    def spawn(self, executor: str, **extra: str) -> subprocess.Popen[str]:
+    def spawn(self, executor: str, drain_timeout: float = 30, **extra: str) -> subprocess.Popen[str]:
         """A worker started and not waited for (``ready`` reads its first line), so a test can start
         several at once; stopped by ``stop_all`` whatever became of it."""
         log = open(self.workdir / f"{executor}.log", "w")  # noqa: SIM115 - closed in stop_all
         self._logs.append(log)
         env = child_env(extra={**self.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
         proc = popen_python_m(
-            [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", self.app, "--db", self.db_url, "--drain-timeout", "30"],
+            [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", self.app, "--db", self.db_url, "--drain-timeout", f"{drain_timeout:g}"],
             env, stdout=subprocess.PIPE, stderr=log,
         )
         self.procs.append(proc)
