@@ -311,6 +311,16 @@ class PayloadTooLargeError(ValidationError):
     status = 413
 
 
+class LimitsMismatchError(ConfigurationError):
+    """This process defines an agent's limits (``AgentLimits``) other than the ones the fleet
+    recorded for its application version, so the two would not agree on the agent's queue: a front
+    end with ``max_running`` and workers without it leave its runs queued for ever; the other way
+    round the limit is bypassed. Refused at launch, before the process serves or enqueues anything;
+    ``detail`` names the agent, both values and who recorded the fleet's (docs/scaling.md)."""
+
+    code = "limits_mismatch"
+
+
 __all__ = [
     "AgentAlreadyRunningError",
     "AnswerKindError",
@@ -327,6 +337,7 @@ __all__ = [
     "ForbiddenError",
     "HelixError",
     "HostNotAllowedError",
+    "LimitsMismatchError",
     "NotFoundError",
     "NothingToResumeError",
     "PayloadTooLargeError",

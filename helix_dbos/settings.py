@@ -144,6 +144,8 @@ class EnvSettings:
         "DBOS__APPVERSION", "DBOS's own application version variable, which wins over every other", _stripped, default_text="unset"))
     mode: Mode = field(default="process", metadata=_var(
         "HELIX_DBOS_MODE", "the process's shape when `Runtime(mode=)` names none: `process`, `client` (a front end) or `worker`", _mode))
+    replace_limits: bool = field(default=False, metadata=_var(
+        "HELIX_DBOS_REPLACE_LIMITS", "this launch's agent limits replace the fleet's record for its application version instead of being refused `limits_mismatch` (a limit changed on purpose)", _flag))
     app: str = field(default=DEFAULT_APP, metadata=_var(
         "HELIX_DBOS_APP", "`package.module:attr`, the runtime (or factory) the service and the CLI load", _stripped))
     # --- how long: leases, polls, retries

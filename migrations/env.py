@@ -3,7 +3,8 @@
 Run by ``runtime.launch()``, by ``helix-dbos migrate`` and so by ``dbos migrate`` (through
 ``database.migrate`` in dbos-config.yaml). The URL comes from the Alembic config's
 ``sqlalchemy.url`` (set programmatically) or ``HELIX_DBOS_DATABASE_URL``. Concurrent launchers are
-serialized: a Postgres advisory lock, or SQLite's single writer (connections begin IMMEDIATE).
+serialized: a Postgres advisory lock taken before anything else (the schema's creation included),
+or on SQLite a file lock beside the database (``ledger/migrate.py``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ def run_migrations_online() -> None:
     sqlite = is_sqlite(url)
     with engine.connect() as conn:
         if not sqlite:
-            conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
+            # The lock first: two sessions' CREATE SCHEMA IF NOT EXISTS race on an empty database
+            # (both see no schema, the second fails on pg_namespace's unique index), so only the
+            # lock's holder creates it, as it runs every other statement of the migration.
             conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_ID})
+            conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
             conn.commit()
         try:
             context.configure(

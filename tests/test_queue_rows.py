@@ -30,7 +30,7 @@ def _launched(db_url: str, **kw: Any) -> None:
     rt.shutdown(wait_seconds=0)
 
 
-def test_a_front_end_keeps_the_workers_queue_settings(db_url: str) -> None:
+def test_a_front_end_keeps_the_workers_queue_settings(db_url: str, monkeypatch: Any) -> None:
     limits = {"capped": hx.AgentLimits(max_running=5)}
     _launched(db_url, mode="worker", worker_concurrency=20, owner_share=2, limits=limits)
     set_by_worker = {"helix_entries": (None, 20, 2), "helix_entries.capped": (5, 5, 2)}
@@ -39,7 +39,9 @@ def test_a_front_end_keeps_the_workers_queue_settings(db_url: str) -> None:
     assert _rows(db_url) == set_by_worker
     _launched(db_url, limits=limits)  # nor does a single process with limits
     assert _rows(db_url) == set_by_worker
-    # max_running is every launch's: a lower one clamps the per-worker values it keeps
+    # max_running is every launch's: a lower one clamps the per-worker values it keeps (a limit
+    # changed on purpose: the fleet's record of it is replaced, docs/scaling.md)
+    monkeypatch.setenv("HELIX_DBOS_REPLACE_LIMITS", "1")
     _launched(db_url, mode="client", limits={"capped": hx.AgentLimits(max_running=3)})
     assert _rows(db_url) == {"helix_entries": (None, 20, 2), "helix_entries.capped": (3, 3, 2)}
     # a worker that sets them writes them

@@ -309,7 +309,7 @@ def explain_database_error(exc: BaseException) -> ConfigurationError | None:
             detail=text.strip().splitlines()[0],
         )
     if re.search(r"Connection refused|could not translate host name|Name or service not known|timeout expired|No route to host|could not connect", text, re.I):
-        return ConfigurationError("cannot reach the database server: is it running, and is the host and port in --db (or HELIX_DBOS_DATABASE_URL) right?", detail=text.strip().splitlines()[0])
+        return ConfigurationError("cannot reach the database server: is it running, and is the host and port in the database URL (--db, HELIX_DBOS_DATABASE_URL or database_url=) right?", detail=text.strip().splitlines()[0])
     if re.search(r'password authentication failed|no pg_hba.conf entry|role "[^"]+" does not exist', text):
         return ConfigurationError("the database server refused the login; check the user and password in --db", detail=text.strip().splitlines()[0])
     if "unable to open database file" in text:

@@ -291,3 +291,17 @@ rate_grants = sa.Table(
     sa.Column("run_id", sa.String(64)),
     sa.Index("ix_rate_grants_key_epoch", "rate_key", "granted_epoch"),
 )
+
+#: The agents' limits as the fleet agreed on them, per application version (``ledger/agent_limits.py``):
+#: written by the first process of that version that defines the agent, compared by every later one.
+agent_limits = sa.Table(
+    "agent_limits",
+    metadata,
+    sa.Column("application_version", sa.String(200), primary_key=True),
+    sa.Column("agent_name", sa.String(200), primary_key=True),
+    sa.Column("max_running", sa.Integer),
+    sa.Column("model_requests", sa.Integer),
+    sa.Column("model_requests_period", sa.Float),
+    sa.Column("recorded_by", sa.String(200), nullable=False),
+    sa.Column("recorded_at", Timestamp, nullable=False),
+)

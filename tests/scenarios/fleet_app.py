@@ -9,7 +9,7 @@ each, with the pid that ran it), so a test can say which process ran what.
 
 Environment: ``FLEET_EFFECTS`` (folder), ``FLEET_DELAY`` (seconds a body takes, default 2),
 ``FLEET_MAX_RUNNING`` / ``FLEET_RATE`` (``n/period``) for agent ``capped``, ``FLEET_WORKER_CONCURRENCY``,
-``FLEET_OWNER_SHARE``.
+``FLEET_OWNER_SHARE``, ``FLEET_SYNC`` (bodies are sync functions that block their thread).
 """
 
 from __future__ import annotations
@@ -46,9 +46,20 @@ def _slow(name: str) -> Any:
         _record("body_ends", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt)
         return {"tool": name, "key": key}
 
-    body.__name__ = name
-    body.__doc__ = f"The {name} tool: takes FLEET_DELAY seconds."
-    return body
+    def blocking(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+        _record("bodies", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, session_id=ctx.session_id)
+        time.sleep(float(os.environ.get("FLEET_DELAY", "2")))
+        _record("body_ends", tool=name, dispatch_id=ctx.dispatch_id, attempt=ctx.attempt)
+        return {"tool": name, "key": key}
+
+    async def hogging(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+        return blocking(ctx, key)  # a sync wait inside an async body: it blocks the event loop itself
+
+    mode = os.environ.get("FLEET_SYNC")
+    chosen = {"": body, "loop": hogging}.get(mode or "", blocking)  # FLEET_SYNC: a sync body, run in a thread
+    chosen.__name__ = name
+    chosen.__doc__ = f"The {name} tool: takes FLEET_DELAY seconds."
+    return chosen
 
 
 def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

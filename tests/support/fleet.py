@@ -48,19 +48,31 @@ class WorkerPool:
         self.procs: list[subprocess.Popen[str]] = []
         self._logs: list[IO[str]] = []
 
-    def worker(self, executor: str, **extra: str) -> subprocess.Popen[str]:
+    def worker(self, executor: str, drain_timeout: float = 30, **extra: str) -> subprocess.Popen[str]:
+        return self.ready(executor, self.spawn(executor, drain_timeout, **extra))
+
+    def spawn(self, executor: str, drain_timeout: float = 30, **extra: str) -> subprocess.Popen[str]:
+        """A worker started and not waited for (``ready`` reads its first line), so a test can start
+        several at once; stopped by ``stop_all`` whatever became of it."""
         log = open(self.workdir / f"{executor}.log", "w")  # noqa: SIM115 - closed in stop_all
         self._logs.append(log)
         env = child_env(extra={**self.env, "HELIX_DBOS_EXECUTOR_ID": executor, **extra})
         proc = popen_python_m(
-            [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", self.app, "--db", self.db_url, "--drain-timeout", "30"],
+            [sys.executable, "-m", "helix_dbos.cli.main", "worker", "--app", self.app, "--db", self.db_url, "--drain-timeout", f"{drain_timeout:g}"],
             env, stdout=subprocess.PIPE, stderr=log,
         )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("{"), f"worker {executor} did not start: {line!r} {(self.workdir / f'{executor}.log').read_text()[-3000:]}"
         self.procs.append(proc)
         return proc
+
+    def ready(self, executor: str, proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+        """``proc`` once it printed its ready line (fails with its log if it printed anything else)."""
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("{"), f"worker {executor} did not start: {line!r} {self.log_of(executor)[-3000:]}"
+        return proc
+
+    def log_of(self, executor: str) -> str:
+        return (self.workdir / f"{executor}.log").read_text()
 
     def effects_of(self, kind: str) -> list[dict[str, Any]]:
         return read_effects(self.effects, kind)

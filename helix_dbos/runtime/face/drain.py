@@ -15,6 +15,10 @@ from .launched import LaunchedParts
 
 log = logging.getLogger("helix_dbos")
 
+#: Seconds a drain gives DBOS's event loop to stop once the drain's wait is over: its tasks are
+#: cancelled and unwind in milliseconds unless a body blocks the loop, which no wait would end.
+DRAIN_LOOP_STOP = 1.0
+
 
 class Stopping(LaunchedParts):
     """The ``Runtime``'s stopping half: ``shutdown`` and ``drain``."""
@@ -40,7 +44,7 @@ class Stopping(LaunchedParts):
             self._registry.stopping = True
             transactional.abandon_open()  # SQLite: a stuck body's write lock would hold DBOS's destroy
 
-    def _shutdown(self, wait_seconds: float, hurry: threading.Event) -> None:
+    def _shutdown(self, wait_seconds: float, hurry: threading.Event, loop_stop: float | None = None) -> None:
         if self._client is not None:
             self._client.destroy()  # its engine is ours (disposed below)
             self._client = None
@@ -54,7 +58,7 @@ class Stopping(LaunchedParts):
             self._let_go_of_anyio_root()
             self._let_go_of_anyio_root = None
         if self._owns_dbos:
-            dbos_private.destroy(wait_seconds, hurry=hurry, before=self._stop_writing)
+            dbos_private.destroy(wait_seconds, hurry=hurry, before=self._stop_writing, loop_stop=loop_stop)
             self._owns_dbos = False
         trace_export.uninstall()  # after DBOS's stop: the spans its cancelled workflows ended go too
         if self._registry is not None:
@@ -94,5 +98,9 @@ class Stopping(LaunchedParts):
         left: list[str] = []
         if self._owns_dbos:
             left = dbos_private.wait_active(timeout, hurry)
-        self.shutdown(wait_seconds=0)
+        # The drain's deadline is the operator's: DBOS's event loop gets DRAIN_LOOP_STOP seconds to
+        # stop, not its own 10 s, which a body blocking the loop used to add to every drain.
+        hurried = threading.Event()
+        with interrupts.hurried_by_ctrl_c(hurried):
+            self._shutdown(0, hurried, loop_stop=DRAIN_LOOP_STOP)
         return left

@@ -14,7 +14,7 @@ from ...ledger.migrate import upgrade
 from ...settings import EnvSettings
 from ..floor.records import OpenedRun
 from ..flow import workflow
-from ..process import dbos_private, queues
+from ..process import dbos_private, fleet_limits, queues
 from ..process.config import Settings, resolve_app_version, resolve_database_url
 from .launched import LaunchedParts, Mode
 
@@ -42,12 +42,20 @@ class Modes(LaunchedParts):
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
+        self._agree_on_limits(url, environment)  # before the queues are registered or anything enqueued
         self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
         self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
         dbos_private.run_client_migrations(self._client)
         queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))
         # No executor id: nothing runs here (``executor_id`` refuses); the version is what it enqueues under.
         self.settings = Settings(url, "", resolve_app_version(self._app_version, environment), self._app_name, store_retry_window=self.store_retry_window, log_level=environment.log_level)
+
+    def _agree_on_limits(self, url: str, environment: EnvSettings) -> None:
+        """Every agent's limits as the fleet recorded them for this application version, or
+        ``LimitsMismatchError`` (``process/fleet_limits.py``): a front end and workers that disagree
+        on an agent's queue would leave its runs queued for ever, or bypass its ``max_running``."""
+        fleet_limits.check(url, resolve_app_version(self._app_version, environment), self.agents, self.limits,
+                           mode=self._mode, replace=environment.replace_limits)
 
     def _enqueues(self, agent_name: str) -> bool:
         """Whether an entry into ``agent_name`` enqueues its run rather than starting it here."""

@@ -34,7 +34,7 @@ from ...views import RunResult, SessionView, StopReceipt
 from ..floor import registry as process_registry
 from ..floor.records import OpenedRun
 from ..floor.registry import Registry
-from ..floor.store_retry import retrying_sync
+from ..floor.store_retry import launch_refusal, retrying_sync
 from ..flow import workflow
 from ..process import anyio_root, dbos_private, leases, polling, queues, trace_export
 from ..process.config import (
@@ -262,15 +262,20 @@ class Runtime(Modes, ExecutorLeases, Stopping):
 
         One runtime per process: while another is launched (not yet shut down) this raises
         ``RuntimeAlreadyLaunchedError`` before touching anything. A launch that fails part-way
-        releases what it took (``shutdown``), so the process can launch again.
+        releases what it took (``shutdown``), so the process can launch again. A database that is
+        missing, unreachable or silent is a typed ``ConfigurationError`` (or ``StoreUnavailableError``
+        for another transient error), as the CLI prints it, never the driver's exception.
         """
         live = process_registry.installed()
         if live is not None:
             raise process_registry.already_launched_error(live)
         try:
             return self._launch()
-        except BaseException:
+        except BaseException as exc:
             self.shutdown(wait_seconds=0)
+            typed = launch_refusal(exc)
+            if typed is not None:  # the database's refusal, typed as the CLI says it (store_retry.launch_refusal)
+                raise typed from None
             raise
 
     def _launch(self) -> Runtime:
@@ -291,6 +296,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
+        self._agree_on_limits(url, environment)  # before anything is registered, served or enqueued
         self._lock = ExecutorLock(url, lease=self.takeover_after if self.takeover_after is not None else environment.takeover_after)
         wanted = requested_executor_id(self._executor_id, environment)
         executor_id = self._lock.acquire(wanted)

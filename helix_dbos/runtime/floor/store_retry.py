@@ -40,8 +40,8 @@ from typing import TypeVar
 
 import sqlalchemy as sa
 
-from ...errors import StoreUnavailableError
-from ...ledger.engine import WaitBound, bounded_waits
+from ...errors import HelixError, StoreUnavailableError
+from ...ledger.engine import WaitBound, bounded_waits, explain_database_error
 
 T = TypeVar("T")
 log = logging.getLogger("helix_dbos")
@@ -80,6 +80,41 @@ def is_transient(exc: BaseException) -> bool:
         return False
     # A psycopg OperationalError with no SQLSTATE never reached the server: connect failed or the link broke.
     return isinstance(orig, psycopg.OperationalError) and not sqlstate
+
+
+def _database_error(exc: BaseException) -> BaseException | None:
+    """The driver's (or SQLAlchemy's) error ``exc`` is or wraps (DBOS and Alembic raise through)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (sa.exc.SQLAlchemyError, sqlite3.Error)) or type(current).__module__.startswith("psycopg"):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def launch_refusal(exc: BaseException) -> HelixError | None:
+    """A launch's failure on the database as the typed error the CLI prints for it, or None.
+
+    A launch tries the database once (no ``store_retry_window``: a process that cannot reach its
+    database at start is told so at once, its supervisor restarts it): a database that does not
+    exist, a login refused, a server that cannot be reached (refused, unknown host, or silent past
+    libpq's ``connect_timeout``) is a ``configuration_error`` saying what to check, as the CLI's
+    commands and ``helix-dbos serve`` print it; any other transient error (a connection dropped
+    mid-launch) is ``store_unavailable``. Never the driver's 37-frame traceback.
+    """
+    if isinstance(exc, HelixError):
+        return None
+    found = _database_error(exc)
+    if found is None:
+        return None
+    explained = explain_database_error(found)
+    if explained is not None:
+        return explained
+    if is_transient(found) or isinstance(getattr(found, "orig", found), sqlite3.OperationalError):
+        return StoreUnavailableError("the database did not answer while the runtime launched; a launch tries once: launch again once it answers", detail=f"{type(getattr(found, 'orig', None) or found).__name__}: {first_line(found)}")
+    return None
 
 
 def first_line(exc: BaseException) -> str:

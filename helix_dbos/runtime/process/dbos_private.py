@@ -96,7 +96,7 @@ def system_database_engine() -> sa.Engine:
     return engine
 
 
-def destroy(wait_seconds: float, *, hurry: threading.Event | None = None, before: Callable[[], None] | None = None) -> None:
+def destroy(wait_seconds: float, *, hurry: threading.Event | None = None, before: Callable[[], None] | None = None, loop_stop: float | None = None) -> None:
     """``DBOS.destroy``, giving workflows in flight up to ``wait_seconds`` to end, without DBOS's
     own minimum of a second.
 
@@ -110,6 +110,11 @@ def destroy(wait_seconds: float, *, hurry: threading.Event | None = None, before
     raised into it, ``before`` runs and DBOS is destroyed: its cancellation of the workflows' tasks
     is what leaves them ``PENDING`` for the next launch, where a process left to exit with them
     still running would record them ``ERROR``.
+
+    ``loop_stop``: seconds DBOS's background event loop gets to stop, in place of DBOS's fixed 10 s
+    (``BackgroundEventLoop.stop``). A body that blocks the loop itself (a sync wait inside an
+    ``async def``) keeps it from ever stopping, and a worker's drain then took its timeout plus 10 s
+    to exit; the loop's thread is a daemon, and a workflow it still runs is left ``PENDING``.
     """
     import time
 
@@ -125,6 +130,9 @@ def destroy(wait_seconds: float, *, hurry: threading.Event | None = None, before
     finally:
         if before is not None:
             before()
+        loop = getattr(instance, "_background_event_loop", None) if instance is not None else None
+        if loop is not None and loop_stop is not None:
+            loop.stop(timeout=loop_stop)  # DBOS's own stop() below then finds it stopped
         DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=0)
 
 
