@@ -98,6 +98,7 @@ class Agent:
     model_settings: ModelSettings | None = None
     _model: Model | None = field(default=None, init=False, repr=False)
     _output_adapter: pydantic.TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+    _output_tool: Any = field(default=None, init=False, repr=False)  # pydantic-ai's ObjectOutputProcessor
 
     def __post_init__(self) -> None:
         if not self.name or not all(ch.isalnum() or ch in "-_." for ch in self.name):
@@ -165,14 +166,29 @@ class Agent:
         return next((s for s in self.sub_agents if s.tool_name == tool_name), None)
 
     def output_definition(self) -> ToolDefinition | None:
-        if self._output_adapter is None:
+        """The ``final_result`` tool, built by pydantic-ai's own output machinery: the schema (root
+        ``$defs``, a non-object type wrapped as ``{"response": ...}``), description and ``strict`` a
+        plain ``agent.run`` sends for the same type, so it is self-contained and valid JSON Schema."""
+        processor = self._output_processor()
+        if processor is None:
             return None
-        schema = self._output_adapter.json_schema()
-        if schema.get("type") != "object":
-            schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
-        from pydantic_ai.tools import ToolDefinition
+        from pydantic_ai._output import output_tool_def
 
-        return ToolDefinition(name=FINISH_TOOL, description="Give the final result.", parameters_json_schema=schema)
+        return output_tool_def(FINISH_TOOL, processor, multiple=False)
+
+    def output_tool_options(self) -> tuple[str | None, bool | None]:
+        """The output tool's ``description`` and ``strict`` (``ToolOutput``'s, for a pydantic-ai agent)."""
+        return None, None
+
+    def _output_processor(self) -> Any:
+        if self.output_type is None:
+            return None
+        if self._output_tool is None:
+            from pydantic_ai._output import ObjectOutputProcessor
+
+            description, strict = self.output_tool_options()
+            self._output_tool = ObjectOutputProcessor(output=self.output_type, description=description, strict=strict)
+        return self._output_tool
 
     def _adapter(self) -> pydantic.TypeAdapter[Any]:
         if self._output_adapter is None:
@@ -180,15 +196,18 @@ class Agent:
         return self._output_adapter
 
     def validate_output(self, args: Any) -> Any:
-        """The validated structured output; raises ``pydantic.ValidationError``."""
+        """The validated structured output; raises ``pydantic.ValidationError``.
+
+        A type pydantic-ai does not take as an object (a scalar, a list, a union, a dict) is the
+        argument's ``response``, as the tool's schema says (``outer_typed_dict_key``)."""
         adapter = self._adapter()
-        schema = adapter.json_schema()
         if isinstance(args, str):
             import json
 
             args = json.loads(args or "{}")
-        if schema.get("type") != "object":
-            args = (args or {}).get("response")
+        key = self._output_processor().outer_typed_dict_key
+        if key is not None:
+            args = (args or {}).get(key) if isinstance(args, dict) else None
         return adapter.validate_python(args)
 
     def dump_output(self, value: Any) -> Any:

@@ -262,6 +262,9 @@ class PydanticAgent(Agent):
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     system_prompts: tuple[str, ...] = ()
     usage_limits: UsageLimits | None = None
+    #: ``ToolOutput(T, description=..., strict=...)``: the output tool's, as pydantic-ai sends them
+    output_description: str | None = None
+    output_strict: bool | None = None
     _listed: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
     _deps: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
@@ -269,6 +272,9 @@ class PydanticAgent(Agent):
 
     def uses_scope(self) -> bool:
         return True
+
+    def output_tool_options(self) -> tuple[str | None, bool | None]:
+        return self.output_description, self.output_strict
 
     # --- deps and RunContext ---------------------------------------------------------------------
 
@@ -553,7 +559,11 @@ def from_pydantic_ai(
         from pydantic_ai.settings import merge_model_settings
 
         settings = merge_model_settings(settings, cast("ModelSettings", from_capabilities))
-    output_type = read_output_type(getattr(agent, "_output_type", str), agent_name)
+    declared = getattr(agent, "_output_type", str)
+    output_type = read_output_type(declared, agent_name)
+    from pydantic_ai.output import ToolOutput
+
+    tool_output = declared if isinstance(declared, ToolOutput) else None
     if getattr(agent, "_output_validators", None) and output_type is None:
         raise UnsupportedFeatureError(
             f"agent {agent_name!r}: output validators on text output are not supported; give a structured output_type"
@@ -573,4 +583,6 @@ def from_pydantic_ai(
         system_prompts=tuple(getattr(agent, "_system_prompts", ()) or ()),
         sub_agents=list(sub_agents or []),
         usage_limits=usage_limits,
+        output_description=tool_output.description if tool_output is not None else None,
+        output_strict=tool_output.strict if tool_output is not None else None,
     )
