@@ -13,6 +13,7 @@ import pydantic
 
 from ..errors import ConfigurationError
 from .context import RunScope
+from .model_retries import ModelRetries
 from .tools import Tool
 
 if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when agents are defined
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when a
 SubAgentMode = Literal["remote", "local", "companion"]
 FINISH_TOOL = "final_result"
 SUBAGENT_PREFIX = "subagent__"
+DEFAULT_MODEL_RETRIES = ModelRetries()
 
 
 class SubAgentInput(pydantic.BaseModel):
@@ -96,6 +98,13 @@ class Agent:
     output_type: type[Any] | None = None
     max_steps: int = 50
     model_settings: ModelSettings | None = None
+    #: the model request step's retry budget; ``None``: ``1 + model_settings["max_retries"]`` requests
+    #: when the settings say, else ``ModelRetries()`` (4 requests)
+    model_retries: ModelRetries | None = None
+    #: replies that give no valid output (text or nothing where output is required, an invalid
+    #: ``final_result``, an output validator's ``ModelRetry``) answered with a retry prompt before the
+    #: run fails ``output_retries_exceeded``: pydantic-ai's ``output_retries`` (default 1)
+    output_retries: int = 1
     _model: Model | None = field(default=None, init=False, repr=False)
     _output_adapter: pydantic.TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
     _output_tool: Any = field(default=None, init=False, repr=False)  # pydantic-ai's ObjectOutputProcessor
@@ -105,6 +114,10 @@ class Agent:
             raise ConfigurationError(f"agent name {self.name!r}: use letters, digits, '-', '_' or '.'")
         if self.max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
+        if type(self.output_retries) is not int or self.output_retries < 0:
+            raise ConfigurationError(f"agent {self.name!r}: output_retries must be an int >= 0, not {self.output_retries!r}")
+        if self.model_retries is not None and not isinstance(self.model_retries, ModelRetries):
+            raise ConfigurationError(f"agent {self.name!r}: model_retries must be an hx.ModelRetries, not {self.model_retries!r:.80}")
         self._check_entries("tools", self.tools, Tool, "decorate a function with @hx.tool (or build one with hx.define_tool / hx.client_tool)")
         self._check_entries("sub_agents", self.sub_agents, SubAgent, "wrap an agent with hx.remote_agent, hx.local_agent or hx.companion_agent")
         names = [t.name for t in self.tools] + [s.tool_name for s in self.sub_agents]
@@ -158,6 +171,15 @@ class Agent:
 
             self._model = self.model if isinstance(self.model, Model) else infer_model(self.model)
         return self._model
+
+    def retry_policy(self) -> ModelRetries:
+        """The model request step's retry budget (see ``model_retries``)."""
+        if self.model_retries is not None:
+            return self.model_retries
+        n = (self.model_settings or {}).get("max_retries")
+        if type(n) is int and n >= 0:
+            return ModelRetries(attempts=n + 1)
+        return DEFAULT_MODEL_RETRIES
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -38,6 +38,7 @@ from ..errors import (
 )
 from .agents import Agent, SubAgent
 from .context import RunScope, ToolContext
+from .model_retries import ModelRetries
 from .pydantic_capabilities import check_capabilities
 from .pydantic_names import infer_agent_name
 from .pydantic_outputs import read_output_type
@@ -530,6 +531,7 @@ def from_pydantic_ai(
     max_steps: int | None = None,
     tool_timeout: float | None = None,
     sub_agents: list[SubAgent] | None = None,
+    model_retries: ModelRetries | None = None,
 ) -> PydanticAgent:
     """Read a pydantic-ai agent into an ``hx.Agent``; refuses what the runtime cannot honour.
 
@@ -538,7 +540,8 @@ def from_pydantic_ai(
     ``deps_factory(deps_input)`` rebuilds ``RunContext.deps`` from the JSON a run was started with
     (``runtime.start(..., deps=...)``), in whichever process runs the step; without one, ``deps``
     is that JSON as stored. ``sub_agents``: ``hx.remote_agent``/``hx.companion_agent`` children,
-    offered beside the agent's own tools.
+    offered beside the agent's own tools. ``model_retries``: the model request step's retry budget
+    (default: ``1 + model_settings["max_retries"]`` requests when the agent's settings say, else 4).
     """
     if not isinstance(agent, PydanticAIAgent):
         raise ConfigurationError(f"from_pydantic_ai needs a pydantic_ai.Agent, not {type(agent).__name__}")
@@ -583,6 +586,8 @@ def from_pydantic_ai(
         system_prompts=tuple(getattr(agent, "_system_prompts", ()) or ()),
         sub_agents=list(sub_agents or []),
         usage_limits=usage_limits,
+        output_retries=int(getattr(agent, "_max_output_retries", 1)),  # retries= / output_retries=, resolved by pydantic-ai
+        model_retries=model_retries,
         output_description=tool_output.description if tool_output is not None else None,
         output_strict=tool_output.strict if tool_output is not None else None,
     )
