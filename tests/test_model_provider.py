@@ -32,14 +32,18 @@ class Whale(pydantic.BaseModel):
     length: float
 
 
-#: fast delays, so a test waits for what the provider asks, not for the default backoff
-QUICK = hx.ModelRetries(attempts=3, first_delay=0.2, backoff=2.0, jitter=0.2)
+def _quick() -> hx.ModelRetries:
+    """Fast delays, so a test waits for what the provider asks, not for the default backoff."""
+    return hx.ModelRetries(attempts=3, first_delay=0.2, backoff=2.0, jitter=0.2)
 
 
-def _agents(server: Any, prefix: str, **kwargs: Any) -> list[Any]:
-    retries = kwargs.pop("model_retries", QUICK)
-    return [hx.from_pydantic_ai(Agent(model_for(wire, server), name=f"{prefix}_{wire}", **kwargs), model_retries=retries)
-            for wire in WIRES]
+def _agents(server: Any, prefix: str, model_retries: Any = "quick", **kwargs: Any) -> list[Any]:
+    """One agent per wire; ``model_retries=None``: plain pydantic-ai agents, the runtime's defaults."""
+    agents = [Agent(model_for(wire, server), name=f"{prefix}_{wire}", **kwargs) for wire in WIRES]
+    if model_retries is None:
+        return agents
+    retries = _quick() if model_retries == "quick" else model_retries
+    return [hx.from_pydantic_ai(a, model_retries=retries) for a in agents]
 
 
 def _one_by_one(rt: Any, server: Any, prefix: str, script: list[Any]) -> dict[str, tuple[Any, list[Any]]]:
@@ -68,6 +72,21 @@ def test_a_steady_429_makes_the_budgets_requests_and_waits_what_retry_after_asks
             assert (result.status, result.error_code) == ("failed", "model_rate_limited"), (wire, result)
             assert "HTTP 429" in result.error and f"request id {requests[-1].request_id}" in result.error, result.error
             assert "after 3 requests" in result.error
+
+
+def test_the_default_budget_is_four_requests_as_the_provider_sees_them(make_runtime: Any) -> None:
+    """A plain pydantic-ai agent, the runtime's defaults: under a steady 429 asking for 2 s, 4 requests
+    in all (the SDK's own retries off), each at least 2 s after the one before."""
+    with provider_server() as server:
+        rt = make_runtime(_agents(server, "default", model_retries=None))
+        server.always(Status(429, headers={"Retry-After": "2"}))
+        for wire in WIRES:
+            before = len(server.requests())
+            result = rt.start(f"default_{wire}", "go").result(timeout=300)
+            requests = server.requests()[before:]
+            gaps = [b.at - a.at for a, b in zip(requests, requests[1:], strict=False)]
+            assert len(requests) == 4 and all(g >= 2.0 for g in gaps), (wire, gaps)
+            assert (result.status, result.error_code) == ("failed", "model_rate_limited"), (wire, result)
 
 
 def test_a_provider_that_recovers_completes_the_step(make_runtime: Any) -> None:
@@ -140,8 +159,8 @@ def test_an_empty_reply_is_retried_as_often_as_output_retries_allow(make_runtime
             with pytest.raises(Exception, match="Exceeded maximum output retries"):
                 Agent(model_for(wire, server), output_type=Whale, retries={"output": 2}).run_sync("go")
             plain[wire] = len(server.requests()) - before
-        rt = make_runtime(_agents(server, "empty", output_type=Whale, retries={"output": 2})
-                          + [hx.from_pydantic_ai(Agent(model_for("chat", server), name="empty_default", output_type=Whale))])
+        rt = make_runtime(_agents(server, "empty", model_retries=None, output_type=Whale, retries={"output": 2})
+                          + [Agent(model_for("chat", server), name="empty_default", output_type=Whale)])
         for wire in WIRES:
             before = len(server.requests())
             result = rt.start(f"empty_{wire}", "go").result(timeout=180)
