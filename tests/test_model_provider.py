@@ -202,3 +202,35 @@ def test_usage_per_step_is_what_the_provider_reported(make_runtime: Any, db_url:
                 assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) == (2, 310, 40)
         finally:
             engine.dispose()
+
+
+def test_the_typed_code_reaches_the_api_and_the_cli(db_url: str) -> None:
+    """``GET /runs/{id}`` and ``helix-dbos show --json`` carry ``model_rate_limited`` with the status
+    and the provider's request id, as the run does."""
+    import json
+    import uuid
+
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from helix_dbos.cli.main import app as cli
+    from helix_dbos.service.app import create_app
+
+    with provider_server() as server:
+        server.always(Status(429, headers={"retry-after-ms": "200"}))
+        agent = hx.from_pydantic_ai(Agent(model_for("chat", server), name="api_limited"), model_retries=_quick())
+        rt = hx.Runtime([agent], database_url=db_url, executor_id=f"test-{uuid.uuid4().hex[:8]}")
+        with TestClient(create_app(rt), base_url="http://127.0.0.1") as client:
+            started = client.post("/sessions", json={"agent": "api_limited", "message": "go"})
+            assert started.status_code == 202, started.text
+            run_id, session_id = started.json()["run_id"], started.json()["session_id"]
+            deadline = time.monotonic() + 180
+            while (run := client.get(f"/runs/{run_id}").json())["status"] not in ("failed", "completed"):
+                assert time.monotonic() < deadline, run
+                time.sleep(0.2)
+        last = server.requests()[-1].request_id
+        assert run["error_code"] == "model_rate_limited" and f"HTTP 429, request id {last}" in run["error"], run
+        shown = CliRunner().invoke(cli, ["show", session_id, "--db", db_url, "--json"])
+        assert shown.exit_code == 0, shown.output
+        runs = json.loads(shown.stdout)["session"]["runs"]
+        assert [(r["error_code"], f"request id {last}" in r["error"]) for r in runs] == [("model_rate_limited", True)], runs
