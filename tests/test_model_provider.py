@@ -234,3 +234,21 @@ def test_the_typed_code_reaches_the_api_and_the_cli(db_url: str) -> None:
         assert shown.exit_code == 0, shown.output
         runs = json.loads(shown.stdout)["session"]["runs"]
         assert [(r["error_code"], f"request id {last}" in r["error"]) for r in runs] == [("model_rate_limited", True)], runs
+
+
+def test_live_output_has_the_same_budget_inside_its_step(make_runtime: Any) -> None:
+    """With ``live_output`` the request is a DBOS step (streamed): the budget runs inside it, DBOS's own
+    step retries are off, so the provider sees the same requests and the run gets the same code."""
+    with provider_server() as server:
+        rt = make_runtime(_agents(server, "live"), live_output=True)
+        server.script(Status(429, headers={"retry-after-ms": "800"}), Text("streamed"))
+        before = len(server.requests())
+        result = rt.start("live_chat", "go").result(timeout=180)
+        requests = server.requests()[before:]
+        assert (result.status, result.output) == ("completed", "streamed"), result
+        assert len(requests) == 2 and requests[1].body.get("stream") is True and requests[1].at - requests[0].at >= 0.8
+        server.always(Status(429, headers={"retry-after-ms": "300"}))
+        before = len(server.requests())
+        result = rt.start("live_chat", "go").result(timeout=180)
+        assert (result.status, result.error_code) == ("failed", "model_rate_limited"), result
+        assert len(server.requests()) - before == 3  # _quick(): 3 requests, not 3 x DBOS's attempts

@@ -167,21 +167,31 @@ def test_the_wire_carries_the_same_output_tool_as_plain_pydantic_ai(wire: str, m
     """What the provider receives from helix is what it receives from ``agent.run`` (non-union types)."""
     answers = {"list_of_models": {"response": [{"name": "moby", "length": 18.0}]}, "int": {"response": 3},
                "tool_output": {"name": "moby", "length": 18.0}, "dataclass": {"fish": {"species": "cod", "fins": 7}, "kilos": 2.5}}
+    def with_tool(agent: Agent[Any, Any]) -> Agent[Any, Any]:
+        @agent.tool_plain
+        def log_sighting(pod: Pod, where: Literal["north", "south"], note: str | None = None) -> str:
+            """Log a pod seen at sea."""
+            return "logged"
+
+        return agent
+
     with provider_server() as server:
         plain: dict[str, dict[str, Any]] = {}
         for label, args in answers.items():
             server.script(Calls([("final_result", args)]))
-            Agent(model_for(wire, server), output_type=OUTPUTS[label]).run_sync("go")
+            with_tool(Agent(model_for(wire, server), output_type=OUTPUTS[label])).run_sync("go")
             plain[label] = tools_sent(server.requests()[-1])
-        agents = [Agent(model_for(wire, server), output_type=OUTPUTS[label], name=f"wire_{label}") for label in answers]
+            assert set(plain[label]) == {"log_sighting", "final_result"}
+        agents = [with_tool(Agent(model_for(wire, server), output_type=OUTPUTS[label], name=f"wire_{label}")) for label in answers]
         rt = make_runtime(agents)
         for label, args in answers.items():
             server.script(Calls([("final_result", args)]))
             result = rt.start(f"wire_{label}", "go").result(timeout=120)
             assert result.status == "completed", result
             sent = tools_sent(server.requests()[-1])
-            assert sent == plain[label], label
-            assert_self_contained(sent["final_result"]["parameters"])
+            assert sent == plain[label], label  # the function tool (nested model in its arguments) too
+            for tool in sent.values():
+                assert_self_contained(tool["parameters"])
 
 
 def test_anthropic_gets_the_same_output_tool_as_plain_pydantic_ai(make_runtime: Any) -> None:

@@ -212,11 +212,26 @@ class ProviderServer:
         }
 
 
+def _chat_sse(payload: dict[str, Any]) -> bytes:
+    """A chat completion as its chunks: the text, each tool call whole, then the finish and the usage."""
+    head = {"id": payload["id"], "object": "chat.completion.chunk", "created": payload["created"], "model": payload["model"]}
+    choice = payload["choices"][0]
+    message = choice["message"]
+    chunks: list[dict[str, Any]] = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": message["content"] or ""}, "finish_reason": None}]}]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        chunks.append({**head, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}]})
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    chunks.append({**head, "choices": [], "usage": payload["usage"]})
+    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+
+
 def _sse(wire: str, payload: dict[str, Any]) -> bytes:
     """A rendered reply as the event stream a ``stream: true`` request gets (AnthropicModel streams its
-    requests); only the Messages API's events are needed so far."""
+    requests; helix's live output streams chat completions)."""
+    if wire == "chat":
+        return _chat_sse(payload)
     if wire != "messages":
-        raise NotImplementedError(f"streaming is scripted for the messages wire only, not {wire!r}")
+        raise NotImplementedError(f"streaming is scripted for the chat and messages wires, not {wire!r}")
     usage = payload["usage"]
     start = {**payload, "content": [], "stop_reason": None, "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}}
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
