@@ -252,3 +252,21 @@ def test_live_output_has_the_same_budget_inside_its_step(make_runtime: Any) -> N
         result = rt.start("live_chat", "go").result(timeout=180)
         assert (result.status, result.error_code) == ("failed", "model_rate_limited"), result
         assert len(server.requests()) - before == 3  # _quick(): 3 requests, not 3 x DBOS's attempts
+
+
+def test_a_stop_during_a_retry_wait_is_honoured_before_the_next_request(make_runtime: Any) -> None:
+    """A provider asking for 30 s: a stop that comes during the wait ends the run within a few
+    seconds, and the provider sees no second request."""
+    with provider_server() as server:
+        rt = make_runtime(_agents(server, "waiting", model_retries=hx.ModelRetries(attempts=4)))
+        server.always(Status(429, headers={"Retry-After": "30"}))
+        handle = rt.start("waiting_chat", "go")
+        deadline = time.monotonic() + 120
+        while not server.requests():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        asked = time.monotonic()
+        rt.stop(handle.session_id, kind="interrupt")
+        result = handle.result(timeout=120)
+        assert result.status == "interrupted", result
+        assert time.monotonic() - asked < 20 and len(server.requests()) == 1

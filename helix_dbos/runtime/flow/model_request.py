@@ -178,7 +178,21 @@ async def ask(e: Env, run_id: str, session_id: str, agent_name: str, step: int) 
                 raise ModelRequestFailed(typed) from cause
             log.warning("run %s step %s: model request %s of %s failed (%s), asking again in %.1f s",
                         run_id, step, attempt, policy.attempts, cause, wait)
-            await asyncio.sleep(wait)
+            stop = await _wait_unless_stopped(run_id, wait)
+            if stop is not None:  # a stop during the wait is honoured before the next request is paid for
+                return StoppedReply(stop)
+
+
+async def _wait_unless_stopped(run_id: str, seconds: float) -> str | None:
+    """Wait ``seconds`` (a provider's ``Retry-After`` may ask for a minute), reading the run's stop
+    record every ``_STOP_POLL`` s: the stop's kind as soon as one is found, else ``None``."""
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, _STOP_POLL))
+        stop = await plain_tx(_stop_kind, run_id)
+        if stop is not None:
+            return stop
+    return None
 
 
 async def live_model_request_step(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
