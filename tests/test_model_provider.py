@@ -270,3 +270,25 @@ def test_a_stop_during_a_retry_wait_is_honoured_before_the_next_request(make_run
         result = handle.result(timeout=120)
         assert result.status == "interrupted", result
         assert time.monotonic() - asked < 20 and len(server.requests()) == 1
+
+
+def test_an_hx_agent_on_a_real_model_class_sends_pydantic_ais_output_tool(make_runtime: Any) -> None:
+    """``hx.Agent`` (no pydantic-ai agent) on ``OpenAIResponsesModel``: the same ``final_result`` a plain
+    ``agent.run`` sends for ``list[Whale]``, and the same retry budget."""
+    from tests.support.provider_server import tools_sent
+    from tests.test_output_schemas import assert_self_contained
+
+    with provider_server() as server:
+        answer = Calls([("final_result", {"response": [{"name": "moby", "length": 18}]})], usage=(30, 9))
+        server.script(answer)
+        Agent(model_for("responses", server), output_type=list[Whale]).run_sync("go")
+        plain = tools_sent(server.requests()[-1])
+        agent = hx.Agent("hx_responses", model_for("responses", server), output_type=list[Whale], model_retries=_quick())
+        rt = make_runtime([agent])
+        server.script(Status(503, headers={"retry-after-ms": "300"}), answer)
+        before = len(server.requests())
+        result = rt.start("hx_responses", "go").result(timeout=180)
+        assert (result.status, result.output) == ("completed", [{"name": "moby", "length": 18.0}]), result
+        assert len(server.requests()) - before == 2 and result.usage.input_tokens == 30
+        assert tools_sent(server.requests()[-1]) == plain
+        assert_self_contained(plain["final_result"]["parameters"])
