@@ -276,7 +276,7 @@ def test_an_hx_agent_on_a_real_model_class_sends_pydantic_ais_output_tool(make_r
     """``hx.Agent`` (no pydantic-ai agent) on ``OpenAIResponsesModel``: the same ``final_result`` a plain
     ``agent.run`` sends for ``list[Whale]``, and the same retry budget."""
     from tests.support.provider_server import tools_sent
-    from tests.test_output_schemas import assert_self_contained
+    from tests.support.schema_check import assert_self_contained
 
     with provider_server() as server:
         answer = Calls([("final_result", {"response": [{"name": "moby", "length": 18}]})], usage=(30, 9))

@@ -19,7 +19,6 @@ import datetime
 import enum
 from typing import Any, Literal
 
-import jsonschema
 import pydantic
 import pytest
 from pydantic_ai import Agent
@@ -31,7 +30,8 @@ from pydantic_ai.tools import ToolDefinition
 from typing_extensions import TypedDict
 
 import helix_dbos as hx
-from tests.support.provider_server import Calls, ProviderServer, model_for, provider_server, tools_sent
+from tests.support.provider_server import Calls, model_for, provider_server, tools_sent
+from tests.support.schema_check import assert_self_contained
 
 
 class Whale(pydantic.BaseModel):
@@ -107,26 +107,6 @@ def _helix_output_tool(output_type: Any, name: str = "schemas") -> ToolDefinitio
     definition = hx.from_pydantic_ai(Agent(TestModel(), output_type=output_type, name=name)).output_definition()
     assert definition is not None
     return definition
-
-
-def _refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        return [*([node["$ref"]] if isinstance(node.get("$ref"), str) else []), *(r for v in node.values() for r in _refs(v))]
-    if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
-    return []
-
-
-def assert_self_contained(schema: dict[str, Any]) -> None:
-    """A valid Draft 2020-12 schema whose every ``$ref`` points inside itself at something that is there."""
-    jsonschema.Draft202012Validator.check_schema(schema)
-    for ref in _refs(schema):
-        assert ref.startswith("#/"), ref
-        target: Any = schema
-        for key in ref[2:].split("/"):
-            assert isinstance(target, dict) and key in target, f"{ref} resolves to nothing in {schema}"
-            target = target[key]
-    jsonschema.Draft202012Validator(schema).is_valid({})  # resolving every reference while validating raises if one dangles
 
 
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
