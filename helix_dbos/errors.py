@@ -321,6 +321,50 @@ class LimitsMismatchError(ConfigurationError):
     code = "limits_mismatch"
 
 
+class ModelRateLimitedError(HelixError):
+    """The model provider kept refusing for rate limit or quota (HTTP 429) through the step's retry
+    budget, or asked to wait longer than ``ModelRetries.max_retry_after``. The message keeps the
+    provider's status and request id; ``retry()`` continues the run."""
+
+    code = "model_rate_limited"
+    status = 429
+    retryable = True
+
+
+class ModelProviderUnavailableError(HelixError):
+    """The model provider could not be reached, timed out, was overloaded or answered 5xx through the
+    step's retry budget. The message keeps the provider's status and request id; ``retry()``
+    continues the run."""
+
+    code = "model_unavailable"
+    status = 503
+    retryable = True
+
+
+class ModelAuthFailedError(HelixError):
+    """The model provider refused the credentials (HTTP 401/403): asked once, never retried."""
+
+    code = "model_auth_failed"
+    status = 502
+
+
+class ModelRequestInvalidError(HelixError):
+    """The model provider refused the request itself (HTTP 400/404/413/422: a bad schema, an unknown
+    model, a context window exceeded): asked once, never retried."""
+
+    code = "model_request_invalid"
+    status = 502
+
+
+class OutputRetriesExceededError(HelixError):
+    """The model gave no valid output more times than the agent's ``output_retries`` allow (pydantic-ai's
+    ``Exceeded maximum output retries``): text or nothing where structured output is required, an
+    invalid ``final_result``, or an output validator's ``ModelRetry``."""
+
+    code = "output_retries_exceeded"
+    status = 409
+
+
 __all__ = [
     "AgentAlreadyRunningError",
     "AnswerKindError",
@@ -338,8 +382,13 @@ __all__ = [
     "HelixError",
     "HostNotAllowedError",
     "LimitsMismatchError",
+    "ModelAuthFailedError",
+    "ModelProviderUnavailableError",
+    "ModelRateLimitedError",
+    "ModelRequestInvalidError",
     "NotFoundError",
     "NothingToResumeError",
+    "OutputRetriesExceededError",
     "PayloadTooLargeError",
     "RunFailedError",
     "RunFencedError",

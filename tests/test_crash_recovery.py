@@ -164,7 +164,7 @@ def test_a_failed_model_request_is_recorded_and_never_asked_again(db_url: str, t
     k.crash("after_model")
     assert k.model_steps() == {0: 1}
     result = k.wake().result
-    assert result["status"] == "failed" and result["error_code"] == "run_error", result
+    assert result["status"] == "failed" and result["error_code"] == "model_request_invalid", result  # the provider's 400, typed
     assert k.model_steps() == {0: 1}, k.model_steps()
     engine = create_sync_engine(db_url)
     try:
@@ -173,7 +173,7 @@ def test_a_failed_model_request_is_recorded_and_never_asked_again(db_url: str, t
             error = conn.execute(sa.select(t.runs.c.error).where(t.runs.c.run_id == result["run_id"])).scalar_one()
     finally:
         engine.dispose()
-    assert record["raised"][0] == "run_error" and "400" in record["raised"][1] and error == record["raised"][1], (record, error)
+    assert record["raised"][0] == "model_request_invalid" and "HTTP 400" in record["raised"][1] and error == record["raised"][1], (record, error)
 
 
 @pytest.mark.kills

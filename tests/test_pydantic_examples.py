@@ -37,7 +37,7 @@ def test_every_example_of_the_wheel_is_run_or_says_why_not() -> None:
     assert all((EXAMPLES / name).is_file() for name in pydantic_ai_examples.RECORD)
 
 
-@pytest.mark.parametrize("example", ["pydantic_model", "stream_markdown", "chat_app", "medical_agent_delegation"])
+@pytest.mark.parametrize("example", ["pydantic_model", "stream_markdown", "stream_whales", "chat_app", "medical_agent_delegation"])
 def test_more_examples_run_with_only_the_model_swapped(db_url: str, example: str) -> None:
     """One example a process (three bind their agent to ``agent``), run as its ``__main__`` runs it:
     ``run_here``, its agent code on the caller's thread; TestModel calls every tool, then the output tool."""
@@ -47,6 +47,9 @@ def test_more_examples_run_with_only_the_model_swapped(db_url: str, example: str
     assert report["status"] == "completed", report
     if example == "pydantic_model":
         assert report["name"] == "agent" and set(report["output"]) == {"city", "country"}
+    elif example == "stream_whales":  # a list of TypedDicts: the output tool's schema with root $defs
+        assert report["name"] == "agent" and isinstance(report["output"], list), report
+        assert all({"name", "length", "width", "weight", "ocean", "description"} >= set(w) for w in report["output"]), report
     elif example in ("stream_markdown", "chat_app"):
         assert report["name"] == "agent" and isinstance(report["output"], str) and report["calls"] == []
     else:  # the triage agent's two tools each ran a specialist with pydantic-ai's own agent.run

@@ -143,8 +143,8 @@ def test_settings_capabilities_reach_every_model_request(make_runtime: Any) -> N
     result = rt.start("cached", "hi").result(timeout=60)
     assert result.status == "completed" and result.output == "done"
     assert len(model.asked) == 2
-    for settings in model.asked:
-        assert settings == {"temperature": 0.2, "cache": True, "thinking": "low", "citations": True}
+    for settings in model.asked:  # max_retries=0: the step's retry budget is the only one (the SDK's are off)
+        assert settings == {"temperature": 0.2, "cache": True, "thinking": "low", "citations": True, "max_retries": 0}
 
 
 class Hit(pydantic.BaseModel):

@@ -3,6 +3,7 @@
 from .agents import FINISH_TOOL, SUBAGENT_PREFIX, Agent, SubAgent, companion_agent, local_agent, remote_agent
 from .context import CheckContext, ToolContext
 from .limits import AgentLimits
+from .model_retries import ModelRetries
 from .reconcile import Applied, NotApplied
 from .tools import Tool, client_tool, define_tool, tool
 
@@ -13,6 +14,7 @@ __all__ = [
     "AgentLimits",
     "Applied",
     "CheckContext",
+    "ModelRetries",
     "NotApplied",
     "SubAgent",
     "Tool",

@@ -13,6 +13,7 @@ import pydantic
 
 from ..errors import ConfigurationError
 from .context import RunScope
+from .model_retries import ModelRetries
 from .tools import Tool
 
 if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when agents are defined
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when a
 SubAgentMode = Literal["remote", "local", "companion"]
 FINISH_TOOL = "final_result"
 SUBAGENT_PREFIX = "subagent__"
+DEFAULT_MODEL_RETRIES = ModelRetries()
 
 
 class SubAgentInput(pydantic.BaseModel):
@@ -96,14 +98,26 @@ class Agent:
     output_type: type[Any] | None = None
     max_steps: int = 50
     model_settings: ModelSettings | None = None
+    #: the model request step's retry budget; ``None``: ``1 + model_settings["max_retries"]`` requests
+    #: when the settings say, else ``ModelRetries()`` (4 requests)
+    model_retries: ModelRetries | None = None
+    #: replies that give no valid output (text or nothing where output is required, an invalid
+    #: ``final_result``, an output validator's ``ModelRetry``) answered with a retry prompt before the
+    #: run fails ``output_retries_exceeded``: pydantic-ai's ``output_retries`` (default 1)
+    output_retries: int = 1
     _model: Model | None = field(default=None, init=False, repr=False)
     _output_adapter: pydantic.TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+    _output_tool: Any = field(default=None, init=False, repr=False)  # pydantic-ai's ObjectOutputProcessor
 
     def __post_init__(self) -> None:
         if not self.name or not all(ch.isalnum() or ch in "-_." for ch in self.name):
             raise ConfigurationError(f"agent name {self.name!r}: use letters, digits, '-', '_' or '.'")
         if self.max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
+        if type(self.output_retries) is not int or self.output_retries < 0:
+            raise ConfigurationError(f"agent {self.name!r}: output_retries must be an int >= 0, not {self.output_retries!r}")
+        if self.model_retries is not None and not isinstance(self.model_retries, ModelRetries):
+            raise ConfigurationError(f"agent {self.name!r}: model_retries must be an hx.ModelRetries, not {self.model_retries!r:.80}")
         self._check_entries("tools", self.tools, Tool, "decorate a function with @hx.tool (or build one with hx.define_tool / hx.client_tool)")
         self._check_entries("sub_agents", self.sub_agents, SubAgent, "wrap an agent with hx.remote_agent, hx.local_agent or hx.companion_agent")
         names = [t.name for t in self.tools] + [s.tool_name for s in self.sub_agents]
@@ -158,6 +172,15 @@ class Agent:
             self._model = self.model if isinstance(self.model, Model) else infer_model(self.model)
         return self._model
 
+    def retry_policy(self) -> ModelRetries:
+        """The model request step's retry budget (see ``model_retries``)."""
+        if self.model_retries is not None:
+            return self.model_retries
+        n = (self.model_settings or {}).get("max_retries")
+        if type(n) is int and n >= 0:
+            return ModelRetries(attempts=n + 1)
+        return DEFAULT_MODEL_RETRIES
+
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
 
@@ -165,14 +188,29 @@ class Agent:
         return next((s for s in self.sub_agents if s.tool_name == tool_name), None)
 
     def output_definition(self) -> ToolDefinition | None:
-        if self._output_adapter is None:
+        """The ``final_result`` tool, built by pydantic-ai's own output machinery: the schema (root
+        ``$defs``, a non-object type wrapped as ``{"response": ...}``), description and ``strict`` a
+        plain ``agent.run`` sends for the same type, so it is self-contained and valid JSON Schema."""
+        processor = self._output_processor()
+        if processor is None:
             return None
-        schema = self._output_adapter.json_schema()
-        if schema.get("type") != "object":
-            schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
-        from pydantic_ai.tools import ToolDefinition
+        from pydantic_ai._output import output_tool_def
 
-        return ToolDefinition(name=FINISH_TOOL, description="Give the final result.", parameters_json_schema=schema)
+        return output_tool_def(FINISH_TOOL, processor, multiple=False)
+
+    def output_tool_options(self) -> tuple[str | None, bool | None]:
+        """The output tool's ``description`` and ``strict`` (``ToolOutput``'s, for a pydantic-ai agent)."""
+        return None, None
+
+    def _output_processor(self) -> Any:
+        if self.output_type is None:
+            return None
+        if self._output_tool is None:
+            from pydantic_ai._output import ObjectOutputProcessor
+
+            description, strict = self.output_tool_options()
+            self._output_tool = ObjectOutputProcessor(output=self.output_type, description=description, strict=strict)
+        return self._output_tool
 
     def _adapter(self) -> pydantic.TypeAdapter[Any]:
         if self._output_adapter is None:
@@ -180,15 +218,18 @@ class Agent:
         return self._output_adapter
 
     def validate_output(self, args: Any) -> Any:
-        """The validated structured output; raises ``pydantic.ValidationError``."""
+        """The validated structured output; raises ``pydantic.ValidationError``.
+
+        A type pydantic-ai does not take as an object (a scalar, a list, a union, a dict) is the
+        argument's ``response``, as the tool's schema says (``outer_typed_dict_key``)."""
         adapter = self._adapter()
-        schema = adapter.json_schema()
         if isinstance(args, str):
             import json
 
             args = json.loads(args or "{}")
-        if schema.get("type") != "object":
-            args = (args or {}).get("response")
+        key = self._output_processor().outer_typed_dict_key
+        if key is not None:
+            args = (args or {}).get(key) if isinstance(args, dict) else None
         return adapter.validate_python(args)
 
     def dump_output(self, value: Any) -> Any:

@@ -39,6 +39,7 @@ from ..errors import (
 from . import home
 from .agents import Agent, SubAgent
 from .context import RunScope, ToolContext
+from .model_retries import ModelRetries
 from .pydantic_capabilities import check_capabilities
 from .pydantic_names import infer_agent_name
 from .pydantic_outputs import read_output_type
@@ -263,6 +264,9 @@ class PydanticAgent(Agent):
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     system_prompts: tuple[str, ...] = ()
     usage_limits: UsageLimits | None = None
+    #: ``ToolOutput(T, description=..., strict=...)``: the output tool's, as pydantic-ai sends them
+    output_description: str | None = None
+    output_strict: bool | None = None
     _listed: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
     _deps: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
@@ -270,6 +274,9 @@ class PydanticAgent(Agent):
 
     def uses_scope(self) -> bool:
         return True
+
+    def output_tool_options(self) -> tuple[str | None, bool | None]:
+        return self.output_description, self.output_strict
 
     # --- deps and RunContext ---------------------------------------------------------------------
 
@@ -531,6 +538,7 @@ def from_pydantic_ai(
     max_steps: int | None = None,
     tool_timeout: float | None = None,
     sub_agents: list[SubAgent] | None = None,
+    model_retries: ModelRetries | None = None,
 ) -> PydanticAgent:
     """Read a pydantic-ai agent into an ``hx.Agent``; refuses what the runtime cannot honour.
 
@@ -539,7 +547,8 @@ def from_pydantic_ai(
     ``deps_factory(deps_input)`` rebuilds ``RunContext.deps`` from the JSON a run was started with
     (``runtime.start(..., deps=...)``), in whichever process runs the step; without one, ``deps``
     is that JSON as stored. ``sub_agents``: ``hx.remote_agent``/``hx.companion_agent`` children,
-    offered beside the agent's own tools.
+    offered beside the agent's own tools. ``model_retries``: the model request step's retry budget
+    (default: ``1 + model_settings["max_retries"]`` requests when the agent's settings say, else 4).
     """
     if not isinstance(agent, PydanticAIAgent):
         raise ConfigurationError(f"from_pydantic_ai needs a pydantic_ai.Agent, not {type(agent).__name__}")
@@ -560,7 +569,11 @@ def from_pydantic_ai(
         from pydantic_ai.settings import merge_model_settings
 
         settings = merge_model_settings(settings, cast("ModelSettings", from_capabilities))
-    output_type = read_output_type(getattr(agent, "_output_type", str), agent_name)
+    declared = getattr(agent, "_output_type", str)
+    output_type = read_output_type(declared, agent_name)
+    from pydantic_ai.output import ToolOutput
+
+    tool_output = declared if isinstance(declared, ToolOutput) else None
     if getattr(agent, "_output_validators", None) and output_type is None:
         raise UnsupportedFeatureError(
             f"agent {agent_name!r}: output validators on text output are not supported; give a structured output_type"
@@ -580,4 +593,8 @@ def from_pydantic_ai(
         system_prompts=tuple(getattr(agent, "_system_prompts", ()) or ()),
         sub_agents=list(sub_agents or []),
         usage_limits=usage_limits,
+        output_retries=int(getattr(agent, "_max_output_retries", 1)),  # retries= / output_retries=, resolved by pydantic-ai
+        model_retries=model_retries,
+        output_description=tool_output.description if tool_output is not None else None,
+        output_strict=tool_output.strict if tool_output is not None else None,
     )

@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
 
 import sqlalchemy as sa
 
@@ -32,7 +32,7 @@ from ..floor.durable import plain_tx
 from ..floor.records import ModelReply, Reply, ReplyUsage, StoppedReply
 from ..floor.registry import Env
 from ..process import tracing
-from . import scopes
+from . import provider_errors, scopes
 from .planning import plan_calls
 
 log = logging.getLogger("helix_dbos")
@@ -40,23 +40,7 @@ log = logging.getLogger("helix_dbos")
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import ModelRequestParameters
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Provider errors worth another attempt in the same step: rate limits, overload, 5xx, network."""
-    from pydantic_ai.exceptions import (
-        ModelConnectionError,
-        ModelHTTPError,
-        ModelRateLimitError,
-        ModelRequestTimeout,
-        ModelServerError,
-        ModelUnavailableError,
-    )
-
-    retryable = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
-    if isinstance(exc, retryable):
-        return True
-    return isinstance(exc, ModelHTTPError) and (exc.status_code == 429 or exc.status_code >= 500)
+    from pydantic_ai.settings import ModelSettings
 
 
 def request_parameters(agent: Agent) -> ModelRequestParameters:
@@ -69,6 +53,17 @@ def request_parameters(agent: Agent) -> ModelRequestParameters:
         allow_text_output=output is None,
         output_mode="tool" if output else "text",
     )
+
+
+def _settings(agent: Agent) -> ModelSettings | None:
+    """The agent's model settings with the provider SDK's own retries off (``max_retries=0``): the
+    step's retry budget is the only one, so it counts requests as the provider sees them. A model
+    that says it ignores ``max_retries`` (and would warn) is sent the settings as they are."""
+    model = agent.resolved_model()
+    ignores = getattr(model, "_unsupported_settings", None)
+    if callable(ignores) and "max_retries" in ignores():
+        return agent.model_settings
+    return cast("ModelSettings", {**(agent.model_settings or {}), "max_retries": 0})
 
 
 def _with_instructions(messages: list[ModelMessage], instructions: str | None) -> list[ModelMessage]:
@@ -133,12 +128,6 @@ def check_usage_limits(limits: Any, used: Mapping[str, int], reply: ModelReply) 
             raise UsageLimitExceededError(f"the run exceeded its {name} of {limit} ({value})", detail={name: limit, "used": value})
 
 
-#: A retryable provider error is asked again after 1 s, 2 s, 4 s: 4 requests at most per step.
-MODEL_ATTEMPTS: Final = 4
-MODEL_RETRY_INTERVAL: Final = 1.0
-MODEL_RETRY_BACKOFF: Final = 2.0
-
-
 class RecordedFailure(Exception):
     """A replay of a model request that failed: the failure as it was recorded, never asked again."""
 
@@ -165,26 +154,54 @@ class ModelRequestFailed(Exception):
 
 async def ask(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     """The model request with its retries, outside any DBOS step (see the module's docstring);
-    ``e``: the launch's agents, transcript cache, rate limits and live-output switch."""
-    delay = MODEL_RETRY_INTERVAL
-    for attempt in range(1, MODEL_ATTEMPTS + 1):
+    ``e``: the launch's agents, transcript cache, rate limits and live-output switch.
+
+    One budget per step (the agent's ``ModelRetries``), counted in requests as the provider sees
+    them: the provider SDK's own retries are off (``_settings``). A retryable provider error waits
+    at least what the provider asked for (``Retry-After``/``retry-after-ms``), with jitter; when the
+    budget is spent, or the provider asks to wait past ``max_retry_after``, the step fails with the
+    provider error's typed code (``provider_errors.typed``)."""
+    policy = e.agent(agent_name).retry_policy()
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return await one_request(e, run_id, session_id, agent_name, step)
         except ModelRequestFailed as failed:
-            if attempt == MODEL_ATTEMPTS or not is_retryable(failed.cause):
-                raise
-            log.warning("run %s step %s: model request failed (%s), asking again in %.0f s", run_id, step, failed.cause, delay)
-            await asyncio.sleep(delay)
-            delay *= MODEL_RETRY_BACKOFF
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+            cause = failed.cause
+            wait = policy.wait(attempt, provider_errors.retry_after(cause)) if attempt < policy.attempts and provider_errors.is_retryable(cause) else None
+            if wait is None:
+                typed = provider_errors.typed(cause, attempt, time.monotonic() - started)
+                if typed is None:
+                    raise
+                raise ModelRequestFailed(typed) from cause
+            log.warning("run %s step %s: model request %s of %s failed (%s), asking again in %.1f s",
+                        run_id, step, attempt, policy.attempts, cause, wait)
+            stop = await _wait_unless_stopped(run_id, wait)
+            if stop is not None:  # a stop during the wait is honoured before the next request is paid for
+                return StoppedReply(stop)
+
+
+async def _wait_unless_stopped(run_id: str, seconds: float) -> str | None:
+    """Wait ``seconds`` (a provider's ``Retry-After`` may ask for a minute), reading the run's stop
+    record every ``_STOP_POLL`` s: the stop's kind as soon as one is found, else ``None``."""
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, _STOP_POLL))
+        stop = await plain_tx(_stop_kind, run_id)
+        if stop is not None:
+            return stop
+    return None
 
 
 async def live_model_request_step(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
-    """The model request as a DBOS step (live output): DBOS records and retries on what the model
-    or provider raised, not on the wrapper. ``e`` is bound by the workflow (``functools.partial``):
-    DBOS hands the step only the arguments it was started with."""
+    """The model request as a DBOS step (live output), with the same retry budget as ``ask`` inside
+    it (DBOS's own step retries are off): DBOS records the reply, or what the request raised in the
+    end. ``e`` is bound by the workflow (``functools.partial``): DBOS hands the step only the
+    arguments it was started with."""
     try:
-        return await one_request(e, run_id, session_id, agent_name, step)
+        return await ask(e, run_id, session_id, agent_name, step)
     except ModelRequestFailed as failed:
         failed.reraise()
 
@@ -331,14 +348,14 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
         from .live import streamed_request
 
-        response = await streamed_request(agent.resolved_model(), messages, agent.model_settings, parameters, step)
+        response = await streamed_request(agent.resolved_model(), messages, _settings(agent), parameters, step)
     else:
         from pydantic_ai.direct import model_request
 
         response = await model_request(
             agent.resolved_model(),
             messages,
-            model_settings=agent.model_settings,
+            model_settings=_settings(agent),
             model_request_parameters=parameters,
         )
     # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy

@@ -131,3 +131,12 @@ def plan_calls(agent: Agent, response: ModelResponse) -> list[PlannedCall]:
 def starts_a_body(planned: Sequence[PlannedCall]) -> bool:
     """Whether the step must save first: some call will start a body (or a child)."""
     return any(p.kind in BODY_KINDS and p.status == "saved" for p in planned)
+
+
+def gives_no_output(planned: Sequence[PlannedCall]) -> bool:
+    """Whether a reply of an agent with structured output gave no valid output: text or nothing (no
+    call at all), or a ``final_result`` that failed validation or an output validator. What
+    pydantic-ai counts against ``output_retries``; calls of other tools alone are not."""
+    if not planned:
+        return True
+    return not any(p.kind == "finish" for p in planned) and any(p.tool_name == FINISH_TOOL and p.kind == "invalid" for p in planned)

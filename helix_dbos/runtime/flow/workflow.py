@@ -24,7 +24,13 @@ from typing import Final, TypeVarTuple, cast
 import sqlalchemy as sa
 from dbos import DBOS, StepOptions
 
-from ...errors import HelixError, RunFencedError, StoreUnavailableError, helix_code
+from ...errors import (
+    HelixError,
+    OutputRetriesExceededError,
+    RunFencedError,
+    StoreUnavailableError,
+    helix_code,
+)
 from ...ledger.records import FenceRow, RunRow
 from ...ledger.runs import get_run
 from ...ledger.statuses import BODY_KINDS
@@ -53,18 +59,14 @@ from ..process.faults import crash_point, fail_point
 from . import children, companions, reconcile, scopes
 from .bodies import run_body
 from .model_request import (
-    MODEL_ATTEMPTS,
-    MODEL_RETRY_BACKOFF,
-    MODEL_RETRY_INTERVAL,
     ModelRequestFailed,
     Preread,
     RecordedFailure,
     ask,
-    is_retryable,
     live_model_request_step,
     preread,
 )
-from .planning import starts_a_body
+from .planning import gives_no_output, starts_a_body
 
 RUN_WORKFLOW = "helix.run"
 #: Call kinds answered by a child workflow rather than a body of the parent.
@@ -232,6 +234,7 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
     agent = e.agent(plan.agent_name)
     budget = plan.max_steps
     used = 0
+    output_failures = 0  # replies with no valid output in this run: pydantic-ai's output_retries_used
     step_no = plan.step
     if plan.recover is not None:  # "recover" mode
         outcome = await _answer_saved_calls(registry, run_id, sid, plan.recover, None)
@@ -264,6 +267,15 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
             crash_point("after_step_commit")
         if not outcome.goes_on:
             return outcome
+        if agent.output_type is not None and gives_no_output(planned):
+            # answered with its retry prompt (committed, so retry() asks the model with it again);
+            # the agent's output_retries, not max_steps, bound how often
+            output_failures += 1
+            if output_failures > agent.output_retries:
+                raise OutputRetriesExceededError(
+                    f"Exceeded maximum output retries ({agent.output_retries}): the model gave no valid output "
+                    f"{output_failures} times in this run", detail={"output_retries": agent.output_retries},
+                )
         step_no += 1
 
 
@@ -278,10 +290,8 @@ async def _model_reply(e: Env, run_id: str, sid: str, agent_name: str, step_no: 
     need a step's context) and DBOS records the reply instead.
     """
     if e.live_output:
-        options: StepOptions = {
-            "name": "helix.model", "retries_allowed": True, "max_attempts": MODEL_ATTEMPTS,
-            "interval_seconds": MODEL_RETRY_INTERVAL, "backoff_rate": MODEL_RETRY_BACKOFF, "should_retry": is_retryable,
-        }
+        # the retry budget is the step's own (``model_request.ask``, inside it): DBOS retries nothing
+        options: StepOptions = {"name": "helix.model", "retries_allowed": False}
         reply = await step(options, functools.partial(live_model_request_step, e), run_id, sid, agent_name, step_no, read_as=ReplyRecord)
         return reply, True  # recorded by DBOS as the reply's JSON (``codec``), read back as the reply
     replayed = await durable.replayed_reply()

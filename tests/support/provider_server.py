@@ -1,0 +1,297 @@
+"""A model provider on loopback that speaks the three wire formats pydantic-ai's real model classes use.
+
+``OpenAIChatModel`` (``POST .../chat/completions``), ``OpenAIResponsesModel`` (``POST .../responses``)
+and ``AnthropicModel`` (``POST .../messages``) are pointed at it through their provider's ``base_url``,
+so the SDK, its HTTP client, its error mapping and pydantic-ai's adapter all run as against the real
+service. Each test scripts what the provider answers, one entry per request (``script``), or one
+answer for every request (``always``): a text reply, tool calls, an empty reply, or an HTTP error
+with its headers (``Retry-After``, ``retry-after-ms``). Every request is logged with its arrival
+time, path and JSON body, so a test counts requests as the provider saw them (SDK retries included)
+and reads what was sent (the tools and their schemas).
+
+``fakellm`` on the package index was looked at first: it speaks chat completions and messages but
+not the Responses API, and is driven by a YAML file rather than per test, with no error statuses or
+headers to script; this is ~200 lines of the standard library instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Text:
+    """A reply with one text part."""
+
+    text: str
+    usage: tuple[int, int] = (10, 5)  # input, output tokens
+
+
+@dataclass(frozen=True)
+class Calls:
+    """A reply with tool calls: ``(tool_name, args)`` each."""
+
+    calls: Sequence[tuple[str, dict[str, Any]]]
+    usage: tuple[int, int] = (10, 5)
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class Empty:
+    """A reply with no parts (no text, no call)."""
+
+    usage: tuple[int, int] = (10, 0)
+
+
+@dataclass(frozen=True)
+class Status:
+    """An HTTP error answer; ``headers`` such as ``{"Retry-After": "10"}``."""
+
+    status: int
+    message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    error_type: str | None = None  # the provider's error type/code in the body
+
+
+Answer = Text | Calls | Empty | Status
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One request as the provider saw it."""
+
+    at: float  # time.monotonic() at arrival
+    wire: str  # chat | responses | messages
+    path: str
+    body: dict[str, Any]
+    request_id: str
+
+
+_OPENAI_ERROR = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate_limit_exceeded", 500: "server_error"}
+_ANTHROPIC_ERROR = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
+                    500: "api_error", 529: "overloaded_error"}
+
+
+class ProviderServer:
+    """The provider: ``url`` for OpenAI providers (``.../v1``), ``root`` for Anthropic's ``base_url``."""
+
+    def __init__(self) -> None:
+        self.log: list[Logged] = []
+        self._script: list[Answer] = []
+        self._always: Answer | Callable[[Logged], Answer] = Text("ok")
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                server._handle(self, json.loads(raw or b"{}"))
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.port = int(self._httpd.server_address[1])
+        self.root = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.root}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="provider-server", daemon=True)
+        self._thread.start()
+
+    # --- scripting ---------------------------------------------------------------------------
+
+    def script(self, *answers: Answer) -> None:
+        """Answer the next requests with these, in order; after them, ``always``."""
+        with self._lock:
+            self._script.extend(answers)
+
+    def always(self, answer: Answer | Callable[[Logged], Answer]) -> None:
+        with self._lock:
+            self._always = answer
+
+    def requests(self, wire: str | None = None) -> list[Logged]:
+        with self._lock:
+            return [r for r in self.log if wire is None or r.wire == wire]
+
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive requests, as they arrived."""
+        at = [r.at for r in self.requests()]
+        return [b - a for a, b in itertools.pairwise(at)]
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # --- serving -----------------------------------------------------------------------------
+
+    def _handle(self, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        path = h.path.split("?")[0]
+        wire = "chat" if path.endswith("/chat/completions") else "responses" if path.endswith("/responses") else (
+            "messages" if path.endswith("/messages") else "unknown")
+        with self._lock:
+            n = next(self._ids)
+            entry = Logged(time.monotonic(), wire, path, body, f"req_{n}")
+            self.log.append(entry)
+            answer = self._script.pop(0) if self._script else self._always
+        if callable(answer):
+            answer = answer(entry)
+        status, headers, payload = self._render(wire, answer, body, n)
+        if status == 200 and body.get("stream"):
+            data = _sse(wire, payload)
+            content_type = "text/event-stream"
+        else:
+            data = json.dumps(payload).encode()
+            content_type = "application/json"
+        h.send_response(status)
+        h.send_header("Content-Type", content_type)
+        h.send_header("Content-Length", str(len(data)))
+        h.send_header("x-request-id" if wire != "messages" else "request-id", entry.request_id)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _render(self, wire: str, a: Answer, body: dict[str, Any], n: int) -> tuple[int, dict[str, str], dict[str, Any]]:
+        model = str(body.get("model") or "scripted-model")
+        if isinstance(a, Status):
+            if wire == "messages":
+                kind = a.error_type or _ANTHROPIC_ERROR.get(a.status, "api_error")
+                return a.status, a.headers, {"type": "error", "error": {"type": kind, "message": a.message}}
+            code = a.error_type or _OPENAI_ERROR.get(a.status, "error")
+            return a.status, a.headers, {"error": {"message": a.message, "type": code, "code": code, "param": None}}
+        calls = list(a.calls) if isinstance(a, Calls) else []
+        text = a.text if isinstance(a, Text) else a.text if isinstance(a, Calls) else None
+        inp, out = a.usage
+        if wire == "chat":
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                message["tool_calls"] = [
+                    {"id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                    for i, (name, args) in enumerate(calls)
+                ]
+            return 200, {}, {
+                "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}],
+                "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out},
+            }
+        if wire == "responses":
+            output: list[dict[str, Any]] = []
+            if text is not None:
+                output.append({"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                               "content": [{"type": "output_text", "text": text, "annotations": []}]})
+            for i, (name, args) in enumerate(calls):
+                output.append({"type": "function_call", "id": f"fc_{n}_{i}", "call_id": f"call_{n}_{i}", "name": name,
+                               "arguments": json.dumps(args), "status": "completed"})
+            return 200, {}, {
+                "id": f"resp_{n}", "object": "response", "created_at": int(time.time()), "model": model, "status": "completed",
+                "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                "usage": {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out,
+                          "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+            }
+        content: list[dict[str, Any]] = []
+        if text is not None:
+            content.append({"type": "text", "text": text})
+        for i, (name, args) in enumerate(calls):
+            content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": args})
+        return 200, {}, {
+            "id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": inp, "output_tokens": out},
+        }
+
+
+def _chat_sse(payload: dict[str, Any]) -> bytes:
+    """A chat completion as its chunks: the text, each tool call whole, then the finish and the usage."""
+    head = {"id": payload["id"], "object": "chat.completion.chunk", "created": payload["created"], "model": payload["model"]}
+    choice = payload["choices"][0]
+    message = choice["message"]
+    chunks: list[dict[str, Any]] = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": message["content"] or ""}, "finish_reason": None}]}]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        chunks.append({**head, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}]})
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    chunks.append({**head, "choices": [], "usage": payload["usage"]})
+    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+
+
+def _sse(wire: str, payload: dict[str, Any]) -> bytes:
+    """A rendered reply as the event stream a ``stream: true`` request gets (AnthropicModel streams its
+    requests; helix's live output streams chat completions)."""
+    if wire == "chat":
+        return _chat_sse(payload)
+    if wire != "messages":
+        raise NotImplementedError(f"streaming is scripted for the chat and messages wires, not {wire!r}")
+    usage = payload["usage"]
+    start = {**payload, "content": [], "stop_reason": None, "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(payload["content"]):
+        if block["type"] == "text":
+            events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}))
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}}))
+        else:
+            opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": opened}))
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": payload["stop_reason"], "stop_sequence": None},
+                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+
+
+@contextmanager
+def provider_server() -> Iterator[ProviderServer]:
+    server = ProviderServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+#: The three wire formats, by the pydantic-ai model class that speaks each.
+WIRES = ("chat", "responses", "messages")
+
+
+def model_for(wire: str, server: ProviderServer, model_name: str | None = None) -> Any:
+    """pydantic-ai's real model class for ``wire``, its provider pointed at ``server``."""
+    if wire == "messages":
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        return AnthropicModel(model_name or "claude-sonnet-5-5", provider=AnthropicProvider(api_key="test-key", base_url=server.root))
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(api_key="test-key", base_url=server.url)
+    if wire == "responses":
+        from pydantic_ai.models.openai import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(model_name or "gpt-4o", provider=provider)
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    return OpenAIChatModel(model_name or "gpt-4o", provider=provider)
+
+
+def tools_sent(entry: Logged) -> dict[str, dict[str, Any]]:
+    """The tools a request offered, by name: ``{"description", "parameters", "strict"}`` in each wire's words."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in entry.body.get("tools") or []:
+        if entry.wire == "chat":
+            f = t["function"]
+            out[f["name"]] = {"description": f.get("description"), "parameters": f.get("parameters"), "strict": f.get("strict")}
+        elif entry.wire == "responses":
+            out[t["name"]] = {"description": t.get("description"), "parameters": t.get("parameters"), "strict": t.get("strict")}
+        else:
+            out[t["name"]] = {"description": t.get("description"), "parameters": t.get("input_schema"), "strict": t.get("strict")}
+    return out
