@@ -342,18 +342,19 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
     messages = transcript.for_model(_with_instructions(list(loaded), await agent.instructions_for(scope)))
+    parameters = request_parameters(agent)  # before the grant: all that can be built is built
+    model = agent.resolved_model()
     began = await _rate_turn(e, agent.name, run_id)
-    parameters = request_parameters(agent)
     await _sendable(e, agent.name, run_id, began)
     if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
         from .live import streamed_request
 
-        response = await streamed_request(agent.resolved_model(), messages, _settings(agent), parameters, step)
+        response = await streamed_request(model, messages, _settings(agent), parameters, step)
     else:
         from pydantic_ai.direct import model_request
 
         response = await model_request(
-            agent.resolved_model(),
+            model,
             messages,
             model_settings=_settings(agent),
             model_request_parameters=parameters,
