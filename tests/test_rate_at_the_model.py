@@ -10,7 +10,7 @@ of its grant takes a fresh one (``runtime/flow/model_request.py``; docs/scaling.
 from __future__ import annotations
 
 from bench.stats import max_in_window
-from tests.support.procs import child_env, spawn_module, last_json
+from tests.support.procs import child_env, last_json, spawn_module
 from tests.support.provider_server import Text, provider_server
 
 LIMIT, PERIOD, EACH = 4, 2.0, 8
