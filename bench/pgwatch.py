@@ -7,8 +7,8 @@ exists, and the sampled figure is kept beside it as a cross-check:
 
 * **backends opened**: the delta of ``pg_stat_database.sessions`` for this database (Postgres 14+),
   a counter every backend bumps at its start, read after the batch's processes have exited (a
-  backend flushes its counters at exit at the latest). Exact; it includes the bench's own few
-  connections (at most 3, opened before the batch and kept). ``seen`` is how many backends opened
+  backend flushes its counters at exit at the latest). Exact: the bench's own connections are
+  opened before the batch and kept, so none of them counts. ``seen`` is how many backends opened
   during the batch the sampler caught (distinct ``(pid, backend_start)`` not there at its start).
 * **Postgres CPU**: (1) ``sampled``: every backend of this database seen by the sampler (every
   ``every`` s), from ``/proc/<pid>/stat`` at its last sample: a lower bound (a backend that lives
@@ -16,7 +16,8 @@ exists, and the sampled figure is kept beside it as a cross-check:
   ``server``: every process of the Postgres server, exactly: the live children of the postmaster
   at the end (their CPU since the start, or since birth), plus what the postmaster reaped during the
   batch (its ``cutime + cstime``: the whole CPU of every backend that exited), minus what those
-  that existed at the start had spent before it, plus the postmaster itself. That counts every
+  that existed at the start had spent before it, plus the postmaster itself, less the bench's own
+  backends (the sampler's, the wait for the batch's end). That counts every
   short-lived backend and the server's own processes (WAL writer, checkpointer, autovacuum), and
   also other databases' work: exact on a server the batch has to itself, an upper bound on a shared
   one. (3) ``busy``: ``pg_stat_database.active_time`` delta (ms the database's backends spent
@@ -126,6 +127,7 @@ class PgWatch:
         self.processes = dict(processes)  # pid -> label ("worker", "front")
         self.engine = sa.create_engine(url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT", connect_args={"application_name": OWN_APP})
         self.conn = self.engine.connect()  # kept for the batch: it holds the temporary slot
+        self._sampler = self.engine.connect()  # opened before the counters are read: not one of the batch's backends
         c = self.conn
         self.db_oid = int(c.execute(sa.text("SELECT oid FROM pg_database WHERE datname = current_database()")).scalar_one())
         me = int(c.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
@@ -149,13 +151,14 @@ class PgWatch:
         self.reaped0 = _reaped(self.postmaster) if self.postmaster else 0.0
         self.pm0 = cpu_of(self.postmaster) if self.postmaster else 0.0
         self.seen: set[tuple[int, str]] = set()
+        self.own_first: dict[int, float] = {}
+        self.own_last: dict[int, float] = {}
         self.first: dict[int, float] = {}
         self.last: dict[int, float] = {}
         self.peak_by_pid: dict[int, int] = {}
         self.peak_total = 0
         self.samples = 0
         self.t0 = time.time()
-        self._sampler = self.engine.connect()
         self._sample()  # the backends alive at the start: their CPU so far is not the batch's
         self.first = dict(self.last)
         self.before = set(self.seen)
@@ -176,9 +179,13 @@ class PgWatch:
         per: dict[int, int] = {}
         total = 0
         for r in rows:
-            if r["application_name"] == OWN_APP:
-                continue
             pid = int(r["pid"])
+            if r["application_name"] == OWN_APP:
+                cpu = cpu_of(pid)
+                if cpu is not None:
+                    self.own_first.setdefault(pid, cpu)
+                    self.own_last[pid] = cpu
+                continue
             self.seen.add((pid, str(r["bs"])))
             cpu = cpu_of(pid)
             if cpu is not None:
@@ -211,6 +218,8 @@ class PgWatch:
             live = sum(v - self.server0.get(pid, 0.0) for pid, v in now.items())
             gone_before = sum(v for pid, v in self.server0.items() if pid not in now)
             server = live + (_reaped(self.postmaster) - self.reaped0) - gone_before + ((cpu_of(self.postmaster) or 0.0) - (self.pm0 or 0.0))
+            # less the bench's own backends (this sampler, the waits on the batch's end)
+            server -= sum(v - self.own_first[pid] for pid, v in self.own_last.items())
         self.lsn1 = str(self.conn.execute(sa.text("SELECT pg_current_wal_lsn()")).scalar_one())
         wal = int(self.conn.execute(sa.text("SELECT pg_wal_lsn_diff(CAST(:b AS pg_lsn), CAST(:a AS pg_lsn))"), {"a": self.lsn0, "b": self.lsn1}).scalar_one())
         by_label: dict[str, int] = {}

@@ -218,7 +218,7 @@ def run_shape(url: str, shape: str, sessions: int, workers: int, timeout: float 
     close = watch = None
     try:
         enqueue_one, close = _front_for(shape, url, share)
-        with engine.connect():
+        with engine.connect(), engine.connect():  # the bench's own pool, opened before the batch's backends are counted
             pass
         pids = {proc.pid for proc in procs}
         watch = PgWatch(url, {**{p: "worker" for p in pids}, os.getpid(): "front"}, wal_by_db=sessions <= WAL_BY_DB_MAX_SESSIONS)

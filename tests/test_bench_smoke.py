@@ -75,3 +75,23 @@ def test_scale_section_runs_every_shape_side_by_side(pg_url: str) -> None:
     text = scale_section({"scale": out})
     assert "| figure | helix / floor | helix / bare | helix / peer |" in text
     assert "floor_dbos_steps, 1 worker(s)" in text and "peer_pydantic_ai_dbosagent, 1 worker(s)" in text and "WRONG" not in text
+
+
+def test_watch_counts_a_backend_that_lived_between_two_samples(pg_url: str) -> None:
+    """A connection that opens, runs a statement and closes between two samples is still counted
+    among the batch's backends (the database's session counter), and the sampler says it missed it."""
+    import os
+
+    import sqlalchemy as sa
+
+    from bench.pgwatch import PgWatch
+
+    url = sa.make_url(pg_url).set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    watch = PgWatch(url, {os.getpid(): "front"}, every=600, wal_by_db=False)
+    brief = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with brief.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+    brief.dispose()
+    watch.stop_sampling()
+    out = watch.finish()
+    assert out["backends_opened"] == 1 and out["backends_seen"] == 0, out
