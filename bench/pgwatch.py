@@ -151,6 +151,8 @@ class PgWatch:
         self.reaped0 = _reaped(self.postmaster) if self.postmaster else 0.0
         self.pm0 = cpu_of(self.postmaster) if self.postmaster else 0.0
         self.seen: set[tuple[int, str]] = set()
+        self.own_cpu_s = 0.0
+        """CPU this watcher's thread spent sampling: the front end's process hosts it, not its cost."""
         self.own_first: dict[int, float] = {}
         self.own_last: dict[int, float] = {}
         self.first: dict[int, float] = {}
@@ -201,8 +203,10 @@ class PgWatch:
 
     def _loop(self, every: float) -> None:
         while not self._stop.wait(every):
+            t = time.thread_time()
             with contextlib.suppress(sa.exc.DBAPIError):  # a slow server: the next sample
                 self._sample()
+            self.own_cpu_s += time.thread_time() - t
 
     def stop_sampling(self) -> dict[str, Any]:
         """At the batch's end: the sampled figures, the server's CPU and the WAL position."""
@@ -234,6 +238,7 @@ class PgWatch:
             "peak_conns": by_label,
             "peak_conns_total": self.peak_total,
             "samples": self.samples,
+            "watch_cpu_s": self.own_cpu_s,
         }
         return self.result
 

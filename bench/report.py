@@ -519,7 +519,8 @@ SCALE_NOTES = (
     "floor, bare and peer enqueue with `DBOSClient.enqueue`, helix through `Runtime(mode=\"client\").start` (gate + enqueue in one "
     "transaction), 5 threads each. The same DBOS queue settings everywhere: `worker_concurrency` = sessions / workers, polled every "
     "0.1 s (helix's entry queue is partitioned by owner: one partition here). Latency: enqueue to rest, from the database.\n\n"
-    "Cost (`bench/pgwatch.py`, all on this machine): worker and front CPU from /proc over the batch. Postgres CPU three ways: "
+    "Cost (`bench/pgwatch.py`, all on this machine): worker and front CPU from /proc over the batch (the front's without the "
+    "watcher's sampling thread, which runs in its process). Postgres CPU three ways: "
     "`this db, sampled` is every backend of the database seen by a 0.1 s sampler, at its last sample (a lower bound: a backend "
     "that lives between two samples counts nothing, an exiting one up to its last sample); `server, exact` is every process of the "
     "Postgres server (the postmaster's live children, plus its reaped children's `cutime + cstime`: every short-lived backend in "
@@ -592,7 +593,7 @@ def big_section(big: dict[str, Any]) -> str:
             ["front CPU ms/run", m["front_ms_per_run"], *[b["front_ms_per_run"] for b in big["batches"]]],
             [f"steps/s ({big['workers']} workers, each its own core)", m["steps_per_s_own_cores"], *[b["steps_per_s"] for b in big["batches"]]],
             [f"steps/s (this machine: {big['cores']} cores for every process)", m["steps_per_s_this_machine"], *[b["steps_per_s"] for b in big["batches"]]],
-            ["measured / predicted (this machine)", 1.0, *[b["steps_per_s"] / m["steps_per_s_this_machine"] for b in big["batches"]]]]
+            ["measured / predicted (this machine; the model is helix's, the floor beside it for scale)", 1.0, *[b["steps_per_s"] / m["steps_per_s_this_machine"] for b in big["batches"]]]]
     return "\n".join([
         f"\n**{big['sessions']:,} sessions on {big['workers']} worker processes, against docs/scaling.md's capacity model**\n",
         ("The model (docs/scaling.md, \"Capacity model\"): a step (6 a run) costs a worker 24 ms and Postgres 9 ms of CPU, an enqueue "

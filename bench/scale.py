@@ -242,8 +242,9 @@ def run_shape(url: str, shape: str, sessions: int, workers: int, timeout: float 
             ok = sum(r["status"] == "SUCCESS" for r in rows)
             statuses = _count(r["status"] for r in rows)
             answer_ok = None  # read after the batch (a connection of its own)
+        worker_cpu, f1 = _spent(pids, w0), time.process_time()
         cost = watch.stop_sampling()
-        worker_cpu, front_cpu = _spent(pids, w0), time.process_time() - f0
+        front_cpu = f1 - f0 - cost["watch_cpu_s"]  # the watcher's thread samples from this process: not the front end's cost
         batch = BatchStats(label, sessions, end - t0, lat, ok, _count(r["executor_id"] for r in rows), enq, statuses)
     finally:
         if close is not None:
