@@ -461,6 +461,8 @@ SCALE_COST = (
 
 def _scale_value(b: dict[str, Any], key: str, mult: float, per_run: bool) -> float | None:
     v = b.get(key)
+    if v is None and key == "pg_cpu_sampled_s":  # results saved before the watcher: its sampled figure's old name
+        v = b.get("pg_cpu_s")
     if v is None:
         return None
     return float(v) * mult / (b["sessions"] if per_run else 1)
