@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="worker processes for the queue case (Postgres only; 0: skip)")
     p.add_argument("--scale-sessions", type=int, default=1000, help="sessions of the scale section (front end + 1 and 2 workers, Postgres)")
     p.add_argument("--scale-workers", default="1,2", help="worker counts of the scale section's front end + workers case")
+    p.add_argument("--scale-shapes", default="floor,bare,peer,helix", help="shapes of the scale section, side by side (floor, bare, peer, helix)")
+    p.add_argument("--scale-limits", default=True, action=argparse.BooleanOptionalAction, help="the scale section's limits and fairness case")
+    p.add_argument("--scale-big", type=int, default=0, help="sessions of one large scale batch checked against docs/scaling.md's capacity model (0: skip)")
+    p.add_argument("--scale-big-workers", type=int, default=4, help="worker processes of --scale-big")
+    p.add_argument("--scale-big-shapes", default="floor,helix", help="shapes of --scale-big")
     p.add_argument("--pg-url", default=DEFAULT_PG_BASE, help="any database URL on the Postgres server to use")
     p.add_argument("--sqlite-dir", default=default_sqlite_dir())
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"), help="report to rewrite ('' to skip)")
@@ -185,10 +190,22 @@ def main(argv: list[str] | None = None) -> int:
 
     if "scale" in sections and "postgres" in dbs:
         from bench.report import scale_section
+        from bench.scale import SHAPES as SCALE_SHAPES
         from bench.scale import run_scale
 
-        with db("postgres", "helix_bench_scale") as url:
-            results["scale"] = run_scale(url, args.scale_sessions, tuple(int(w) for w in args.scale_workers.split(",") if w.strip()))
+        shapes = tuple(s.strip() for s in args.scale_shapes.split(",") if s.strip())
+        if set(shapes) - set(SCALE_SHAPES):
+            p.error(f"unknown scale shapes {sorted(set(shapes) - set(SCALE_SHAPES))}")
+        if args.scale_sessions > 0:
+            with db("postgres", "helix_bench_scale") as url:
+                results["scale"] = run_scale(url, args.scale_sessions, tuple(int(w) for w in args.scale_workers.split(",") if w.strip()),
+                                             shapes=shapes, limits=args.scale_limits)
+        if args.scale_big > 0:
+            from bench.scale import run_big
+
+            big_shapes = tuple(s.strip() for s in args.scale_big_shapes.split(",") if s.strip())
+            with db("postgres", "helix_bench_scale_big") as url:
+                results.setdefault("scale", {})["big"] = run_big(url, args.scale_big, args.scale_big_workers, big_shapes)
         _print(scale_section(results))
         lap("scale/postgres")
 
@@ -230,7 +247,8 @@ def _all_ok(results: dict[str, Any]) -> bool:
     for mode in results.get("concurrency", {}).values():
         ok &= all(b["ok"] == b["sessions"] for batches in mode.values() for b in batches)
     scale = results.get("scale", {})
-    ok &= all(b["ok"] == b["sessions"] for batches in scale.get("batches", {}).values() for b in batches)
+    ok &= all(b["ok"] == b["sessions"] and b.get("answer_ok", True) is not False for batches in scale.get("batches", {}).values() for b in batches)
+    ok &= all(b["ok"] == b["sessions"] and b.get("answer_ok", True) is not False for b in scale.get("big", {}).get("batches", []))
     lim = scale.get("limits")
     if lim:
         ok &= lim["capped"]["completed"] == lim["capped"]["sessions"] and lim["rated"]["completed"] == lim["rated"]["sessions"]

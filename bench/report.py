@@ -445,30 +445,125 @@ def write(path: str, body: str, preamble: str) -> None:
         f.write(text)
 
 
+SCALE_COST = (
+    ("wall s", "total_s", 1.0, False),
+    ("worker CPU ms/run", "worker_cpu_s", 1000.0, True),
+    ("pg CPU ms/run, this db, sampled", "pg_cpu_sampled_s", 1000.0, True),
+    ("pg CPU ms/run, server, exact", "pg_cpu_server_s", 1000.0, True),
+    ("pg busy ms/run", "pg_busy_s", 1000.0, True),
+    ("backends opened/run", "backends_opened", 1.0, True),
+    ("WAL KB/run, this db", "wal_db_bytes", 0.001, True),
+    ("WAL KB/run, server", "wal_server_bytes", 0.001, True),
+    ("front CPU ms/run", "front_cpu_s", 1000.0, True),
+)
+"""(label, key, scale, per run) of the figures the scale section sets side by side."""
+
+
+def _scale_value(b: dict[str, Any], key: str, mult: float, per_run: bool) -> float | None:
+    v = b.get(key)
+    if v is None and key == "pg_cpu_sampled_s":  # results saved before the watcher: its sampled figure's old name
+        v = b.get("pg_cpu_s")
+    if v is None:
+        return None
+    return float(v) * mult / (b["sessions"] if per_run else 1)
+
+
+def _shape_of(b: dict[str, Any]) -> str:
+    return str(b.get("shape") or b["runner"].split("_")[0])
+
+
+def _scale_rows(batches: list[dict[str, Any]], workers: str) -> tuple[list[list[Any]], list[list[Any]]]:
+    """(time rows, cost rows) of one worker count's batches."""
+    floor = next((b for b in batches if _shape_of(b) == "floor"), None)
+    bare = next((b for b in batches if _shape_of(b) == "bare"), None)
+    time_rows, cost_rows = [], []
+    for b in batches:
+        execs = ", ".join(f"{k}: {v}" for k, v in sorted(b["by_executor"].items())) or "-"
+        ref = floor or bare
+        time_rows.append([b["runner"], workers, b["sessions"], f"{b['ok']}/{b['sessions']}" + ("" if b.get("answer_ok", True) is not False else " WRONG ANSWER"),
+                          b["enqueue_s"], b["total_s"], b["runs_per_s"], b["p50_s"], b["p95_s"], b["max_s"],
+                          b["total_s"] / ref["total_s"] if ref else None, execs])
+        peak = b.get("peak_conns") or {}
+        opened = b.get("backends_opened")
+        cost_rows.append([
+            b["runner"],
+            *[_scale_value(b, key, mult, per) for _, key, mult, per in SCALE_COST[1:5]],
+            f"{opened / b['sessions']:.2f} ({opened:,}; seen {b.get('backends_seen', '-')})" if opened is not None else "-",
+            f"{peak.get('worker', '-')} / {peak.get('front', '-')} ({b.get('peak_conns_total', '-')})" if peak else "-",
+            *[_scale_value(b, key, mult, per) for _, key, mult, per in SCALE_COST[6:]],
+        ])
+    return time_rows, cost_rows
+
+
+def _scale_ratios(batches: list[dict[str, Any]]) -> list[list[Any]]:
+    """helix / floor, helix / bare, helix / peer, for every figure both sides have."""
+    by = {_shape_of(b): b for b in batches}
+    helix = by.get("helix")
+    if helix is None:
+        return []
+    rows = []
+    for label, key, mult, per in SCALE_COST:
+        h = _scale_value(helix, key, mult, per)
+        row: list[Any] = [label]
+        for other in ("floor", "bare", "peer"):
+            o = by.get(other)
+            v = _scale_value(o, key, mult, per) if o else None
+            row.append(f"{h / v:.2f}x" if h is not None and v else "-")
+        rows.append(row)
+    return rows
+
+
+SCALE_NOTES = (
+    "Shapes, side by side in one run: `floor_dbos_steps`, a DBOS workflow of plain `@DBOS.step` functions, the same 5 steps x 3 calls, "
+    "no pydantic-ai (the floor any durable loop on DBOS pays); `bare_dbos`, the pydantic-ai loop hand-written on DBOS; "
+    "`peer_pydantic_ai_dbosagent`, Pydantic AI's own `DBOSAgent`, its `bench_peer.run` workflow enqueued by name (the peer a user "
+    "would pick instead); `helix_dbos`. Each worker count and each shape has fresh worker processes serving only that shape's queue; "
+    "floor, bare and peer enqueue with `DBOSClient.enqueue`, helix through `Runtime(mode=\"client\").start` (gate + enqueue in one "
+    "transaction), 5 threads each. The same DBOS queue settings everywhere: `worker_concurrency` = sessions / workers, polled every "
+    "0.1 s (helix's entry queue is partitioned by owner: one partition here). Latency: enqueue to rest, from the database.\n\n"
+    "Cost (`bench/pgwatch.py`, all on this machine): worker and front CPU from /proc over the batch (the front's without the "
+    "watcher's sampling thread, which runs in its process). Postgres CPU three ways: "
+    "`this db, sampled` is every backend of the database seen by a 0.1 s sampler, at its last sample (a lower bound: a backend "
+    "that lives between two samples counts nothing, an exiting one up to its last sample); `server, exact` is every process of the "
+    "Postgres server (the postmaster's live children, plus its reaped children's `cutime + cstime`: every short-lived backend in "
+    "full, and the WAL writer, checkpointer, autovacuum) but also every other database's work: exact on a server the bench has to "
+    "itself, an upper bound on a shared one; `busy` is `pg_stat_database.active_time` (every backend of the database, flushed at "
+    "exit), wall time in statements, so it includes waits. Backends opened: `pg_stat_database.sessions` delta, exact (the bench's "
+    "own connections are opened before the batch), with how many of them the sampler saw. Peak connections: the most this database's backends held by one "
+    "worker process / by the front end (and by all at once), from `client_port` matched to each process's sockets at every sample. "
+    "WAL: `this db` is the records whose blocks are in this database, full-page images apart (`pg_walinspect` over the batch's range, "
+    "kept by a temporary replication slot); `server`, the LSN delta, every database and full-page images included.\n"
+)
+
+
 def scale_section(results: dict[str, Any]) -> str:
     scale = results.get("scale", {})
     if not scale:
         return ""
-    rows = []
+    time_rows: list[list[Any]] = []
+    cost_rows: list[list[Any]] = []
+    ratio_parts: list[str] = []
     for workers, batches in scale.get("batches", {}).items():
-        bare = next((b for b in batches if b["runner"].startswith("bare_dbos")), None)
-        for b in batches:
-            ratio = b["total_s"] / bare["total_s"] if bare else float("nan")
-            execs = ", ".join(f"{k}: {v}" for k, v in sorted(b["by_executor"].items())) or "-"
-            per_run = [b[k] / b["sessions"] * 1000 if b.get(k) else None for k in ("pg_cpu_s", "worker_cpu_s", "front_cpu_s")]
-            rows.append([b["runner"], b["sessions"], f"{b['ok']}/{b['sessions']}", b["enqueue_s"], b["total_s"], b["runs_per_s"], b["p50_s"], b["p95_s"], b["max_s"], ratio,
-                         *per_run, execs])
-    parts = [
-        "### Scale: a front end that only enqueues, 1 and 2 workers, Postgres (`bench/scale.py`)\n",
-        "Each worker count and each side has fresh worker processes that serve only that side's queues (bare DBOS's queue; "
-        "helix's entry and children's queues); bare DBOS enqueues with `DBOSClient.enqueue`, helix through "
-        "`Runtime(mode=\"client\").start` (gate + enqueue in one transaction). The same DBOS queue settings on both sides: "
-        "`worker_concurrency` = sessions / workers, polled every 0.1 s (helix's entry queue is partitioned by owner: one "
-        "partition here). Latency: enqueue to rest, from the database. CPU per run over the batch, from /proc (all on this machine): "
-        "`pg`, this database's Postgres backends; `workers`, the worker processes; `front`, the enqueuing process.\n",
-        _table(["runner", "sessions", "ok", "enqueue s", "total s", "runs/s", "p50 s", "p95 s", "max s", "total x bare", "pg CPU ms/run", "workers CPU ms/run",
-                "front CPU ms/run", "runs per worker"], rows, nd=2),
-    ]
+        t, c = _scale_rows(batches, workers)
+        time_rows += t
+        cost_rows += c
+        ratios = _scale_ratios(batches)
+        if ratios:
+            ratio_parts += [f"\n**helix / the others, {workers} worker(s), {batches[0]['sessions']:,} sessions**\n",
+                            _table(["figure", "helix / floor", "helix / bare", "helix / peer"], ratios)]
+    parts = ["### Scale: a front end that only enqueues, 1 and 2 workers, every shape side by side, Postgres (`bench/scale.py`)\n", SCALE_NOTES]
+    if time_rows:
+        parts += [
+            _table(["runner", "workers", "sessions", "ok", "enqueue s", "wall s", "runs/s", "p50 s", "p95 s", "max s", "wall x floor", "runs per worker"], time_rows, nd=2),
+            "",
+            _table(["runner", "worker CPU ms/run", "pg CPU ms/run (this db, sampled)", "pg CPU ms/run (server, exact)", "pg busy ms/run",
+                    "backends opened/run (total; seen)", "peak conns per worker / front (all)", "WAL KB/run (this db)", "WAL KB/run (server)",
+                    "front CPU ms/run"], cost_rows, nd=1),
+            *ratio_parts,
+        ]
+    big = scale.get("big")
+    if big:
+        parts.append(big_section(big))
     lim = scale.get("limits")
     if lim:
         c, r, f = lim["capped"], lim["rated"], lim["fairness"]
@@ -487,6 +582,34 @@ def scale_section(results: dict[str, Any]) -> str:
             ], nd=2),
         ]
     return "\n".join(parts) + "\n"
+
+
+
+
+def big_section(big: dict[str, Any]) -> str:
+    """The large batch against docs/scaling.md's capacity model: predicted and measured steps a second, and CPU per step."""
+    m = big["model"]
+    t, c = _scale_rows(big["batches"], str(big["workers"]))
+    rows = [["worker CPU ms/step", m["worker_ms_per_step"], *[b["worker_ms_per_step"] for b in big["batches"]]],
+            ["Postgres CPU ms/step (measured: server, exact)", m["pg_ms_per_step"], *[b["pg_ms_per_step"] for b in big["batches"]]],
+            ["front CPU ms/run", m["front_ms_per_run"], *[b["front_ms_per_run"] for b in big["batches"]]],
+            [f"steps/s ({big['workers']} workers, each its own core)", m["steps_per_s_own_cores"], *[b["steps_per_s"] for b in big["batches"]]],
+            [f"steps/s (this machine: {big['cores']} cores for every process)", m["steps_per_s_this_machine"], *[b["steps_per_s"] for b in big["batches"]]],
+            ["measured / predicted (this machine; the model is helix's, the floor beside it for scale)", 1.0, *[b["steps_per_s"] / m["steps_per_s_this_machine"] for b in big["batches"]]]]
+    return "\n".join([
+        f"\n**{big['sessions']:,} sessions on {big['workers']} worker processes, against docs/scaling.md's capacity model**\n",
+        ("The model (docs/scaling.md, \"Capacity model\"): a step (6 a run) costs a worker 24 ms and Postgres 9 ms of CPU, an enqueue "
+         "the front end 11.3 ms; so W workers carry W x 1000 / 24 steps a second when each has a core, and on one machine where every "
+         "process shares the cores at most cores x 1000 / (24 + 9 + 11.3 / 6). Measured: steps a second over the batch's wall time, and "
+         "the CPU each side spent per step.\n"),
+        _table(["runner", "workers", "sessions", "ok", "enqueue s", "wall s", "runs/s", "p50 s", "p95 s", "max s", "wall x floor", "runs per worker"], t, nd=2),
+        "",
+        _table(["runner", "worker CPU ms/run", "pg CPU ms/run (this db, sampled)", "pg CPU ms/run (server, exact)", "pg busy ms/run",
+                "backends opened/run (total; seen)", "peak conns per worker / front (all)", "WAL KB/run (this db)", "WAL KB/run (server)",
+                "front CPU ms/run"], c, nd=1),
+        "",
+        _table(["figure", "model", *[b["runner"] for b in big["batches"]]], rows, nd=1),
+    ]) + "\n"
 
 
 def issue25_table(results: dict[str, Any]) -> str:

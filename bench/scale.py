@@ -1,15 +1,23 @@
-"""Section `scale`: a front end that only enqueues, 1 and 2 worker processes, against bare DBOS queues;
+"""Section `scale`: a front end that only enqueues, 1 and 2 worker processes, every shape side by side;
 then the fleet-wide limits and the fairness between owners, read back from the ledger.
 
-Postgres only. For each worker count and each side, fresh `bench.worker` processes that define and
-serve only that side's queues (`--serve bare`: the bare-DBOS workflow on its own queue; `--serve
+Postgres only. The shapes (`SHAPES`), in one run: `floor`, a DBOS workflow of plain `@DBOS.step`
+functions, the same 5 steps x 3 calls, no pydantic-ai (`bench.systems.floor`); `bare`, the
+pydantic-ai loop hand-written on DBOS (`bench.systems.bare`); `peer`, Pydantic AI's own `DBOSAgent`,
+its `run` workflow enqueued by name (`bench.systems.pydantic_ai.make_peer_agent`), the peer a user
+would pick instead; and helix. Each batch's cost is read by `bench.pgwatch` (backends opened,
+Postgres CPU counting short-lived backends, peak connections per process, WAL); `run_big` is one
+large batch checked against docs/scaling.md's capacity model.
+
+For each worker count and each shape, fresh `bench.worker` processes that define and
+serve only that shape's queue (`--serve bare|floor|peer`: that workflow on its own queue; `--serve
 helix`: helix in `mode="worker"`, its entry queue `helix_entries`; not the children's queue, which a
 worker serves only when one of its agents has a remote or companion sub-agent, none here). One set of
 processes serving both sides made each side's workers poll the other's idle queues through its batch,
 and the two did not pay alike: bare DBOS's steps kept its workers' system-database pool busy, which
 slowed their polls to about 1 a second, while helix's workers (their ledger on pools of their own)
 polled bare's queue 10 times a second, ~8 ms of worker CPU per helix run at 300 sessions. This
-process is the front end: bare runs are enqueued with `DBOSClient.enqueue`; helix sessions with
+process is the front end: floor, bare and peer runs are enqueued with `DBOSClient.enqueue`; helix sessions with
 `Runtime(mode="client").start(...)`, the public entry (the gate and the enqueue in one transaction).
 Both are enqueued from 5 threads. The queue settings are the same on both sides: `worker_concurrency =
 ceil(N / workers)`, polled every 0.1 s (`bench.worker.QUEUE_POLL_S`, helix's Postgres default); helix's
@@ -136,73 +144,164 @@ class PgCpu:
         return sum(v - self.before.get(pid, 0.0) for pid, v in self.last.items())
 
 
-def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (1, 2), timeout: float = 1200) -> dict[str, Any]:
-    """For each worker count: N bare runs, then N helix sessions, each through a front end; then the limits."""
+SHAPES = ("floor", "bare", "peer", "helix")
+"""The scale section's shapes, in the order each worker count runs them."""
+SHAPE_RUNNER = {
+    "floor": "floor_dbos_steps",  # a DBOS workflow of plain steps, no pydantic-ai
+    "bare": "bare_dbos",  # the pydantic-ai loop hand-written on DBOS
+    "peer": "peer_pydantic_ai_dbosagent",  # Pydantic AI's own DBOSAgent on a DBOS queue
+    "helix": "helix_dbos",
+}
+
+#: docs/scaling.md's capacity model ("Capacity model"): CPU per step of the bench's shape (a run is
+#: 6 model steps and 15 calls) and the front end's per enqueue, read at 2 workers x 1,000 sessions.
+MODEL_WORKER_MS_PER_STEP = 24.0
+MODEL_PG_MS_PER_STEP = 9.0
+MODEL_FRONT_MS_PER_RUN = 11.3
+
+
+def _front_for(shape: str, url: str, share: int) -> tuple[Any, Any]:
+    """(enqueue one session -> its id, close) of the front end of ``shape``, in this process."""
     from dbos import DBOSClient
 
-    import helix_dbos as hx
     from bench.dbs import APP_NAME, APP_VERSION
-    from bench.systems.helix import AGENT_NAME, make_agent
-    from bench.worker import BARE_QUEUE, QUEUE_POLL_S
+    from bench.worker import DBOS_QUEUES, QUEUE_POLL_S
 
     spec = WorkloadSpec()
-    expected = expected_answer(spec)
-    out: dict[str, Any] = {"batches": {}}
-    for workers in worker_counts:
-        share = -(-sessions // workers)
-        procs = _workers(url, workers, share, serve="bare")  # before the client: the first migrates a fresh database
-        client = DBOSClient(system_database_url=url, application_name=APP_NAME, system_database_pool_size=5)
-        engine = sa.create_engine(url, pool_size=2, max_overflow=0)
-        batches: list[BatchStats] = []
-        pg_cpu = []
-        try:
-            try:
-                client.register_queue(BARE_QUEUE, worker_concurrency=share, polling_interval_sec=QUEUE_POLL_S, on_conflict="always_update")
-                pids = {proc.pid for proc in procs}
-                cpu, w0, f0 = PgCpu(engine), _cpu_s(pids), time.process_time()
-                t0 = time.time()
-                with ThreadPoolExecutor(max_workers=5) as pool:
-                    ids = list(pool.map(
-                        lambda _, c=client: c.enqueue({"queue_name": BARE_QUEUE, "workflow_name": "bench.bare.agent_run", "app_version": APP_VERSION}, spec.prompt).get_workflow_id(),
-                        range(sessions),
-                    ))
-                enq = time.time() - t0
-                rows = _wait_bare(engine, ids, timeout)
-                end = max(r["updated_at"] for r in rows) / 1000.0
-                lat = [(r["updated_at"] - r["created_at"]) / 1000.0 for r in rows]
-                batches.append(BatchStats(f"bare_dbos, {workers} worker(s)", sessions, end - t0, lat, sum(r["status"] == "SUCCESS" for r in rows),
-                                          _count(r["executor_id"] for r in rows), enq, _count(r["status"] for r in rows)))
-                pg_cpu.append((cpu.seconds(), _spent(pids, w0), time.process_time() - f0))
-            finally:
-                for proc in procs:
-                    _stop_worker(proc)
+    if shape == "helix":
+        import helix_dbos as hx
+        from bench.systems.helix import AGENT_NAME, make_agent
 
-            procs = _workers(url, workers, share, serve="helix")
-            front = hx.Runtime([make_agent(spec)], mode="client", database_url=url, application_version=APP_VERSION, app_name=APP_NAME,
-                               worker_concurrency=share, api_pool=(5, 0)).launch()
-            try:
-                pids = {proc.pid for proc in procs}
-                cpu, w0, f0 = PgCpu(engine), _cpu_s(pids), time.process_time()
-                t0 = time.time()
-                with ThreadPoolExecutor(max_workers=5) as pool:
-                    ids = list(pool.map(lambda _, rt=front: rt.start(AGENT_NAME, spec.prompt).run_id, range(sessions)))
-                enq = time.time() - t0
-                rows = _wait_helix(engine, ids, timeout)
-                end = max(r["ended_at"].timestamp() for r in rows)
-                lat = [(r["ended_at"] - r["created_at"]).total_seconds() for r in rows]
-                ok = sum(1 for r in rows if r["status"] == "completed" and r["output"] == expected)
-                batches.append(BatchStats(f"helix_dbos, front end + {workers} worker(s)", sessions, end - t0, lat, ok, _count(r["executor_id"] for r in rows), enq,
-                                          _count(f"{r['status']} {r['error_code'] or ''}".strip() for r in rows)))
-                pg_cpu.append((cpu.seconds(), _spent(pids, w0), time.process_time() - f0))
-            finally:
-                front.shutdown()
-                for proc in procs:
-                    _stop_worker(proc)
-        finally:
-            engine.dispose()
-            client.destroy()
-        out["batches"][f"{workers}"] = [dict(b.summary(), pg_cpu_s=c[0], worker_cpu_s=c[1], front_cpu_s=c[2]) for b, c in zip(batches, pg_cpu, strict=False)]
-    out["limits"] = run_limits(url, sessions, timeout=timeout)
+        front = hx.Runtime([make_agent(spec)], mode="client", database_url=url, application_version=APP_VERSION, app_name=APP_NAME,
+                           worker_concurrency=share, api_pool=(5, 0)).launch()
+        return (lambda: front.start(AGENT_NAME, spec.prompt).run_id), front.shutdown
+    from bench.systems import bare, floor, pydantic_ai
+
+    workflow = {"floor": floor.WORKFLOW_NAME, "bare": bare.WORKFLOW_NAME, "peer": pydantic_ai.PEER_WORKFLOW}[shape]
+    kwargs: dict[str, Any] = {"deps": None} if shape == "peer" else {}  # DBOSAgent's run workflow: deps is keyword-only
+    client = DBOSClient(system_database_url=url, application_name=APP_NAME, system_database_pool_size=5)
+    client.register_queue(DBOS_QUEUES[shape], worker_concurrency=share, polling_interval_sec=QUEUE_POLL_S, on_conflict="always_update")
+    opts: Any = {"queue_name": DBOS_QUEUES[shape], "workflow_name": workflow, "app_version": APP_VERSION}
+    return (lambda: client.enqueue(opts, spec.prompt, **kwargs).get_workflow_id()), client.destroy
+
+
+def _answer_ok(shape: str, url: str, ids: list[str]) -> bool:
+    """The first and the last run's result is the shape's expected answer (the batch's statuses say the rest)."""
+    from dbos import DBOSClient
+
+    from bench.dbs import APP_NAME
+    from bench.systems.floor import expected_floor_answer
+
+    spec = WorkloadSpec()
+    want = expected_floor_answer(spec) if shape == "floor" else expected_answer(spec)
+    client = DBOSClient(system_database_url=url, application_name=APP_NAME, system_database_pool_size=1)
+    try:
+        for wid in {ids[0], ids[-1]}:
+            got = client.retrieve_workflow(wid).get_result()
+            if (got.output if shape == "peer" else got) != want:
+                return False
+        return True
+    finally:
+        client.destroy()
+
+
+def run_shape(url: str, shape: str, sessions: int, workers: int, timeout: float = 1200, tag: str = "") -> dict[str, Any]:
+    """``sessions`` runs of ``shape`` through a front end in this process, served by ``workers`` fresh
+    ``bench.worker --serve SHAPE`` processes; the batch's times and its cost (``bench.pgwatch``)."""
+    import os
+
+    from bench.pgwatch import PgWatch, own_engine
+
+    share = -(-sessions // workers)
+    procs = _workers(url, workers, share, serve=shape, tag=f"{tag}-{shape}")  # before the front: the first migrates a fresh database
+    engine = own_engine(url)
+    close = watch = None
+    try:
+        enqueue_one, close = _front_for(shape, url, share)
+        with engine.connect(), engine.connect():  # the bench's own pool, opened before the batch's backends are counted
+            pass
+        pids = {proc.pid for proc in procs}
+        watch = PgWatch(url, {**{p: "worker" for p in pids}, os.getpid(): "front"}, wal_by_db=sessions <= WAL_BY_DB_MAX_SESSIONS)
+        w0, f0 = _cpu_s(pids), time.process_time()
+        t0 = time.time()
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            ids = list(pool.map(lambda _: enqueue_one(), range(sessions)))
+        enq = time.time() - t0
+        label = f"{SHAPE_RUNNER[shape]}, {'front end + ' if shape == 'helix' else ''}{workers} worker(s)"
+        if shape == "helix":
+            rows = _wait_helix(engine, ids, timeout)
+            end = max(r["ended_at"].timestamp() for r in rows)
+            lat = [(r["ended_at"] - r["created_at"]).total_seconds() for r in rows]
+            ok = sum(1 for r in rows if r["status"] == "completed" and r["output"] == expected_answer(WorkloadSpec()))
+            statuses = _count(f"{r['status']} {r['error_code'] or ''}".strip() for r in rows)
+            answer_ok: bool | None = ok == sessions
+        else:
+            rows = _wait_bare(engine, ids, timeout)
+            end = max(r["updated_at"] for r in rows) / 1000.0
+            lat = [(r["updated_at"] - r["created_at"]) / 1000.0 for r in rows]
+            ok = sum(r["status"] == "SUCCESS" for r in rows)
+            statuses = _count(r["status"] for r in rows)
+            answer_ok = None  # read after the batch (a connection of its own)
+        worker_cpu, f1 = _spent(pids, w0), time.process_time()
+        cost = watch.stop_sampling()
+        front_cpu = f1 - f0 - cost["watch_cpu_s"]  # the watcher's thread samples from this process: not the front end's cost
+        batch = BatchStats(label, sessions, end - t0, lat, ok, _count(r["executor_id"] for r in rows), enq, statuses)
+    finally:
+        if close is not None:
+            close()
+        for proc in procs:
+            _stop_worker(proc)
+        engine.dispose()
+        if watch is not None and not hasattr(watch, "result"):
+            watch.close()
+    cost = watch.finish()
+    if answer_ok is None:
+        answer_ok = _answer_ok(shape, url, ids)
+    return dict(batch.summary(), shape=shape, workers=workers, answer_ok=answer_ok, worker_cpu_s=worker_cpu, front_cpu_s=front_cpu,
+                pg_cpu_s=cost["pg_cpu_sampled_s"], **cost)
+
+
+WAL_BY_DB_MAX_SESSIONS = 2000
+"""Above this, a batch's own WAL is not read back record by record (gigabytes of other databases' WAL
+too on a shared server): the server-wide LSN delta only."""
+
+
+def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (1, 2), timeout: float = 1200,
+              shapes: tuple[str, ...] = SHAPES, limits: bool = True) -> dict[str, Any]:
+    """For each worker count, every shape side by side (``SHAPES``), each through a front end; then the limits."""
+    out: dict[str, Any] = {"batches": {}, "shapes": list(shapes)}
+    for workers in worker_counts:
+        out["batches"][f"{workers}"] = [run_shape(url, shape, sessions, workers, timeout) for shape in shapes]
+    if limits:
+        out["limits"] = run_limits(url, sessions, timeout=timeout)
+    return out
+
+
+def run_big(url: str, sessions: int = 10_000, workers: int = 4, shapes: tuple[str, ...] = ("floor", "helix"), timeout: float = 7200) -> dict[str, Any]:
+    """One large batch per shape on ``workers`` processes, and docs/scaling.md's capacity model against it.
+
+    The model (each worker a core of its own, Postgres its own cores) predicts ``workers x 1000 /
+    24`` steps a second; on one machine every process shares ``os.cpu_count()`` cores, so the model's
+    CPU per step (worker 24 ms + Postgres 9 ms + the front end's 11.3 ms a run / 6) bounds it at
+    ``cores x 1000 / 34.9``. The measured CPU per step is set beside the model's."""
+    import os
+
+    cores = os.cpu_count() or 1
+    model_step_ms = MODEL_WORKER_MS_PER_STEP + MODEL_PG_MS_PER_STEP + MODEL_FRONT_MS_PER_RUN / WorkloadSpec().model_requests
+    out: dict[str, Any] = {"sessions": sessions, "workers": workers, "cores": cores, "batches": [], "model": {
+        "worker_ms_per_step": MODEL_WORKER_MS_PER_STEP, "pg_ms_per_step": MODEL_PG_MS_PER_STEP, "front_ms_per_run": MODEL_FRONT_MS_PER_RUN,
+        "steps_per_s_own_cores": workers * 1000 / MODEL_WORKER_MS_PER_STEP,
+        "steps_per_s_this_machine": min(workers * 1000 / MODEL_WORKER_MS_PER_STEP, cores * 1000 / model_step_ms),
+    }}
+    steps = WorkloadSpec().model_requests
+    for shape in shapes:
+        b = run_shape(url, shape, sessions, workers, timeout, tag="-big")
+        pg = b.get("pg_cpu_server_s") or b.get("pg_cpu_sampled_s") or 0.0
+        b["steps_per_s"] = sessions * steps / b["total_s"]
+        b["worker_ms_per_step"] = b["worker_cpu_s"] * 1000 / (sessions * steps)
+        b["pg_ms_per_step"] = pg * 1000 / (sessions * steps)
+        b["front_ms_per_run"] = b["front_cpu_s"] * 1000 / sessions
+        out["batches"].append(b)
     return out
 
 

@@ -10,6 +10,9 @@ and serves until its stdin closes (the parent's way to stop it) or it gets SIGTE
 Both workers register the same workflow names under the same application name and version as the
 parent's `DBOSClient` uses, so either may dequeue any run. `--serve bare` / `--serve helix` makes a
 process of one side only (bench/scale.py): it defines and polls that side's queues and no other.
+`--serve floor` (plain DBOS steps, no pydantic-ai: `bench.systems.floor`) and `--serve peer`
+(Pydantic AI's `DBOSAgent`: `bench.systems.pydantic_ai.make_peer_agent`) are the scale section's
+other two shapes, each on its own DBOS queue.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ import threading
 from typing import Any
 
 BARE_QUEUE = "bench_bare"
+FLOOR_QUEUE = "bench_floor"
+PEER_QUEUE = "bench_peer"
+DBOS_QUEUES = {"bare": BARE_QUEUE, "floor": FLOOR_QUEUE, "peer": PEER_QUEUE}
+"""The queue of each shape served by plain DBOS (helix's are its own)."""
 QUEUE_POLL_S = 0.1
 
 
@@ -33,8 +40,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--owner-share", type=int, default=None, help="helix owner_share (runs per owner per worker, with --helix-mode worker)")
     p.add_argument("--limited", action="store_true", help="also define the limited agents of bench/scale.py (max_running, model_requests)")
     p.add_argument("--rate", type=int, default=10, help="model requests per second of the rate-limited agent (with --limited)")
-    p.add_argument("--serve", default="both", choices=["both", "bare", "helix"],
-                   help="bare/helix: this process defines and dequeues only that side's workflows (bench/scale.py); both: either side's")
+    p.add_argument("--serve", default="both", choices=["both", "bare", "helix", "floor", "peer"],
+                   help="bare/helix/floor/peer: this process defines and dequeues only that shape's workflows (bench/scale.py); both: bare's and helix's")
     args = p.parse_args(argv)
 
     from dbos import DBOS
@@ -47,8 +54,16 @@ def main(argv: list[str]) -> int:
 
     spec = WorkloadSpec()
     configure_dbos(args.db, launch=False, reset=False, executor_id=args.executor, sys_db_pool_size=WORKER_POOLS["dbos"])
-    if args.serve != "helix":
+    if args.serve in ("both", "bare"):
         make_bare_dbos_runner(spec)
+    elif args.serve == "floor":
+        from bench.systems.floor import make_runner as make_floor_runner
+
+        make_floor_runner(spec)
+    elif args.serve == "peer":
+        from bench.systems.pydantic_ai import make_peer_agent
+
+        peer = make_peer_agent(spec)  # noqa: F841 - kept alive: DBOS's registry points at its workflows
     extra: dict[str, Any] = {}
     agents: list[Any] = []
     limits: dict[str, Any] = {}
@@ -60,8 +75,8 @@ def main(argv: list[str]) -> int:
     # DBOS polls every queue of the application it finds in dbos.queues unless told which: a process
     # of one side must not pay the other side's polls (a 0.1 s poll of an idle queue is two or three
     # transactions and 2.5-5 ms of this process's CPU: docs/benchmarks.md, "Scale: where a worker's CPU went")
-    if args.serve == "bare":
-        DBOS.listen_queues([BARE_QUEUE])
+    if args.serve in DBOS_QUEUES:
+        DBOS.listen_queues([DBOS_QUEUES[args.serve]])
     elif args.serve == "helix":
         from bench.systems.helix import make_agent
         from helix_dbos.runtime.process import polling, queues
@@ -71,15 +86,17 @@ def main(argv: list[str]) -> int:
         children = ["helix_runs"] if polling.serves_children_queue([make_agent(spec), *agents]) else []
         DBOS.listen_queues(sorted({queues.ENTRY_QUEUE, *children, *(queues.entry_queue(a.name, limits) for a in agents)}))
     helix = None
-    if args.serve != "bare":
+    if args.serve in ("both", "helix"):
         helix = HelixRunner(
             spec, database_url=args.db, tx_pool=WORKER_POOLS["ds"], api_pool=WORKER_POOLS["sync"],
             mode=args.helix_mode, worker_concurrency=args.concurrency, owner_share=args.owner_share, **extra,
         )
     else:
         DBOS.launch()
-    if args.serve != "helix":
+    if args.serve == "both":
         DBOS.register_queue(BARE_QUEUE, polling_interval_sec=QUEUE_POLL_S)
+    elif args.serve in DBOS_QUEUES:
+        DBOS.register_queue(DBOS_QUEUES[args.serve], polling_interval_sec=QUEUE_POLL_S)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print("ready", helix.runtime.executor_id if helix is not None else args.executor, flush=True)

@@ -50,3 +50,48 @@ def test_cost_section_renders_wal_and_postgres_cpu() -> None:
     assert "| helix_dbos | 98.9 | 28.0 | 14.2 | 264.2 | 1 (6 rows) | helix.events 17.9 | sessions 44 (43.4) |" in text
     assert "`SELECT a // b FROM helix.sessions`" in text  # a pipe would break the table
     assert wal_section({"error": "permission denied to create extension"}).startswith("WAL per run: not measured (permission denied")
+
+
+def test_scale_section_runs_every_shape_side_by_side(pg_url: str) -> None:
+    """The scale section's four shapes (plain DBOS steps, the pydantic-ai loop on DBOS, Pydantic AI's
+    DBOSAgent, helix) each serve a tiny batch from their own worker process, answer right, and get
+    every cost figure, which the report sets side by side."""
+    import sqlalchemy as sa
+
+    from bench.report import scale_section
+    from bench.scale import SHAPES, run_scale
+
+    url = sa.make_url(pg_url).set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    out = run_scale(url, sessions=6, worker_counts=(1,), limits=False, timeout=180)
+    batches = out["batches"]["1"]
+    assert [b["shape"] for b in batches] == list(SHAPES)
+    for b in batches:
+        assert b["ok"] == 6 and b["answer_ok"], b
+        # each shape's worker opened its pools before the batch: a batch of 6 opens few backends, but counts them
+        assert b["backends_opened"] is not None and b["backends_opened"] >= 0
+        assert b["peak_conns"].get("worker", 0) >= 1 and b["peak_conns_total"] >= b["peak_conns"]["worker"]
+        assert b["wal_server_bytes"] > 0 and b["worker_cpu_s"] > 0
+        assert b["wal_db_bytes"] is None or b["wal_db_bytes"] > 0
+    text = scale_section({"scale": out})
+    assert "| figure | helix / floor | helix / bare | helix / peer |" in text
+    assert "floor_dbos_steps, 1 worker(s)" in text and "peer_pydantic_ai_dbosagent, 1 worker(s)" in text and "WRONG" not in text
+
+
+def test_watch_counts_a_backend_that_lived_between_two_samples(pg_url: str) -> None:
+    """A connection that opens, runs a statement and closes between two samples is still counted
+    among the batch's backends (the database's session counter), and the sampler says it missed it."""
+    import os
+
+    import sqlalchemy as sa
+
+    from bench.pgwatch import PgWatch
+
+    url = sa.make_url(pg_url).set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    watch = PgWatch(url, {os.getpid(): "front"}, every=600, wal_by_db=False)
+    brief = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with brief.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+    brief.dispose()
+    watch.stop_sampling()
+    out = watch.finish()
+    assert out["backends_opened"] == 1 and out["backends_seen"] == 0, out

@@ -40,3 +40,29 @@ def make_runner(spec: WorkloadSpec) -> Runner:
     run.workflow = pai_agent_run  # type: ignore[attr-defined]
     run.workflow_name = "bench.pai.agent_run"  # type: ignore[attr-defined]
     return run
+
+
+PEER_AGENT_NAME = "bench_peer"
+PEER_WORKFLOW = f"{PEER_AGENT_NAME}.run"
+"""The workflow ``DBOSAgent`` registers for ``run`` (``f"{name}.run"``): what a front end enqueues."""
+
+
+def make_peer_agent(spec: WorkloadSpec) -> object:
+    """Pydantic AI's own DBOS agent (``DBOSAgent``) of the same model script and tool bodies.
+
+    What a user picks instead of helix to run agents on DBOS queues: the wrapper registers
+    ``bench_peer.run`` (the agent's ``run`` as a DBOS workflow, its model requests as steps), a
+    front end enqueues that workflow by name with ``DBOSClient`` (``deps=None``: the workflow's
+    ``deps`` is keyword-only and required), and workers serve the queue. Function tools are wrapped
+    in ``@DBOS.step`` as its docs prescribe (the wrapper makes only model requests and MCP calls
+    durable). Build after ``configure_dbos(..., launch=False)``, before ``DBOS.launch()``.
+    """
+    import warnings
+
+    from pydantic_ai.durable_exec.dbos import DBOSAgent
+
+    tools = [as_dbos_step(fn, f"bench.peer.tool.{name}") for name, fn in TOOL_FUNCTIONS.items()]
+    agent = Agent(make_model(spec), name=PEER_AGENT_NAME, tools=tools)
+    with warnings.catch_warnings():  # deprecated in favour of DBOSDurability, still what a queue-served agent enqueues by name
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return DBOSAgent(agent, name=PEER_AGENT_NAME)
