@@ -46,6 +46,8 @@ class WorkerPool:
         self.effects.mkdir()
         self.env = {effects_var: str(self.effects), "HELIX_DBOS_TAKEOVER_AFTER": str(lease), **env}
         self.procs: list[subprocess.Popen[str]] = []
+        #: Each worker's ready line (executor id, pid, its Postgres connections by pool), by executor id.
+        self.ready: dict[str, dict[str, Any]] = {}
         self._logs: list[IO[str]] = []
 
     def worker(self, executor: str, **extra: str) -> subprocess.Popen[str]:
@@ -60,6 +62,7 @@ class WorkerPool:
         line = proc.stdout.readline()
         assert line.startswith("{"), f"worker {executor} did not start: {line!r} {(self.workdir / f'{executor}.log').read_text()[-3000:]}"
         self.procs.append(proc)
+        self.ready[executor] = json.loads(line)
         return proc
 
     def effects_of(self, kind: str) -> list[dict[str, Any]]:

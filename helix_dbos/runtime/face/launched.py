@@ -22,6 +22,7 @@ from ..floor.registry import Registry
 from ..process import leases, polling
 from ..process.config import Settings
 from ..process.executor_lock import ExecutorLock
+from ..process.pools import Footprint, Pool, PoolSetting
 
 __all__ = ["MODES", "LaunchedParts", "Mode"]
 
@@ -32,8 +33,9 @@ class LaunchedParts:
 
     # configuration (fixed once launched: runtime.CONFIGURATION)
     agents: dict[str, Agent]
-    api_pool: tuple[int, int]
-    tx_pool: tuple[int, int]
+    api_pool: PoolSetting | None
+    tx_pool: PoolSetting | None
+    dbos_pool: PoolSetting | None
     live_output: bool
     recovery: Profile
     database_url: str | None
@@ -64,6 +66,7 @@ class LaunchedParts:
     _registry: Registry | None
     _client: Any
     _mode: Mode
+    _footprint: Footprint | None  # the connections this launch holds on Postgres (process/pools.py)
 
     @property
     def engine(self) -> sa.Engine:
@@ -95,6 +98,14 @@ class LaunchedParts:
             raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
         return self.settings.executor_id
 
+    def connection_footprint(self) -> dict[str, int]:
+        """The Postgres connections this launched process holds at most, by pool, and their
+        ``total`` (docs/operations.md, "Database connections"): what to size ``max_connections``
+        by. A pool without overflow opens its connections once and keeps them. All 0 on SQLite."""
+        if self._footprint is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._footprint.as_dict()
+
     @staticmethod
-    def _pool_args(url: str, pool: tuple[int, int]) -> dict[str, int]:
-        return {} if is_sqlite(url) else {"pool_size": pool[0], "max_overflow": pool[1]}
+    def _pool_args(url: str, pool: Pool) -> dict[str, int]:
+        return {} if is_sqlite(url) else {"pool_size": pool.size, "max_overflow": pool.overflow}

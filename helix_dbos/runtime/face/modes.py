@@ -14,7 +14,7 @@ from ...ledger.migrate import upgrade
 from ...settings import EnvSettings
 from ..floor.records import OpenedRun
 from ..flow import workflow
-from ..process import dbos_private, queues
+from ..process import dbos_private, pools, queues
 from ..process.config import Settings, resolve_app_version, resolve_database_url
 from .launched import LaunchedParts, Mode
 
@@ -42,7 +42,9 @@ class Modes(LaunchedParts):
         if is_sqlite(url):
             ensure_sqlite_wal(url)
         upgrade(url)
-        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
+        api = pools.api_pool("client", pools.check_pool("api_pool", self.api_pool), environment)
+        self._footprint = pools.NO_CONNECTIONS if is_sqlite(url) else pools.Footprint("client", api, None, None, 0, 0)
+        self._engine = create_sync_engine(url, application_name=pools.application_name("client", "api"), **self._pool_args(url, api))
         self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
         dbos_private.run_client_migrations(self._client)
         queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))
