@@ -346,8 +346,8 @@ class Runtime(Modes, ExecutorLeases, Stopping):
     def _create_tx_engine(self, url: str, footprint: Footprint, executor_id: str) -> sa.Engine:
         """The engine of the workflows' ledger transactions, on its own blocking pool (so API
         callers' threads and the workflows' transactions never starve each other)."""
-        assert footprint.tx is not None
-        return create_sync_engine(url, application_name=pools.application_name(self._mode, "tx", executor_id), **self._pool_args(url, footprint.tx))
+        tx = footprint.tx or pools.Pool(pools.DEFAULT_TX_POOL)  # SQLite: no server, no pool sizes (_pool_args)
+        return create_sync_engine(url, application_name=pools.application_name(self._mode, "tx", executor_id), **self._pool_args(url, tx))
 
     def _plan_connections(self, url: str, environment: EnvSettings, existing: Any) -> Footprint:
         """The pools this launch opens (process/pools.py): DBOS's as the app configured it when it
