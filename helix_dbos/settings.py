@@ -168,6 +168,9 @@ class EnvSettings:
     dbos_pool: int | None = field(default=None, metadata=_var(
         "HELIX_DBOS_DBOS_POOL", "connections of DBOS's system-database pool when `Runtime(dbos_pool=)` names none", _integer(1, 1000),
         default_text="10"))
+    pooler_url: str | None = field(default=None, metadata=_var(
+        "HELIX_DBOS_POOLER_URL", "a PgBouncer (transaction mode) URL of the same database that the API and ledger-transaction pools connect through when `Runtime(pooler_url=)` names none", _stripped,
+        default_text="none: they connect to the database URL"))
     # --- what a run emits
     live_output: bool = field(default=False, metadata=_var(
         "HELIX_DBOS_LIVE_OUTPUT", "model output deltas on the run's DBOS stream when `Runtime(live_output=)` says nothing", _flag))

@@ -10,17 +10,19 @@ closed a connection per burst: 240 sessions and 63 at once for one worker under 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pydantic_ai.messages import ModelResponse, TextPart
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
 from helix_dbos.errors import ConfigurationError
@@ -28,6 +30,8 @@ from helix_dbos.runtime.process import pools
 from helix_dbos.settings import from_environ
 from tests.support.backends import BackendSampler, SessionCounter, client_ports
 from tests.support.fleet import WorkerPool, wait_for
+from tests.support.pgbouncer import PgBouncer
+from tests.support.pgbouncer import binary as pgbouncer_binary
 from tests.support.procs import child_env, popen_python_m
 
 APP = "tests.scenarios.fleet_app:runtime"
@@ -154,3 +158,65 @@ def test_a_worker_under_load_never_exceeds_its_footprint_nor_churns(pg_url: str,
     # one-off connections, nothing per run (pools with overflow opened hundreds here)
     bound = footprint["total"] + front_footprint["total"] + 2 * LAUNCH_EXTRA + OBSERVERS
     assert opened <= bound, (opened, bound, footprint, front_footprint)
+
+
+@pytest.fixture
+def pgbouncer(pg_url: str) -> Iterator[PgBouncer]:
+    if pgbouncer_binary() is None:
+        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer); the PgBouncer test needs it")
+    bouncer = PgBouncer(pg_url, pool_size=4)
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+def _overlapping_agent() -> hx.Agent:
+    async def look(key: str) -> str:
+        """Look something up (takes a moment)."""
+        await asyncio.sleep(0.05)
+        return f"looked {key}"
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if sum(isinstance(m, ModelResponse) for m in messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("look", {"key": "a"}, tool_call_id="c-a"), ToolCallPart("look", {"key": "b"}, tool_call_id="c-b")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    return hx.Agent("overlap", FunctionModel(reply), tools=[hx.tool(replay="safe")(look)])
+
+
+def test_the_api_and_transaction_pools_run_through_pgbouncer_in_transaction_mode(pg_url: str, pgbouncer: PgBouncer) -> None:
+    """``pooler_url``: helix's own pools go through a transaction-mode PgBouncer (4 server
+    connections) while the executor lock and DBOS keep their direct sessions; runs with tools that
+    overlap complete (psycopg's prepared statements would not survive a change of server session),
+    and Postgres sees only DBOS's pool, its listener and the lock from this process directly."""
+    executor = f"pgb-{uuid.uuid4().hex[:6]}"
+    rt = hx.Runtime([_overlapping_agent()], database_url=pg_url, pooler_url=pgbouncer.url_for(pg_url), executor_id=executor,
+                    api_pool=3, tx_pool=3, dbos_pool=3).launch()
+    try:
+        handles = [rt.start("overlap", f"go {i}") for i in range(12)]
+        results = [h.result(timeout=180) for h in handles]
+        assert [r.status for r in results] == ["completed"] * 12
+        server_port = int(sa.engine.make_url(pg_url).port or 5432)
+        direct, through = client_ports(os.getpid(), server_port), client_ports(os.getpid(), pgbouncer.port)
+        assert 0 < len(through) <= 3 + 3  # helix's pools, to PgBouncer
+        bouncer_side = client_ports(pgbouncer.proc.pid, server_port)
+        assert 0 < len(bouncer_side) <= pgbouncer.pool_size
+        url = sa.engine.make_url(pg_url)
+        engine = sa.create_engine(url.set(drivername="postgresql+psycopg"), poolclass=sa.pool.NullPool)
+        with engine.connect() as conn:
+            names = conn.execute(
+                sa.text("SELECT application_name FROM pg_stat_activity WHERE datname = :d AND client_port = ANY(:p)"),
+                {"d": url.database, "p": sorted(direct)},
+            ).scalars().all()
+        engine.dispose()
+        assert len(names) <= 3 + 1 + 1, names  # DBOS's pool, its listener, the lock
+        assert set(names) <= {f"helix-dbos:process:dbos:{executor}", "helix-executor-lock"}, names
+    finally:
+        rt.shutdown()
+
+
+def test_a_pooler_url_beside_sqlite_is_refused_typed(tmp_path: Path) -> None:
+    rt = hx.Runtime([_overlapping_agent()], database_url=f"sqlite:///{tmp_path / 'x.sqlite'}", pooler_url="postgresql://postgres@127.0.0.1:6432/x")
+    with pytest.raises(ConfigurationError, match="pooler_url"):
+        rt.launch()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
+from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...settings import EnvSettings
 from ..floor.records import OpenedRun
@@ -44,7 +44,7 @@ class Modes(LaunchedParts):
         upgrade(url)
         api = pools.api_pool("client", pools.check_pool("api_pool", self.api_pool), environment)
         self._footprint = pools.NO_CONNECTIONS if is_sqlite(url) else pools.Footprint("client", api, None, None, 0, 0)
-        self._engine = create_sync_engine(url, application_name=pools.application_name("client", "api"), **self._pool_args(url, api))
+        self._engine = self._create_api_engine(url, environment, api)
         self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
         dbos_private.run_client_migrations(self._client)
         queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))

@@ -23,7 +23,7 @@ from ...definitions import Agent
 from ...definitions.inputs import check_json, check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
-from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
+from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...ledger.rows import new_id, now
 from ...ledger.runs import end_run, get_run
@@ -131,7 +131,7 @@ class AnswerReceipt:
 #: What a ``Runtime`` is configured with: read once by ``launch()``, so fixed from then on (a change
 #: after launch would silently do nothing; before launch, an operator tool may still repoint it).
 CONFIGURATION: frozenset[str] = frozenset({
-    "agents", "api_pool", "auto_continue", "database_url", "dbos_pool", "live_output", "queue_name", "recovery",
+    "agents", "api_pool", "auto_continue", "database_url", "dbos_pool", "live_output", "pooler_url", "queue_name", "recovery",
     "serve_queue", "store_retry_window", "takeover", "takeover_after", "tx_pool",
     "mode", "limits", "worker_concurrency", "owner_share",
 })
@@ -166,6 +166,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         api_pool: PoolSetting | None = None,
         tx_pool: PoolSetting | None = None,
         dbos_pool: PoolSetting | None = None,
+        pooler_url: str | None = None,
         mode: Mode | None = None,
         limits: Mapping[str, AgentLimits] | None = None,
         worker_concurrency: int | None = None,
@@ -182,6 +183,10 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         for name, pool in (("api_pool", api_pool), ("tx_pool", tx_pool), ("dbos_pool", dbos_pool)):
             check_pool(name, pool)
         self.api_pool, self.tx_pool, self.dbos_pool = api_pool, tx_pool, dbos_pool
+        # A PgBouncer (transaction mode) in front of the same database, for the API and transaction
+        # pools only: the executor lock (a session lock) and DBOS (its LISTEN) need sessions of
+        # their own, so they keep database_url. None: HELIX_DBOS_POOLER_URL, else database_url.
+        self.pooler_url = pooler_url
         # best-effort model output deltas on the run's DBOS stream (runtime/flow/live.py)
         environment = from_environ()  # a bad HELIX_DBOS_* value is refused here, typed, before anything
         self.live_output = live_output if live_output is not None else environment.live_output
@@ -309,8 +314,8 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             listen = self._listened_queues()
             if listen is not None:
                 DBOS.listen_queues(listen)  # DBOS's own internal queues (recovery) are always served
-        self._engine = create_sync_engine(url, application_name=pools.application_name(self._mode, "api", executor_id), **self._pool_args(url, footprint.api))
-        self._tx_engine = self._create_tx_engine(url, footprint, executor_id)
+        self._engine = self._create_api_engine(url, environment, footprint.api, executor_id)
+        self._tx_engine = self._create_tx_engine(url, environment, footprint, executor_id)
         env = process_registry.Env(
             agents=self.agents,
             profile=self.recovery,
@@ -343,11 +348,11 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         self._start_lease(executor_id)
         return self
 
-    def _create_tx_engine(self, url: str, footprint: Footprint, executor_id: str) -> sa.Engine:
+    def _create_tx_engine(self, url: str, environment: EnvSettings, footprint: Footprint, executor_id: str) -> sa.Engine:
         """The engine of the workflows' ledger transactions, on its own blocking pool (so API
         callers' threads and the workflows' transactions never starve each other)."""
         tx = footprint.tx or pools.Pool(pools.DEFAULT_TX_POOL)  # SQLite: no server, no pool sizes (_pool_args)
-        return create_sync_engine(url, application_name=pools.application_name(self._mode, "tx", executor_id), **self._pool_args(url, tx))
+        return self._pooled_engine(url, environment, tx, pools.application_name(self._mode, "tx", executor_id))
 
     def _plan_connections(self, url: str, environment: EnvSettings, existing: Any) -> Footprint:
         """The pools this launch opens (process/pools.py): DBOS's as the app configured it when it

@@ -134,3 +134,22 @@ def application_name(mode: Mode, pool: str, executor_id: str = "") -> str:
     """``helix-dbos:<mode>:<pool>[:<executor>]``, cut to what Postgres keeps (the executor's tail goes first)."""
     name = f"helix-dbos:{mode}:{pool}" + (f":{executor_id}" if executor_id else "")
     return name[:NAME_LIMIT]
+
+
+def pooler_url(explicit: str | None, environment: EnvSettings, database_url: str) -> str | None:
+    """The URL the API and transaction pools connect through (``Runtime(pooler_url=)``, then
+    ``HELIX_DBOS_POOLER_URL``), or None: they connect to ``database_url`` like the rest. Only a
+    Postgres URL beside a Postgres database: a SQLite file has no server to pool."""
+    url = explicit or environment.pooler_url
+    if not url:
+        return None
+    if not url.startswith("postgresql") or not database_url.startswith("postgresql"):
+        raise ConfigurationError(f"pooler_url must be a postgresql:// URL beside a Postgres database URL, not {url!r}")
+    return url
+
+
+#: What a connection through a transaction-mode pooler must not do: psycopg prepares a statement
+#: it has run five times on the server session it ran on, and the next transaction may get another
+#: one (PgBouncer before 1.21 does not carry prepared statements across: "prepared statement
+#: _pg3_1 already exists" without this).
+POOLER_CONNECT_ARGS = {"prepare_threshold": None}
