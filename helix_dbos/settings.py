@@ -160,6 +160,19 @@ class EnvSettings:
         "HELIX_DBOS_STORE_RETRY_WINDOW", "how long transient store errors (never a wait for a pooled connection) are retried before a run fails `store_unavailable`", _seconds(0.0)))
     companion_idle_seconds: float = field(default=DEFAULT_COMPANION_IDLE_SECONDS, metadata=_var(
         "HELIX_DBOS_COMPANION_IDLE_SECONDS", "how long a companion waits for its next turn before it ends", _positive_seconds))
+    # --- how many connections: the process's pools on Postgres (docs/operations.md, "Database connections")
+    api_pool: int | None = field(default=None, metadata=_var(
+        "HELIX_DBOS_API_POOL", "connections of the API pool (entries, answers, reads, leases, transactional bodies) when `Runtime(api_pool=)` names none", _integer(1, 1000),
+        default_text="5; a front end's 10"))
+    tx_pool: int | None = field(default=None, metadata=_var(
+        "HELIX_DBOS_TX_POOL", "connections of the workflows' ledger-transaction pool when `Runtime(tx_pool=)` names none", _integer(1, 1000),
+        default_text="10, at most 2 x `worker_concurrency`"))
+    dbos_pool: int | None = field(default=None, metadata=_var(
+        "HELIX_DBOS_DBOS_POOL", "connections of DBOS's system-database pool when `Runtime(dbos_pool=)` names none", _integer(1, 1000),
+        default_text="10"))
+    pooler_url: str | None = field(default=None, metadata=_var(
+        "HELIX_DBOS_POOLER_URL", "a PgBouncer (transaction mode) URL of the same database that the API and ledger-transaction pools connect through when `Runtime(pooler_url=)` names none", _stripped,
+        default_text="none: they connect to the database URL"))
     # --- what a run emits
     live_output: bool = field(default=False, metadata=_var(
         "HELIX_DBOS_LIVE_OUTPUT", "model output deltas on the run's DBOS stream when `Runtime(live_output=)` says nothing", _flag))

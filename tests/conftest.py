@@ -45,6 +45,14 @@ def _dbos_console_on_a_live_stream() -> None:
         if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
             handler.stream = sys.__stderr__  # not setStream: it flushes the closed stream first
 
+#: Every pool the suite opens is capped (docs/operations.md, "Database connections"): a runtime of a
+#: test, and every worker or app a test starts (they inherit the environment), holds at most
+#: 2 + 3 + 3 connections plus DBOS's listener and its lock, so `pytest -n 4` fits a Postgres server
+#: with `max_connections = 100` that others use too. A test that needs a size says so itself.
+SUITE_POOLS = {"HELIX_DBOS_API_POOL": "2", "HELIX_DBOS_TX_POOL": "3", "HELIX_DBOS_DBOS_POOL": "3"}
+for _name, _size in SUITE_POOLS.items():
+    os.environ.setdefault(_name, _size)
+
 PG_URL = os.environ.get("HELIX_DBOS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("HELIX_DBOS_REQUIRE_POSTGRES") == "1"
 

@@ -10,6 +10,7 @@ from ..errors import ValidationError
 from ..ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
 from ..ledger.migrate import upgrade
 from ..ledger.tables import SCHEMA
+from .common import CLI_APPLICATION_NAME
 
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -23,7 +24,7 @@ def migrate(url: str) -> str | None:
 
 
 def revision(url: str) -> str | None:
-    engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
+    engine = create_sync_engine(url, poolclass=sa.pool.NullPool, application_name=CLI_APPLICATION_NAME)
     table = "helix_alembic_version" if is_sqlite(url) else f"{SCHEMA}.alembic_version"
     try:
         with engine.connect() as conn:
@@ -65,7 +66,7 @@ def create_audit_role(url: str, name: str, password: str | None) -> list[str]:
             "sqlite3 'file:helix_dbos.sqlite?mode=ro'"
         )
     check_role_name(name)
-    engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
+    engine = create_sync_engine(url, poolclass=sa.pool.NullPool, application_name=CLI_APPLICATION_NAME)
     try:
         with engine.begin() as conn:
             exists = conn.execute(sa.text("SELECT 1 FROM pg_roles WHERE rolname = :n"), {"n": name}).first() is not None

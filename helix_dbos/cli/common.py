@@ -25,6 +25,9 @@ from rich.markup import escape
 
 from ..errors import ConfigurationError, HelixError, ValidationError
 
+#: The ``application_name`` of a one-shot command's connections (one at a time, none kept).
+CLI_APPLICATION_NAME = "helix-dbos:cli"
+
 if TYPE_CHECKING:  # SQLAlchemy and the runtime load in the commands that use them, not for --help
     from ..runtime import Reader, Runtime
 
@@ -149,7 +152,7 @@ def ledger(explicit: str | None) -> Iterator[Reader]:
     path = sqlite_path(url)
     if path is not None and not path.exists():  # opening it would create an empty file as a side effect
         raise ConfigurationError(f"no database at {path}; run `helix-dbos migrate` or pass --db", detail=url)
-    engine = create_sync_engine(url, poolclass=sa.pool.NullPool)
+    engine = create_sync_engine(url, poolclass=sa.pool.NullPool, application_name=CLI_APPLICATION_NAME)
     try:
         yield Reader(engine)
     except sa.exc.OperationalError as exc:

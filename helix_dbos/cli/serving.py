@@ -64,7 +64,8 @@ def worker(
 ) -> None:
     """Serve the run queues in the foreground: run what front ends enqueue (docs/scaling.md).
 
-    Prints one JSON line once serving. SIGTERM (or Ctrl-C) drains: no more dequeues, runs in
+    Prints one JSON line once serving (its executor id, pid and Postgres connections by pool:
+    docs/operations.md, "Database connections"). SIGTERM (or Ctrl-C) drains: no more dequeues, runs in
     flight get --drain-timeout seconds to finish, the rest stay pending for another worker's
     takeover; a second signal ends that wait at once. Exit 0 once drained.
     """
@@ -81,7 +82,7 @@ def worker(
     for sig in (signal.SIGTERM, signal.SIGINT):  # the first drains; a second cuts the drain short
         signal.signal(sig, lambda *_: (hurry if stop.is_set() else stop).set())
     runtime.launch()
-    typer.echo(json.dumps({"worker": runtime.executor_id, "pid": os.getpid()}))
+    typer.echo(json.dumps({"worker": runtime.executor_id, "pid": os.getpid(), "connections": runtime.connection_footprint()}))
     while not stop.wait(0.5):  # woken by the signal handler above; the timeout is only a heartbeat
         continue
     left = runtime.drain(drain_timeout, hurry=hurry)

@@ -275,8 +275,13 @@ def _bounded_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, 
     return _bounded_connection_class().connect(*cargs, **cparams)
 
 
-def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
-    """A blocking engine for the entry gate, answers and reads (callers' threads, not the DBOS loop)."""
+def create_sync_engine(url: str, *, application_name: str | None = None, **kwargs: Any) -> sa.Engine:
+    """A blocking engine for the entry gate, answers and reads (callers' threads, not the DBOS loop).
+
+    On Postgres its pool keeps ``pool_size`` connections (default 10) and opens none beyond them
+    (``max_overflow`` 0 unless the caller says otherwise): overflow connections were opened and
+    closed as load came and went, thousands over a busy hour (runtime/process/pools.py). Its
+    connections say ``application_name`` in ``pg_stat_activity`` (ignored on SQLite)."""
     if is_sqlite(url):
         engine = sa.create_engine(sync_url(url), connect_args={"check_same_thread": False}, **kwargs)
         event.listens_for(engine, "connect")(_sqlite_pragmas)
@@ -285,9 +290,10 @@ def create_sync_engine(url: str, **kwargs: Any) -> sa.Engine:
         if "poolclass" not in kwargs:
             kwargs["poolclass"] = BoundedQueuePool
             kwargs.setdefault("pool_size", 10)
-            kwargs.setdefault("max_overflow", 10)
+            kwargs.setdefault("max_overflow", 0)
             kwargs.setdefault("pool_pre_ping", True)
-        kwargs["connect_args"] = {**PG_CONNECT_ARGS, **kwargs.get("connect_args", {})}
+        named = {"application_name": application_name} if application_name else {}
+        kwargs["connect_args"] = {**PG_CONNECT_ARGS, **named, **kwargs.get("connect_args", {})}
         engine = sa.create_engine(sync_url(url), **kwargs)
         event.listen(engine, "do_connect", _bounded_connect)
     return _with_schema(engine, url)

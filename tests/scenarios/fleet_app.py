@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     rt = runtime("client", args.db).launch()
     try:
-        out: dict[str, Any] = {"pid": os.getpid(), "sessions": [], "statuses": [], "positions": []}
+        out: dict[str, Any] = {"pid": os.getpid(), "sessions": [], "statuses": [], "positions": [], "connections": rt.connection_footprint()}
         for i in range(args.count):
             handle = rt.start(args.agent, "go", session_id=f"{args.prefix}-{i}", owner=args.owner)
             out["sessions"].append(handle.session_id)

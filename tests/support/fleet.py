@@ -46,6 +46,8 @@ class WorkerPool:
         self.effects.mkdir()
         self.env = {effects_var: str(self.effects), "HELIX_DBOS_TAKEOVER_AFTER": str(lease), **env}
         self.procs: list[subprocess.Popen[str]] = []
+        #: Each worker's ready line (executor id, pid, its Postgres connections by pool), by executor id.
+        self.ready: dict[str, dict[str, Any]] = {}
         self._logs: list[IO[str]] = []
 
     def worker(self, executor: str, drain_timeout: float = 30, **extra: str) -> subprocess.Popen[str]:
@@ -62,6 +64,7 @@ class WorkerPool:
             env, stdout=subprocess.PIPE, stderr=log,
         )
         self.procs.append(proc)
+        self.ready[executor] = json.loads(line)
         return proc
 
     def ready(self, executor: str, proc: subprocess.Popen[str]) -> subprocess.Popen[str]:

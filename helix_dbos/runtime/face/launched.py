@@ -15,13 +15,14 @@ import sqlalchemy as sa
 from ...definitions import Agent
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError
-from ...ledger.engine import is_sqlite
+from ...ledger.engine import create_sync_engine, is_sqlite
 from ...recovery import Profile
 from ...settings import MODES, EnvSettings, Mode
 from ..floor.registry import Registry
 from ..process import leases, polling
 from ..process.config import Settings
 from ..process.executor_lock import ExecutorLock
+from ..process.pools import POOLER_CONNECT_ARGS, Footprint, Pool, PoolSetting, application_name, pooler_url
 
 __all__ = ["MODES", "LaunchedParts", "Mode"]
 
@@ -32,8 +33,10 @@ class LaunchedParts:
 
     # configuration (fixed once launched: runtime.CONFIGURATION)
     agents: dict[str, Agent]
-    api_pool: tuple[int, int]
-    tx_pool: tuple[int, int]
+    api_pool: PoolSetting | None
+    tx_pool: PoolSetting | None
+    dbos_pool: PoolSetting | None
+    pooler_url: str | None
     live_output: bool
     recovery: Profile
     database_url: str | None
@@ -64,6 +67,7 @@ class LaunchedParts:
     _registry: Registry | None
     _client: Any
     _mode: Mode
+    _footprint: Footprint | None  # the connections this launch holds on Postgres (process/pools.py)
 
     @property
     def engine(self) -> sa.Engine:
@@ -95,6 +99,25 @@ class LaunchedParts:
             raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
         return self.settings.executor_id
 
+    def connection_footprint(self) -> dict[str, int]:
+        """The Postgres connections this launched process holds at most, by pool, and their
+        ``total`` (docs/operations.md, "Database connections"): what to size ``max_connections``
+        by. A pool without overflow opens its connections once and keeps them. All 0 on SQLite."""
+        if self._footprint is None:
+            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
+        return self._footprint.as_dict()
+
     @staticmethod
-    def _pool_args(url: str, pool: tuple[int, int]) -> dict[str, int]:
-        return {} if is_sqlite(url) else {"pool_size": pool[0], "max_overflow": pool[1]}
+    def _pool_args(url: str, pool: Pool) -> dict[str, int]:
+        return {} if is_sqlite(url) else {"pool_size": pool.size, "max_overflow": pool.overflow}
+
+    def _create_api_engine(self, url: str, environment: EnvSettings, pool: Pool, executor_id: str = "") -> sa.Engine:
+        """The API engine (entries, answers, reads; a worker's or front end's ``DBOSClient``)."""
+        return self._pooled_engine(url, environment, pool, application_name(self._mode, "api", executor_id))
+
+    def _pooled_engine(self, url: str, environment: EnvSettings, pool: Pool, name: str) -> sa.Engine:
+        """An engine of helix's own pools: through the pooler when one is set (pools.pooler_url)."""
+        pooled = pooler_url(self.pooler_url, environment, url)
+        if pooled is None:
+            return create_sync_engine(url, application_name=name, **self._pool_args(url, pool))
+        return create_sync_engine(pooled, application_name=name, connect_args=dict(POOLER_CONNECT_ARGS), **self._pool_args(pooled, pool))

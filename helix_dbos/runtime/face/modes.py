@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
+from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...settings import EnvSettings
 from ..floor.records import OpenedRun
 from ..flow import workflow
-from ..process import dbos_private, fleet_limits, queues
+from ..process import dbos_private, fleet_limits, pools, queues
 from ..process.config import Settings, resolve_app_version, resolve_database_url
 from .launched import LaunchedParts, Mode
 
@@ -43,7 +43,9 @@ class Modes(LaunchedParts):
             ensure_sqlite_wal(url)
         upgrade(url)
         self._agree_on_limits(url, environment)  # before the queues are registered or anything enqueued
-        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
+        api = pools.api_pool("client", pools.check_pool("api_pool", self.api_pool), environment)
+        self._footprint = pools.NO_CONNECTIONS if is_sqlite(url) else pools.Footprint("client", api, None, None, 0, 0)
+        self._engine = self._create_api_engine(url, environment, api)
         self._client = DBOSClient(system_database_engine=self._engine, application_name=self._app_name, serializer=DBOSPortableJSONSerializer())
         dbos_private.run_client_migrations(self._client)
         queues.register_entry_queues(self._client.register_queue, self.agents, self.limits, self._queue_settings(url))

@@ -23,20 +23,20 @@ from ...definitions import Agent, home
 from ...definitions.inputs import check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
-from ...ledger.engine import create_sync_engine, ensure_sqlite_wal, is_sqlite
+from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
 from ...ledger.rows import new_id, now
 from ...ledger.runs import end_run, get_run
 from ...ledger.statuses import RUN_LIVE, EntryKind
 from ...recovery import Profile
-from ...settings import from_environ
+from ...settings import EnvSettings, from_environ
 from ...views import RunResult, SessionView, StopReceipt
 from ..floor import registry as process_registry
 from ..floor.records import OpenedRun
 from ..floor.registry import Registry
 from ..floor.store_retry import launch_refusal, retrying_sync
 from ..flow import workflow
-from ..process import anyio_root, dbos_private, leases, polling, queues, trace_export
+from ..process import anyio_root, dbos_private, leases, polling, pools, queues, trace_export
 from ..process.config import (
     DEFAULT_APP_NAME,
     Settings,
@@ -46,6 +46,7 @@ from ..process.config import (
     resolve_store_retry_window,
 )
 from ..process.executor_lock import ExecutorLock
+from ..process.pools import Footprint, PoolSetting, check_pool
 from . import admitted_start, entries
 from .agents import adapt, collect_agents
 from .drain import Stopping
@@ -134,7 +135,7 @@ class AnswerReceipt:
 #: What a ``Runtime`` is configured with: read once by ``launch()``, so fixed from then on (a change
 #: after launch would silently do nothing; before launch, an operator tool may still repoint it).
 CONFIGURATION: frozenset[str] = frozenset({
-    "agents", "api_pool", "auto_continue", "database_url", "live_output", "queue_name", "recovery",
+    "agents", "api_pool", "auto_continue", "database_url", "dbos_pool", "live_output", "pooler_url", "queue_name", "recovery",
     "serve_queue", "store_retry_window", "takeover", "takeover_after", "tx_pool",
     "mode", "limits", "worker_concurrency", "owner_share",
 })
@@ -166,8 +167,10 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         store_retry_window: float | None = None,
         takeover_after: float | None = None,
         takeover: bool = True,
-        api_pool: tuple[int, int] = (10, 10),
-        tx_pool: tuple[int, int] = (20, 20),
+        api_pool: PoolSetting | None = None,
+        tx_pool: PoolSetting | None = None,
+        dbos_pool: PoolSetting | None = None,
+        pooler_url: str | None = None,
         mode: Mode | None = None,
         limits: Mapping[str, AgentLimits] | None = None,
         worker_concurrency: int | None = None,
@@ -177,14 +180,17 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             raise ConfigurationError(f"recovery must be 'full' or 'dbos_compat', not {recovery!r}")
         # tool_policies / deps_factories: by agent name, for the pydantic-ai agents handed in as they are
         self.agents = collect_agents(adapt(agents, tool_policies, deps_factories))
-        # Postgres connection pools as (pool_size, max_overflow): the API engine (callers' entries,
-        # answers, reads) and the workflows' ledger transactions; a process may open up to the sum
-        # of both plus DBOS's own system-database pool and one lock connection (SQLite pools nothing)
-        pools: tuple[tuple[str, object], ...] = (("api_pool", api_pool), ("tx_pool", tx_pool))
-        for name, pool in pools:
-            if not (isinstance(pool, tuple) and len(pool) == 2 and all(isinstance(n, int) and n >= 0 for n in pool) and pool[0] >= 1):
-                raise ConfigurationError(f"{name} must be (pool_size >= 1, max_overflow >= 0), not {pool!r}")
-        self.api_pool, self.tx_pool = api_pool, tx_pool
+        # Postgres connection pools, a size (or (pool_size, max_overflow), whose overflow churns):
+        # the API engine (callers' entries, answers, reads), the workflows' ledger transactions and
+        # DBOS's system database; None: HELIX_DBOS_*_POOL, else sized from the mode and
+        # worker_concurrency at launch (process/pools.py; the sum: docs/operations.md)
+        for name, pool in (("api_pool", api_pool), ("tx_pool", tx_pool), ("dbos_pool", dbos_pool)):
+            check_pool(name, pool)
+        self.api_pool, self.tx_pool, self.dbos_pool = api_pool, tx_pool, dbos_pool
+        # A PgBouncer (transaction mode) in front of the same database, for the API and transaction
+        # pools only: the executor lock (a session lock) and DBOS (its LISTEN) need sessions of
+        # their own, so they keep database_url. None: HELIX_DBOS_POOLER_URL, else database_url.
+        self.pooler_url = pooler_url
         # best-effort model output deltas on the run's DBOS stream (runtime/flow/live.py)
         environment = from_environ()  # a bad HELIX_DBOS_* value is refused here, typed, before anything
         self.live_output = live_output if live_output is not None else environment.live_output
@@ -253,6 +259,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         self.owner_share = owner_share
         self._environment = None
         self._client: Any = None  # the DBOSClient an entry enqueues through (its transaction is the gate's)
+        self._footprint: Footprint | None = None  # the connections this launch holds (process/pools.py)
         self._mode: Mode = "process"
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -309,15 +316,16 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             store_retry_window=self.store_retry_window,
             log_level=environment.log_level,
         )
+        footprint = self._footprint = self._plan_connections(url, environment, existing)
         if existing is None:
-            DBOS(config=self.settings.dbos_config())
+            DBOS(config=self.settings.dbos_config(footprint.dbos, pools.application_name(self._mode, "dbos", executor_id)))
             self._owns_dbos = True
             self._polling = polling.InternalQueuePolling(recovery_poll)
             listen = self._listened_queues()
             if listen is not None:
                 DBOS.listen_queues(listen)  # DBOS's own internal queues (recovery) are always served
-        self._engine = create_sync_engine(url, **self._pool_args(url, self.api_pool))
-        self._tx_engine = self._create_tx_engine(url)
+        self._engine = self._create_api_engine(url, environment, footprint.api, executor_id)
+        self._tx_engine = self._create_tx_engine(url, environment, footprint, executor_id)
         env = process_registry.Env(
             agents=self.agents,
             profile=self.recovery,
@@ -350,10 +358,27 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         self._start_lease(executor_id)
         return self
 
-    def _create_tx_engine(self, url: str) -> sa.Engine:
+    def _create_tx_engine(self, url: str, environment: EnvSettings, footprint: Footprint, executor_id: str) -> sa.Engine:
         """The engine of the workflows' ledger transactions, on its own blocking pool (so API
         callers' threads and the workflows' transactions never starve each other)."""
-        return create_sync_engine(url, **self._pool_args(url, self.tx_pool))
+        tx = footprint.tx or pools.Pool(pools.DEFAULT_TX_POOL)  # SQLite: no server, no pool sizes (_pool_args)
+        return self._pooled_engine(url, environment, tx, pools.application_name(self._mode, "tx", executor_id))
+
+    def _plan_connections(self, url: str, environment: EnvSettings, existing: Any) -> Footprint:
+        """The pools this launch opens (process/pools.py): DBOS's as the app configured it when it
+        did, else sized here; the listener where DBOS listens (Postgres with LISTEN/NOTIFY)."""
+        api = pools.api_pool(self._mode, check_pool("api_pool", self.api_pool), environment)
+        tx = pools.tx_pool(check_pool("tx_pool", self.tx_pool), environment, self.worker_concurrency)
+        dbos = pools.dbos_pool(check_pool("dbos_pool", self.dbos_pool), environment)
+        listens = True
+        if existing is not None:
+            config = dbos_private.dbos_config(existing)  # processed: the engine's kwargs as DBOS made them
+            kwargs = (config.get("database") or {}).get("sys_db_engine_kwargs") or {}
+            dbos = pools.Pool(int(kwargs.get("pool_size") or 20), int(kwargs.get("max_overflow") or 0))
+            listens = config.get("use_listen_notify") is not False
+        if is_sqlite(url):
+            return pools.NO_CONNECTIONS
+        return Footprint(self._mode, api, tx, dbos, 1 if listens else 0, 1)
 
     def __enter__(self) -> Runtime:
         return self.launch()

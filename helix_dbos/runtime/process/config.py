@@ -29,6 +29,7 @@ from ...errors import ConfigurationError
 from ...ledger.engine import is_sqlite
 from ...ledger.user_json import JsonObject
 from ...settings import DEFAULT_STORE_RETRY_WINDOW, EnvSettings, from_environ
+from .pools import Pool
 
 if TYPE_CHECKING:
     from dbos import DBOSConfig
@@ -107,8 +108,10 @@ class Settings:
     def sqlite(self) -> bool:
         return is_sqlite(self.database_url)
 
-    def dbos_config(self) -> DBOSConfig:
-        """The ``DBOSConfig`` for this runtime: JSON step outputs (SQL-readable), fast polling on SQLite."""
+    def dbos_config(self, pool: Pool | None = None, application_name: str | None = None) -> DBOSConfig:
+        """The ``DBOSConfig`` for this runtime: JSON step outputs (SQL-readable), fast polling on
+        SQLite; on Postgres, DBOS's system-database pool as ``pool`` (process/pools.py: kept open, no
+        overflow unless asked) and its connections named ``application_name``."""
         from dbos import DBOSPortableJSONSerializer
 
         config: DBOSConfig = {
@@ -132,4 +135,15 @@ class Settings:
             import sqlalchemy as sa
 
             config["db_engine_kwargs"] = {"poolclass": sa.NullPool}
+        elif pool is not None:
+            # DBOS's own defaults (dbos/_dbos_config.py), but the size, and a name in pg_stat_activity;
+            # its LISTEN connection comes out of this engine too and carries the same name.
+            config["sys_db_pool_size"] = pool.size
+            config["db_engine_kwargs"] = {
+                "pool_size": pool.size,
+                "max_overflow": pool.overflow,
+                "pool_timeout": 30,
+                "pool_pre_ping": True,
+                "connect_args": {"application_name": application_name or self.app_name, "connect_timeout": 10},
+            }
         return config
