@@ -121,7 +121,7 @@ def test_a_worker_under_load_never_exceeds_its_footprint_nor_churns(pg_url: str,
     try:
         before = counter.settled()
         worker = fleet.worker("footprint-w1")
-        footprint = fleet.ready["footprint-w1"]["connections"]
+        footprint = fleet.ready_lines["footprint-w1"]["connections"]
         assert footprint["total"] == footprint["api"] + footprint["tx"] + footprint["dbos"] + 2  # the listener and the lock
         samplers.append(BackendSampler(pg_url, worker.pid).start())
         front = popen_python_m(

@@ -47,7 +47,7 @@ class WorkerPool:
         self.env = {effects_var: str(self.effects), "HELIX_DBOS_TAKEOVER_AFTER": str(lease), **env}
         self.procs: list[subprocess.Popen[str]] = []
         #: Each worker's ready line (executor id, pid, its Postgres connections by pool), by executor id.
-        self.ready: dict[str, dict[str, Any]] = {}
+        self.ready_lines: dict[str, dict[str, Any]] = {}
         self._logs: list[IO[str]] = []
 
     def worker(self, executor: str, drain_timeout: float = 30, **extra: str) -> subprocess.Popen[str]:
@@ -64,7 +64,6 @@ class WorkerPool:
             env, stdout=subprocess.PIPE, stderr=log,
         )
         self.procs.append(proc)
-        self.ready[executor] = json.loads(line)
         return proc
 
     def ready(self, executor: str, proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
@@ -72,6 +71,7 @@ class WorkerPool:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("{"), f"worker {executor} did not start: {line!r} {self.log_of(executor)[-3000:]}"
+        self.ready_lines[executor] = json.loads(line)
         return proc
 
     def log_of(self, executor: str) -> str:
