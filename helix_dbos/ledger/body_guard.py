@@ -142,6 +142,8 @@ def _translated(denials: _Denials | None) -> Iterator[None]:
     """A SQLite authorizer's refusal surfaces as ``sqlite3.DatabaseError`` ("not authorized", or "access
     to t.c is prohibited" for a read): raise it as the typed refusal it is, with the reason the
     authorizer recorded."""
+    if denials is not None:
+        denials.last = None  # a refusal is this statement's, never an earlier one's
     try:
         yield
     except sa.exc.DBAPIError as exc:
@@ -205,6 +207,8 @@ def _sqlite_authorizer(denials: _Denials, allows: frozenset[str]) -> Any:
             if (arg1 or "").lower() in _SQLITE_PRAGMAS:
                 return c.SQLITE_OK
             return deny(f"run PRAGMA {arg1} (a setting of the connection or the database file; only {', '.join(sorted(_SQLITE_PRAGMAS))} may run)")
+        if action == c.SQLITE_REINDEX and "CREATE INDEX" in allows:  # SQLite asks it of every CREATE INDEX
+            return c.SQLITE_OK
         if action in (c.SQLITE_TRANSACTION, c.SQLITE_SAVEPOINT):
             return deny("begin, commit or roll back a transaction or a savepoint (the body runs inside the call's one transaction)")
         if action in (c.SQLITE_ATTACH, c.SQLITE_DETACH):
