@@ -165,7 +165,7 @@ def test_queries_and_dml_on_its_own_tables_run(db_url: str, make_runtime: Any) -
     assert set(done.values()) == {None}, done
 
 
-DDL = ["CREATE TABLE mine (id integer primary key)", "CREATE INDEX ix_mine ON mine (id)", "DROP INDEX ix_mine", "DROP TABLE mine"]
+DDL = ["CREATE TABLE mine (id integer primary key, code varchar(8) unique)", "CREATE INDEX ix_mine ON mine (id)", "DROP INDEX ix_mine", "DROP TABLE mine"]
 
 
 def test_ddl_is_refused_unless_the_tool_opts_in(db_url: str, make_runtime: Any) -> None:

@@ -121,7 +121,7 @@ class ToolConnection:
 
     def __getattr__(self, name: str) -> NoReturn:
         if name == "_run_ddl_visitor":  # Table.create(conn) / MetaData.create_all(conn)
-            _refuse(f"be given to Table.create or MetaData.create_all (run conn.execute(sa.schema.CreateTable(table, if_not_exists=True)); ctx.connection offers {_OFFERED} only)")
+            _refuse(f"be given to Table.create or MetaData.create_all (with sql_allows=['CREATE TABLE'], run conn.execute(sa.schema.CreateTable(table, if_not_exists=True)); ctx.connection offers {_OFFERED} only)")
         _refuse(f"use {name!r} of the connection (ctx.connection offers {_OFFERED} only)")
 
     def __repr__(self) -> str:
@@ -200,14 +200,17 @@ def _sqlite_authorizer(denials: _Denials, allows: frozenset[str]) -> Any:
             target = (arg2 or "").lower() if action in (c.SQLITE_CREATE_INDEX, c.SQLITE_CREATE_TEMP_INDEX, c.SQLITE_DROP_INDEX, c.SQLITE_DROP_TEMP_INDEX, c.SQLITE_ALTER_TABLE) else table
             if target in _SQLITE_PROTECTED or table in _SQLITE_PROTECTED:
                 return deny(f"change the runtime's own table {arg2 if target in _SQLITE_PROTECTED else arg1!r}")
-            if ddl[action] not in allows:
-                return deny(_not_opted(ddl[action]))
+            kind = ddl[action]
+            if kind == "CREATE INDEX" and table.startswith("sqlite_autoindex_"):
+                kind = "CREATE TABLE"  # a table's own key index, made by its CREATE TABLE
+            if kind not in allows:
+                return deny(_not_opted(kind))
             return c.SQLITE_OK
         if action == c.SQLITE_PRAGMA:
             if (arg1 or "").lower() in _SQLITE_PRAGMAS:
                 return c.SQLITE_OK
             return deny(f"run PRAGMA {arg1} (a setting of the connection or the database file; only {', '.join(sorted(_SQLITE_PRAGMAS))} may run)")
-        if action == c.SQLITE_REINDEX and "CREATE INDEX" in allows:  # SQLite asks it of every CREATE INDEX
+        if action == c.SQLITE_REINDEX and allows & {"CREATE INDEX", "CREATE TABLE"}:  # SQLite asks it of every index it makes
             return c.SQLITE_OK
         if action in (c.SQLITE_TRANSACTION, c.SQLITE_SAVEPOINT):
             return deny("begin, commit or roll back a transaction or a savepoint (the body runs inside the call's one transaction)")
