@@ -203,3 +203,36 @@ def test_an_opt_in_names_a_kind_the_guard_knows() -> None:
         hx.tool(transactional=True, sql_allows=["SET"])(body)
     with pytest.raises(ConfigurationError, match="transactional"):
         hx.tool(sql_allows=["CREATE TABLE"])(body)
+
+
+def test_a_search_path_naming_the_ledger_does_not_lead_a_body_into_it(pg_url: str) -> None:
+    """An operator set the database's default ``search_path`` to ``helix, public``: a body's
+    unqualified ``UPDATE sessions`` would have reached the ledger (the guard sees no schema in it).
+    The body's transaction drops the runtime's schemas from its path, so the name finds no table:
+    the statement fails, the body's error is the call's answer, and no session changed owner."""
+    import uuid
+
+    db = query(pg_url, "SELECT current_database() AS d")[0]["d"]
+    admin = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'ALTER DATABASE "{db}" SET search_path = helix, public')
+    admin.dispose()
+
+    @hx.tool(transactional=True)
+    def steal(ctx: hx.ToolContext) -> str:
+        """Give every session to a new owner, by an unqualified name."""
+        ctx.require_connection().exec_driver_sql("UPDATE sessions SET owner = 'thief'")
+        return "stolen"
+
+    model, _ = _one_call("steal", {})
+    rt = hx.Runtime([hx.Agent("thief", model, tools=[steal])], database_url=pg_url, executor_id=f"test-{uuid.uuid4().hex[:8]}").launch()
+    try:
+        result = rt.start("thief", "go").result(timeout=90)
+        [call] = rt.session(result.session_id).calls
+    finally:
+        rt.shutdown()
+    assert result.status == "completed", result
+    assert call.status == "error" and call.error is not None and "sessions" in call.error["message"], call
+    assert "[SQL:" not in str(call.error)
+    assert query(pg_url, "SELECT count(*) AS n FROM helix.sessions WHERE owner = 'thief'")[0]["n"] == 0
+    assert query(pg_url, "SELECT count(*) AS n FROM helix.sessions")[0]["n"] >= 1

@@ -163,7 +163,10 @@ def _reach_attempts(conn: Any, sqlite: bool) -> dict[str, Any]:
     if sqlite:
         return {
             **common,
-            "writable_schema": lambda: conn.exec_driver_sql("PRAGMA writable_schema = ON"),
+            "writable_schema": lambda: (  # the schema made writable, then a ledger index entry deleted
+                conn.exec_driver_sql("PRAGMA writable_schema = ON"),
+                conn.exec_driver_sql("DELETE FROM sqlite_master WHERE type = 'index' AND tbl_name = 'calls'"),
+            ),
             "sqlite_master": lambda: conn.exec_driver_sql("DELETE FROM sqlite_master WHERE type = 'index' AND tbl_name = 'calls'"),
         }
     return {
