@@ -365,6 +365,22 @@ class OutputRetriesExceededError(HelixError):
     status = 409
 
 
+class TransactionEscapedError(HelixError):
+    """A transactional body committed the call's transaction itself (through the driver's connection,
+    past ``ctx.connection``): its effect may exist apart from any result. The call is answered
+    ``outcome_unknown`` with this code in its error and its note, and is never run again."""
+
+    code = "transaction_escaped"
+
+
+class StoreStatementError(HelixError):
+    """A statement of the runtime's own failed at the database, and not because the database was
+    unreachable (that is ``store_unavailable``): the run's error says what the driver said, never the
+    SQL text the runtime sent."""
+
+    code = "store_statement_failed"
+
+
 __all__ = [
     "AgentAlreadyRunningError",
     "AnswerKindError",
@@ -397,10 +413,12 @@ __all__ = [
     "RuntimeAlreadyLaunchedError",
     "SessionNotFoundError",
     "StaleAnswerError",
+    "StoreStatementError",
     "StoreUnavailableError",
     "ToolConnectionError",
     "ToolServerError",
     "ToolTimeoutError",
+    "TransactionEscapedError",
     "UnknownAgentError",
     "UnsupportedFeatureError",
     "UnsupportedMediaTypeError",

@@ -28,6 +28,7 @@ import pytest
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.process.faults import STEP_CRASH_POINTS
+from tests.scenarios.app import RAW_ROGUES
 from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 from tests.support.tcpproxy import TcpProxy
 from tests.test_txtools import tx_rows
@@ -35,7 +36,9 @@ from tests.test_txtools import tx_rows
 UNSAFE = {"unsafe_send", "group_unsafe", "seq_unsafe", "slow_unsafe", "slow_seq_unsafe"}
 RECONCILED = {"rec_charge", "rec_seq"}
 #: Decided by the database: each committed its effect with its result exactly once (asserted by rows).
-TRANSACTIONAL = {"tx_book", "tx_rogue"}
+TRANSACTIONAL = {"tx_book", "tx_rogue", "tx_escape"}
+#: Commits its transaction itself (through the driver): its effect once, the call ``outcome_unknown``.
+ESCAPING = {"tx_escape"}
 
 
 def check_invariants(k: Kit, result: dict[str, Any], cut: bool = False) -> None:
@@ -64,9 +67,19 @@ def check_invariants(k: Kit, result: dict[str, Any], cut: bool = False) -> None:
             assert c["status"] == "ok" and tx_rows(k, c["dispatch_id"]) == 1, c
         if c["tool"] == "rec_charge":  # decided by asking the outside system: exactly once, and ok
             assert c["status"] == "ok" and len([x for x in k.lines("charges") if x["dispatch_id"] == c["dispatch_id"]]) == 1, c
-        if c["tool"] == "tx_rogue":  # it tried to commit, roll back or write the ledger: refused every time, one row
-            assert c["status"] == "ok" and tx_rows(k, c["dispatch_id"]) == 1, c
-            assert {line["refused"] for line in k.lines("rogue")} == {"ToolConnectionError"}, k.lines("rogue")
+        if c["tool"] == "tx_rogue":  # it tried to reach past its tables: refused every time, one row
+            how = os.environ.get("SCENARIO_ROGUE", "commit")
+            refusals = {line["refused"] for line in k.lines("rogue")}
+            if how in RAW_ROGUES:  # through the driver, past the guard: its connection ends with the call
+                assert (c["status"], tx_rows(k, c["dispatch_id"])) in (("ok", 1), ("error", 0)), c  # SQLite's query_only fails the result write
+                assert refusals == {None} and "[SQL:" not in str(c), (refusals, c)
+            else:
+                assert c["status"] == "ok" and tx_rows(k, c["dispatch_id"]) == 1, c
+                # the guard; SQLite's driver under the authorizer; SQLite itself (sqlite_master)
+                assert refusals <= {"ToolConnectionError", "DatabaseError", "OperationalError"} and None not in refusals, k.lines("rogue")
+        if c["tool"] == "tx_escape":  # it committed its transaction itself: that effect once, never run again
+            assert c["status"] == "outcome_unknown" and str(c["note"]).startswith("transaction_escaped:"), c
+            assert tx_rows(k, c["dispatch_id"]) == 1, c
 
 
 def _checks_that_found_nothing(k: Kit) -> Counter[str]:
@@ -88,8 +101,14 @@ def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
         assert all(c["status"] == "ok" for c in result["calls"])
 
 
-#: What the soak's misbehaving transactional body tries (``tests/scenarios/app.py``, ``_tx_rogue``).
-ROGUE = ["commit", "sql_commit", "rollback", "helix_write"]
+#: What the soak's misbehaving transactional body tries (``tests/scenarios/app.py``, ``_tx_rogue``):
+#: end its transaction, write the ledger, change a session setting (through ``ctx.connection``, the
+#: driver's connection, or past the guard), reach the ledger's schema, DBOS's, the private lock table.
+ROGUE = ["commit", "sql_commit", "rollback", "helix_write", "read_only", "driver_read_only", "temp_view", *sorted(RAW_ROGUES)]
+ROGUE_PG = ["alter_schema", "set_schema", "alter_database", "private_lock", "dbos_enqueue", "driver_set_config"]
+ROGUE_SQLITE = ["writable_schema", "sqlite_master"]
+#: How the soak's escaping body reaches the commit (``_tx_escape``): through the result, the cursor, the frame stack.
+ESCAPES = ["root", "cursor", "frames"]
 
 
 @pytest.mark.kills
@@ -98,13 +117,16 @@ def test_soak_random_kills(db_url: str, tmp_path: Path, monkeypatch: pytest.Monk
     rounds = int(os.environ.get("HELIX_DBOS_SOAK_ROUNDS", "12"))
     rng = random.Random(int(os.environ.get("HELIX_DBOS_SOAK_SEED", "7")))
     # HELIX_DBOS_SOAK_SCENARIOS=tx_rogue,full: a soak aimed at some scenarios only
-    menu = os.environ.get("HELIX_DBOS_SOAK_SCENARIOS", "mixed,group,sequential,safe,unsafe,tx,reconcile,full,tx_rogue").split(",")
+    menu = os.environ.get("HELIX_DBOS_SOAK_SCENARIOS", "mixed,group,sequential,safe,unsafe,tx,reconcile,full,tx_rogue,tx_escape").split(",")
+    rogues = ROGUE + (ROGUE_SQLITE if is_sqlite(db_url) else ROGUE_PG)
     outcomes = []
     proxy = None if is_sqlite(db_url) else TcpProxy.for_url(db_url)
     for i in range(rounds):
         k = Kit(db_url, tmp_path / f"round{i}", scenario=rng.choice(menu))
         if k.scenario == "tx_rogue":
-            monkeypatch.setenv("SCENARIO_ROGUE", rng.choice(ROGUE))  # every process of the round inherits it
+            monkeypatch.setenv("SCENARIO_ROGUE", rng.choice(rogues))  # every process of the round inherits it
+        if k.scenario == "tx_escape":
+            monkeypatch.setenv("SCENARIO_ESCAPE", rng.choice(ESCAPES))
         roll = rng.random()
         if roll < 0.5:
             point = rng.choice(STEP_CRASH_POINTS)
@@ -128,8 +150,10 @@ def test_soak_random_kills(db_url: str, tmp_path: Path, monkeypatch: pytest.Monk
         if how.startswith("connection cut"):  # nothing crashed: nothing is in doubt, nothing ran twice
             # (a transactional body whose transaction was cut starts again; its one row is checked above)
             ran = {tool: n for tool, n in k.bodies().items() if tool not in TRANSACTIONAL}
-            assert all(c["status"] == "ok" for c in result["calls"]) and set(ran.values()) <= {1}, (how, result["calls"])
-        outcomes.append((k.scenario + (f" ({os.environ['SCENARIO_ROGUE']})" if k.scenario == "tx_rogue" else ""), how, dict(k.bodies())))
+            answered = [c for c in result["calls"] if c["tool"] not in ESCAPING]  # checked in check_invariants
+            assert all(c["status"] == "ok" for c in answered) and set(ran.values()) <= {1}, (how, result["calls"])
+        what = {"tx_rogue": os.environ.get("SCENARIO_ROGUE"), "tx_escape": os.environ.get("SCENARIO_ESCAPE")}.get(k.scenario)
+        outcomes.append((k.scenario + (f" ({what})" if what else ""), how, dict(k.bodies())))
     if proxy is not None:
         proxy.close()
     print(f"soak: {rounds} rounds, all invariants held")  # noqa: T201 - what the soak tried, shown with -s

@@ -336,6 +336,19 @@ def test_started_transactional_call_behind_doubt_did_not_take_effect() -> None:
     assert (d.status, d.decided_by) == ("not_started", "database")
 
 
+def test_a_transactional_call_whose_body_committed_its_own_transaction_is_never_run_again() -> None:
+    """Its marker is committed without a result (``escaped``): its effect may exist, under every entry,
+    whatever its replay policy, and what is ordered after it waits on that doubt."""
+    for entry in ("recover", "redirect", "stop", "retry"):
+        for replay in ("safe", "unsafe"):
+            d = one(call(0, "t" if replay == "safe" else "u", replay=replay, transactional=True, escaped=True), entry=entry)
+            assert (d.action, d.status, d.decided_by) == ("pair", "outcome_unknown", None), (entry, replay, d)
+            assert d.note is not None and d.note.startswith("transaction_escaped:") and OUTCOME_UNKNOWN in d.note
+    escaped = call(0, "u", replay="unsafe", sequential=True, transactional=True, escaped=True)
+    behind = call(1, "t", attempts=0, status="saved", sequential=True)
+    assert [(d.action, d.status) for d in decide([escaped, behind], SAFE)] == [("pair", "outcome_unknown"), ("pair", "outcome_unknown")]
+
+
 def test_a_call_whose_body_once_ran_outside_a_transaction_is_judged_normally() -> None:
     assert one(call(0, "u", replay="unsafe", transactional=False)).status == "outcome_unknown"
 

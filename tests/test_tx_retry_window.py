@@ -17,6 +17,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
 from helix_dbos.errors import StoreUnavailableError
+from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.runtime.floor.store_retry import Backoff
 from tests.test_store_retry import wrapped
 
@@ -42,7 +43,12 @@ def test_a_connection_cut_after_a_long_transactional_body_is_retried(pg_url: str
         tries.append(ctx.attempt)
         if len(tries) == 1:
             time.sleep(window * 2)  # a body longer than the window
-            conn.execute(sa.text("SELECT pg_terminate_backend(pg_backend_pid())"))  # the server drops its connection
+            pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()
+            admin = create_sync_engine(pg_url, poolclass=sa.pool.NullPool)  # a body may not signal a backend: an operator does
+            with admin.connect() as other:
+                other.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})  # the server drops the body's connection
+            admin.dispose()
+            conn.execute(sa.text("SELECT 1"))
         return f"booked {key}"
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

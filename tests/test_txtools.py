@@ -404,8 +404,12 @@ def test_define_tool_transactional_writes_commit_with_the_result(db_url: str, ma
     def execute(args: Args, ctx: hx.ToolContext) -> dict[str, Any]:
         conn = ctx.require_connection()
         conn.execute(tx_effects.insert().values(dispatch_id=ctx.require_dispatch_id(), key=args.key))
-        # the ledger's own row of this call is visible in the same transaction: one database, one commit
-        seen.append(conn.execute(sa.select(t.calls.c.status).where(t.calls.c.dispatch_id == ctx.dispatch_id)).scalar() == "running")
+        # the ledger is not the body's to read (nor write): refused, and the transaction goes on
+        try:
+            conn.execute(sa.select(t.calls.c.status).where(t.calls.c.dispatch_id == ctx.dispatch_id))
+        except hx.ToolConnectionError:
+            seen.append(True)
+        seen.append(conn.execute(sa.select(sa.func.count()).select_from(tx_effects).where(tx_effects.c.dispatch_id == ctx.dispatch_id)).scalar() == 1)
         return {"key": args.key}
 
     def reply(messages: list[Any], info: Any) -> ModelResponse:
@@ -417,7 +421,7 @@ def test_define_tool_transactional_writes_commit_with_the_result(db_url: str, ma
     rt = make_runtime([hx.Agent("tx", FunctionModel(reply), tools=[put])])
     result = rt.start("tx", "go").result(timeout=60)
     [call] = rt.session(result.session_id).calls
-    assert result.status == "completed" and call.status == "ok" and seen == [True]
+    assert result.status == "completed" and call.status == "ok" and seen == [True, True]
     assert call.decided_by is None and call.check_outcome is None  # its own result answered it
     rows = _query(db_url, "SELECT key FROM scenario_tx_effects WHERE dispatch_id = :d", {"d": call.dispatch_id})
     assert rows == [{"key": "k"}]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 
 import pydantic
 
 from ..errors import ConfigurationError
+from ..ledger.sql_kinds import SQL_OPT_INS, normalized
 from ..threads import in_daemon_thread
 from . import home
 from .context import ToolContext
@@ -50,6 +51,8 @@ class Tool:
     transactional: bool = False
     reconcile: ReconcileCheck | None = None
     reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT
+    #: The DDL kinds a transactional body may run besides queries and DML (``sql_kinds.SQL_OPT_INS``).
+    sql_allows: frozenset[str] = frozenset()
     _schema: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -62,6 +65,16 @@ class Tool:
 
     def _check_recovery_options(self) -> None:
         """Refuse combinations whose promise the runtime could not keep, at definition time."""
+        if self.sql_allows:
+            kinds = frozenset(normalized(k) for k in self.sql_allows)
+            if not self.transactional:
+                raise ConfigurationError(f"tool {self.name!r}: sql_allows is for a transactional tool (its body's SQL on ctx.connection)")
+            unknown = sorted(kinds - SQL_OPT_INS)
+            if unknown:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: sql_allows names {', '.join(unknown)}; a transactional body may opt into {', '.join(sorted(SQL_OPT_INS))} only"
+                )
+            object.__setattr__(self, "sql_allows", kinds)
         if self.transactional:
             if self.client:
                 raise ConfigurationError(f"tool {self.name!r}: a client tool cannot be transactional")
@@ -183,6 +196,7 @@ def tool(
     transactional: bool = False,
     reconcile: ReconcileCheck | None = None,
     reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT,
+    sql_allows: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -198,6 +212,7 @@ def tool(
     transactional: bool = False,
     reconcile: ReconcileCheck | None = None,
     reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT,
+    sql_allows: Iterable[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a function; its type hints are the input schema and its docstring the description.
 
@@ -209,7 +224,8 @@ def tool(
     ledger's database); its writes commit with its result, so it is exactly once and never in doubt.
     ``reconcile=check``: recovery asks ``check(ctx)`` before answering a call ``outcome_unknown``; it
     returns ``hx.Applied(result)``, ``hx.NotApplied()`` or ``None`` within ``reconcile_timeout`` s.
-    See docs/writing-tools.md.
+    ``sql_allows``: the DDL kinds a transactional body may run on its own tables besides queries and
+    DML (``"CREATE TABLE"``, ``"CREATE INDEX"``, ``"ALTER TABLE"``...). See docs/writing-tools.md.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -229,6 +245,7 @@ def tool(
             transactional=transactional,
             reconcile=reconcile,
             reconcile_timeout=reconcile_timeout,
+            sql_allows=frozenset(sql_allows),
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -248,10 +265,11 @@ def define_tool(
     transactional: bool = False,
     reconcile: ReconcileCheck | None = None,
     reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT,
+    sql_allows: Iterable[str] = (),
 ) -> Tool:
     """A tool with an explicit pydantic input schema; ``execute(args, ctx)`` gets the validated model.
 
-    ``transactional`` and ``reconcile`` as for ``@tool``.
+    ``transactional``, ``reconcile`` and ``sql_allows`` as for ``@tool``.
     """
 
     def call(ctx: ToolContext, args: pydantic.BaseModel) -> Any:
@@ -275,6 +293,7 @@ def define_tool(
         transactional=transactional,
         reconcile=reconcile,
         reconcile_timeout=reconcile_timeout,
+        sql_allows=frozenset(sql_allows),
     )
 
 

@@ -83,7 +83,7 @@ bookings = sa.Table(
 )
 
 
-@hx.tool(transactional=True, sequential=True)
+@hx.tool(transactional=True, sequential=True, sql_allows=["CREATE TABLE"])  # its own table, made on first use
 def book_venue(ctx: hx.ToolContext, party: int) -> dict[str, Any]:
     """Book a table: one row in the bookings table, committed together with this call's result."""
     effects.record("book_venue", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, party=party)

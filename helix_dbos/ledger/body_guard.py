@@ -1,27 +1,33 @@
-"""What a transactional body may do with the call's transaction: read and write its own tables, nothing else.
+"""What a transactional body's SQL may reach: its own tables, through plain queries and DML. An allow-list.
 
 A transactional tool's exactly-once rests on one fact: the body's writes and the call's result commit
-in one database transaction, or neither does. A body that could commit that transaction itself (or
-roll it back, or begin another) would commit its effect apart from its result, and a crash after that
-would run it again on a relaunch; a body that could write the ledger's own tables could rewrite what
-recovery relies on. So the body never holds the SQLAlchemy ``Connection``: it gets a
-``ToolConnection``, which offers ``execute``, ``scalar``, ``scalars`` and ``exec_driver_sql`` and
-nothing that ends, begins or leaves the transaction, and every statement it sends is checked before
-it reaches the database:
+in one database transaction, or neither does. The body never holds the SQLAlchemy ``Connection``: it
+gets a ``ToolConnection``, which offers ``execute``, ``scalar``, ``scalars`` and ``exec_driver_sql``
+and nothing that ends, begins or leaves the transaction, and every statement it sends is checked
+before it runs, against what is allowed (never against a list of what is not):
 
-- SQLite: an authorizer on the connection for the body's duration (``sqlite3``'s
-  ``set_authorizer``: SQLite itself asks it about every table a statement would write, triggers and
-  views included) refuses ``BEGIN``/``COMMIT``/``ROLLBACK``/``SAVEPOINT``/``RELEASE``, ``ATTACH``, and
-  any write or schema change to the ledger's tables and DBOS's.
-- Postgres: each statement is read by Postgres's own parser (``pglast``, libpg_query); a transaction
-  statement anywhere in the string, a write or DDL naming the ``helix`` or ``dbos`` schema (in a CTE
-  too), and a change of ``search_path``, role or ``session_replication_role`` (ways round the schema
-  name or the triggers) are refused. What the parser cannot see into (a function or ``DO`` block you
-  wrote that writes the ledger) is not checked; Postgres itself refuses a ``COMMIT`` inside those
-  within a transaction block.
+- a query (``SELECT``, ``WITH``, ``VALUES``) and ``INSERT``/``UPDATE``/``DELETE`` (``MERGE`` on Postgres)
+  on the user's own tables; and the DDL kinds a tool names in ``sql_allows`` (``sql_kinds.SQL_OPT_INS``:
+  ``CREATE TABLE``, ``CREATE INDEX``, ``CREATE VIEW``, ``ALTER TABLE``, ``DROP TABLE``, ``DROP INDEX``,
+  ``DROP VIEW``, ``TRUNCATE``, ``LOCK``);
+- never a table or function of ``helix``, ``helix_private``, ``dbos`` (read or written), never a write
+  to the system catalogs, never a function that changes settings or takes session locks
+  (``set_config``, ``pg_advisory_lock``...); on SQLite never the runtime's or DBOS's tables,
+  ``sqlite_master`` only through an opted-in DDL, and ``PRAGMA`` only the read-only ones that
+  describe a table (``table_info``...).
 
-A refusal raises ``ToolConnectionError`` before the statement runs, so the transaction is intact: a
-body that catches it goes on; one that lets it raise is rolled back and that is the call's error.
+Where it is checked: SQLite, an authorizer on the connection for the body's duration (SQLite asks it
+about every table a statement reads or writes, triggers and views included). Postgres: each
+statement is read by Postgres's own parser (``pglast``), in the cursor class the driver's connection
+makes for the body's duration, so a statement sent through the driver's own connection (reached
+through a result's cursor) is checked too. A refusal raises ``ToolConnectionError`` before the
+statement runs, so the transaction is intact.
+
+Where it stops: Python code can always reach the driver below it (turn the SQLite authorizer off,
+build a psycopg cursor by hand, commit the driver's connection). The guard does not claim otherwise:
+the call's marker (``tx_marks``), written in the transaction before the body, keeps exactly-once
+whatever the body does, and the body's connection is closed after the call (never pooled again), so
+no setting it made outlives it.
 """
 
 from __future__ import annotations
@@ -35,14 +41,16 @@ from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from ..errors import ToolConnectionError
+from .sql_kinds import SQL_OPT_INS
 from .tables import SCHEMA, metadata
 
 #: DBOS's system schema on Postgres (``dbos_private.SYSTEM_SCHEMA``; helix never changes it).
 _DBOS_SCHEMA = "dbos"
-_PROTECTED_SCHEMAS = frozenset({SCHEMA, _DBOS_SCHEMA})
+_PROTECTED_SCHEMAS = frozenset({SCHEMA, "helix_private", _DBOS_SCHEMA})
+#: Schemas a body may read (a catalog query) but never write.
+_CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema", "pg_toast"})
 
 #: On SQLite every table stands unqualified in one file: the ledger's, its Alembic table, DBOS's.
 _DBOS_SQLITE_TABLES = frozenset({
@@ -113,7 +121,7 @@ class ToolConnection:
 
     def __getattr__(self, name: str) -> NoReturn:
         if name == "_run_ddl_visitor":  # Table.create(conn) / MetaData.create_all(conn)
-            _refuse(f"be given to Table.create or MetaData.create_all (run conn.execute(sa.schema.CreateTable(table, if_not_exists=True)); ctx.connection offers {_OFFERED} only)")
+            _refuse(f"be given to Table.create or MetaData.create_all (with sql_allows=['CREATE TABLE'], run conn.execute(sa.schema.CreateTable(table, if_not_exists=True)); ctx.connection offers {_OFFERED} only)")
         _refuse(f"use {name!r} of the connection (ctx.connection offers {_OFFERED} only)")
 
     def __repr__(self) -> str:
@@ -131,56 +139,109 @@ class _Denials:
 
 @contextmanager
 def _translated(denials: _Denials | None) -> Iterator[None]:
-    """A SQLite authorizer's refusal surfaces as ``sqlite3.DatabaseError('not authorized')``: raise it
-    as the typed refusal it is, with the reason the authorizer recorded."""
+    """A SQLite authorizer's refusal surfaces as ``sqlite3.DatabaseError`` ("not authorized", or "access
+    to t.c is prohibited" for a read): raise it as the typed refusal it is, with the reason the
+    authorizer recorded."""
+    if denials is not None:
+        denials.last = None  # a refusal is this statement's, never an earlier one's
     try:
         yield
     except sa.exc.DBAPIError as exc:
-        if denials is not None and isinstance(exc.orig, sqlite3.DatabaseError) and "not authorized" in str(exc.orig):
+        if denials is not None and isinstance(exc.orig, sqlite3.DatabaseError) and (
+            denials.last is not None or "not authorized" in str(exc.orig) or "prohibited" in str(exc.orig)
+        ):
             why, denials.last = denials.last, None
             _refuse(why or "run this statement")
         raise
 
 
-def _sqlite_authorizer(denials: _Denials) -> Any:
+#: PRAGMAs a body may run: each only describes a table, and none takes a value to set.
+_SQLITE_PRAGMAS = frozenset({"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"})
+#: SQLite's own tables: written only by an opted-in DDL statement (SQLite writes them then).
+_SQLITE_SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema", "sqlite_sequence"})
+
+
+def _sqlite_ddl() -> dict[int, str]:
+    c = sqlite3
+    return {
+        c.SQLITE_CREATE_TABLE: "CREATE TABLE", c.SQLITE_CREATE_TEMP_TABLE: "CREATE TABLE",
+        c.SQLITE_CREATE_INDEX: "CREATE INDEX", c.SQLITE_CREATE_TEMP_INDEX: "CREATE INDEX",
+        c.SQLITE_CREATE_VIEW: "CREATE VIEW", c.SQLITE_CREATE_TEMP_VIEW: "CREATE VIEW",
+        c.SQLITE_ALTER_TABLE: "ALTER TABLE",
+        c.SQLITE_DROP_TABLE: "DROP TABLE", c.SQLITE_DROP_TEMP_TABLE: "DROP TABLE",
+        c.SQLITE_DROP_INDEX: "DROP INDEX", c.SQLITE_DROP_TEMP_INDEX: "DROP INDEX",
+        c.SQLITE_DROP_VIEW: "DROP VIEW", c.SQLITE_DROP_TEMP_VIEW: "DROP VIEW",
+    }
+
+
+def _sqlite_authorizer(denials: _Denials, allows: frozenset[str]) -> Any:
+    c = sqlite3
+    ddl = _sqlite_ddl()
+    writes = {c.SQLITE_INSERT, c.SQLITE_UPDATE, c.SQLITE_DELETE}
+
+    def deny(why: str) -> int:
+        denials.last = why
+        return c.SQLITE_DENY
+
     def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _source: str | None) -> int:
-        if action in (sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT):
-            denials.last = "begin, commit or roll back a transaction or a savepoint (the body runs inside the call's one transaction)"
-            return sqlite3.SQLITE_DENY
-        if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
-            denials.last = "attach or detach a database"
-            return sqlite3.SQLITE_DENY
-        table = _sqlite_written_table(action, arg1, arg2)
-        if table is not None and table.lower() in _SQLITE_PROTECTED:
-            denials.last = f"write the runtime's own table {table!r}"
-            return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
+        if action in (c.SQLITE_SELECT, c.SQLITE_RECURSIVE):
+            return c.SQLITE_OK
+        if action == c.SQLITE_FUNCTION:  # arg2: the function's name
+            return deny("call load_extension") if (arg2 or "").lower() == "load_extension" else c.SQLITE_OK
+        if action in (c.SQLITE_READ, *writes):
+            table = (arg1 or "").lower()
+            if table in _SQLITE_PROTECTED:
+                return deny(f"{'read' if action == c.SQLITE_READ else 'write'} the runtime's own table {arg1!r}")
+            if action in writes and table in _SQLITE_SCHEMA_TABLES and not allows:
+                return deny(f"write SQLite's own table {arg1!r}")
+            return c.SQLITE_OK
+        if action in ddl:
+            table = (arg1 or "").lower()
+            target = (arg2 or "").lower() if action in (c.SQLITE_CREATE_INDEX, c.SQLITE_CREATE_TEMP_INDEX, c.SQLITE_DROP_INDEX, c.SQLITE_DROP_TEMP_INDEX, c.SQLITE_ALTER_TABLE) else table
+            if target in _SQLITE_PROTECTED or table in _SQLITE_PROTECTED:
+                return deny(f"change the runtime's own table {arg2 if target in _SQLITE_PROTECTED else arg1!r}")
+            kind = ddl[action]
+            if kind == "CREATE INDEX" and table.startswith("sqlite_autoindex_"):
+                kind = "CREATE TABLE"  # a table's own key index, made by its CREATE TABLE
+            if kind not in allows:
+                return deny(_not_opted(kind))
+            return c.SQLITE_OK
+        if action == c.SQLITE_PRAGMA:
+            if (arg1 or "").lower() in _SQLITE_PRAGMAS:
+                return c.SQLITE_OK
+            return deny(f"run PRAGMA {arg1} (a setting of the connection or the database file; only {', '.join(sorted(_SQLITE_PRAGMAS))} may run)")
+        if action == c.SQLITE_REINDEX and allows & {"CREATE INDEX", "CREATE TABLE"}:  # SQLite asks it of every index it makes
+            return c.SQLITE_OK
+        if action in (c.SQLITE_TRANSACTION, c.SQLITE_SAVEPOINT):
+            return deny("begin, commit or roll back a transaction or a savepoint (the body runs inside the call's one transaction)")
+        if action in (c.SQLITE_ATTACH, c.SQLITE_DETACH):
+            return deny("attach or detach a database")
+        return deny(f"run this kind of statement (SQLite action {action}: triggers, virtual tables, ANALYZE, REINDEX are never a body's)")
 
     return authorize
 
 
-def _sqlite_written_table(action: int, arg1: str | None, arg2: str | None) -> str | None:
-    """The table a write or schema change touches (SQLite's authorizer puts it in arg1 or arg2)."""
-    if action in (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE, sqlite3.SQLITE_DROP_TABLE):
-        return arg1
-    if action in (
-        sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_DROP_INDEX,
-        sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_DROP_TRIGGER,
-        sqlite3.SQLITE_CREATE_TEMP_TRIGGER, sqlite3.SQLITE_DROP_TEMP_TRIGGER,  # a temp trigger may sit on a main table
-    ):
-        return arg2
-    return None
+def _not_opted(kind: str) -> str:
+    return f"run {kind} (the tool did not opt into it: @hx.tool(transactional=True, sql_allows=[{kind!r}]))"
 
 
 # --- Postgres: each statement read by Postgres's own parser ----------------------------------------------
 
 _PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[sbt]|%%")
-_GUC_REFUSED = frozenset({"search_path", "role", "session_authorization", "session_replication_role"})
-_WRITES = frozenset({"InsertStmt", "UpdateStmt", "DeleteStmt", "MergeStmt", "CopyStmt", "LockStmt"})
-_RELATIONS = frozenset({
-    "TruncateStmt", "AlterTableStmt", "RenameStmt", "IndexStmt", "CreateTrigStmt", "RuleStmt", "CreateStmt",
-    "VacuumStmt", "ClusterStmt", "GrantStmt", "CommentStmt", "CreateTableAsStmt", "RefreshMatViewStmt", "ViewStmt",
+
+#: Statement kinds every body may run: queries and plain DML.
+_PLAIN = frozenset({"SelectStmt", "InsertStmt", "UpdateStmt", "DeleteStmt", "MergeStmt"})
+#: Functions no body may call, whatever schema they are named in: they change settings, take or free
+#: session locks (which outlive the transaction), signal other sessions, or reach the server's files.
+_FUNCS_REFUSED = frozenset({
+    "set_config", "pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock", "pg_try_advisory_lock_shared",
+    "pg_advisory_unlock", "pg_advisory_unlock_shared", "pg_advisory_unlock_all", "pg_terminate_backend", "pg_cancel_backend",
+    "pg_reload_conf", "pg_rotate_logfile", "pg_promote", "pg_switch_wal", "pg_create_restore_point", "pg_read_file",
+    "pg_read_binary_file", "pg_ls_dir", "pg_stat_file", "lo_import", "lo_export", "dblink", "dblink_exec", "dblink_connect",
+    "pg_logical_emit_message", "pg_replication_origin_create", "pg_backup_start", "pg_backup_stop",
 })
+_DROPS = {"OBJECT_TABLE": "DROP TABLE", "OBJECT_INDEX": "DROP INDEX", "OBJECT_VIEW": "DROP VIEW"}
+_RENAMES = frozenset({"OBJECT_TABLE", "OBJECT_COLUMN", "OBJECT_TABCONSTRAINT", "OBJECT_INDEX"})
 
 
 def _dollar_params(sql: str) -> str:
@@ -199,7 +260,7 @@ def _dollar_params(sql: str) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def pg_refusal(sql: str, has_params: bool) -> str | None:
+def pg_refusal(sql: str, has_params: bool, allows: frozenset[str] = frozenset()) -> str | None:
     """Why this statement text may not run in a body (None: it may). Cached: a body's statements are
     few and repeat (Core compiles the same text every time)."""
     from pglast import parser  # libpg_query, loaded by the first guarded statement
@@ -207,86 +268,162 @@ def pg_refusal(sql: str, has_params: bool) -> str | None:
     text = _dollar_params(sql) if has_params else sql
     try:
         tree = json.loads(parser.parse_sql_json(text))
-    except Exception:  # noqa: BLE001  (not SQL Postgres would run either: the server refuses it, nothing runs)
+    except Exception:  # noqa: BLE001  (an allow-list refuses what it cannot read)
+        return "run SQL that Postgres's parser (pglast) cannot read"
+    for entry in tree.get("stmts") or []:
+        stmt = entry.get("stmt") if isinstance(entry, dict) else None
+        if not isinstance(stmt, dict) or len(stmt) != 1:
+            return "run this statement"
+        [(kind, body)] = stmt.items()
+        why = _pg_kind(kind, body if isinstance(body, dict) else {}, allows)
+        if why is None:
+            why = _pg_walk(stmt, writing=kind != "SelectStmt" or "intoClause" in body)
+        if why is not None:
+            return why
+    return None
+
+
+def _pg_kind(kind: str, body: dict[str, Any], allows: frozenset[str]) -> str | None:
+    """Whether the statement's kind is allowed: plain queries and DML, or a DDL kind the tool named."""
+    wanted: str | None = None
+    if kind in _PLAIN:
+        wanted = "CREATE TABLE" if kind == "SelectStmt" and "intoClause" in body else None
+    elif kind in ("CreateStmt", "CreateTableAsStmt"):
+        wanted = "CREATE TABLE" if body.get("objtype", "OBJECT_TABLE") == "OBJECT_TABLE" else ""
+    elif kind == "IndexStmt":
+        wanted = "CREATE INDEX"
+    elif kind == "ViewStmt":
+        wanted = "CREATE VIEW"
+    elif kind == "AlterTableStmt":
+        wanted = "ALTER TABLE" if body.get("objtype") == "OBJECT_TABLE" else ""
+    elif kind == "RenameStmt":
+        wanted = "ALTER TABLE" if body.get("renameType") in _RENAMES and "relation" in body else ""
+    elif kind == "DropStmt":
+        wanted = _DROPS.get(str(body.get("removeType")), "")
+    elif kind == "TruncateStmt":
+        wanted = "TRUNCATE"
+    elif kind == "LockStmt":
+        wanted = "LOCK"
+    elif kind == "TransactionStmt":
+        return "begin, commit or roll back a transaction or a savepoint (the body runs inside the call's one transaction)"
+    elif kind in ("VariableSetStmt", "AlterSystemStmt", "AlterDatabaseSetStmt", "AlterRoleSetStmt", "DiscardStmt"):
+        return "change a setting (a body's session state would outlive the call; a setting is never a body's)"
+    else:
+        wanted = ""
+    if wanted is None:
         return None
-    return _pg_walk(tree)
+    if wanted == "" or wanted not in SQL_OPT_INS:
+        return f"run a {kind.removesuffix('Stmt')} statement (a body runs queries and DML on its own tables, and the DDL kinds it opts into: {', '.join(sorted(SQL_OPT_INS))})"
+    return None if wanted in allows else _not_opted(wanted)
 
 
-def _pg_walk(node: Any) -> str | None:
+def _pg_walk(node: Any, *, writing: bool) -> str | None:
+    """Every relation and function the statement names: none of the runtime's, no catalog written,
+    no function that reaches past the transaction."""
     if isinstance(node, list):
         for item in node:
-            if (why := _pg_walk(item)) is not None:
+            if (why := _pg_walk(item, writing=writing)) is not None:
                 return why
         return None
     if not isinstance(node, dict):
         return None
+    if "relname" in node:  # a RangeVar, bare or wrapped
+        schema = node.get("schemaname")
+        if schema in _PROTECTED_SCHEMAS:
+            return f"reach the runtime's own table {schema}.{node.get('relname')}"
+        if writing and (schema in _CATALOG_SCHEMAS or (schema is None and str(node.get("relname", "")).startswith("pg_"))):
+            return f"write the system catalog ({node.get('relname')})"
     for kind, body in node.items():
-        if kind == "TransactionStmt":
-            return "begin, commit or roll back a transaction or a savepoint (the body runs inside the call's one transaction)"
-        if kind == "VariableSetStmt" and isinstance(body, dict) and body.get("name") in _GUC_REFUSED:
-            return f"change {body['name']} (a way round the ledger's schema or its triggers)"
-        if kind == "FuncCall" and isinstance(body, dict) and _funcname(body) == "set_config":
-            return "call set_config (a way round the ledger's schema or its triggers)"
-        if kind in _WRITES and isinstance(body, dict) and _protected(body.get("relation")):
-            return f"write the runtime's own table {_relname(body['relation'])}"
-        if kind == "LockStmt" and isinstance(body, dict):  # LOCK names its tables in a list, not one relation
-            for rel in body.get("relations") or []:
-                if _protected(rel):
-                    return f"lock the runtime's own table {_relname(rel)}"
-        if kind in _RELATIONS and isinstance(body, dict):
-            for rel in [body.get("relation"), *(body.get("relations") or []), *(body.get("objects") or [])]:
-                if _protected(rel):
-                    return f"change the runtime's own table {_relname(rel)}"
+        if kind == "FuncCall" and isinstance(body, dict):
+            names = [str(n.get("String", {}).get("sval")) for n in body.get("funcname") or [] if isinstance(n, dict)]
+            if len(names) > 1 and names[0] in _PROTECTED_SCHEMAS:
+                return f"call the runtime's own function {'.'.join(names)}"
+            if names and names[-1].lower() in _FUNCS_REFUSED:
+                return f"call {names[-1]} (it reaches past the call's transaction)"
         if kind == "DropStmt" and isinstance(body, dict):
             for obj in body.get("objects") or []:
                 names = [i.get("String", {}).get("sval") for i in (obj.get("List", {}).get("items") or [])] if isinstance(obj, dict) else []
                 if len(names) > 1 and names[0] in _PROTECTED_SCHEMAS:
                     return f"drop the runtime's own {'.'.join(str(n) for n in names)}"
-                if body.get("removeType") == "OBJECT_SCHEMA" and isinstance(obj, dict) and obj.get("String", {}).get("sval") in _PROTECTED_SCHEMAS:
-                    return "drop the runtime's own schema"
-        if (why := _pg_walk(body)) is not None:
+        if kind == "newschema" and body in _PROTECTED_SCHEMAS | _CATALOG_SCHEMAS:
+            return f"move a table into {body}"
+        if (why := _pg_walk(body, writing=writing)) is not None:
             return why
     return None
 
 
-def _funcname(call: dict[str, Any]) -> str | None:
-    names = [n.get("String", {}).get("sval") for n in call.get("funcname") or [] if isinstance(n, dict)]
-    return names[-1] if names else None
+def _query_text(query: Any, cursor: Any) -> str:
+    if isinstance(query, bytes | bytearray | memoryview):
+        return bytes(query).decode()
+    if isinstance(query, str):
+        return query
+    as_string = getattr(query, "as_string", None)  # psycopg.sql.Composable
+    return str(as_string(cursor)) if callable(as_string) else str(query)
 
 
-def _protected(rel: Any) -> bool:
-    if isinstance(rel, dict) and "RangeVar" in rel:
-        rel = rel["RangeVar"]
-    return isinstance(rel, dict) and rel.get("schemaname") in _PROTECTED_SCHEMAS
+def _pg_cursor_classes(allows: frozenset[str]) -> tuple[type[Any], type[Any]]:
+    """psycopg cursor classes that check each statement before it is sent: set as the driver
+    connection's factories for the body's duration, so SQLAlchemy's statements and any the body
+    sends through the driver's own connection (``result.cursor.connection``) are checked alike."""
+    import psycopg
+
+    def check(cursor: Any, query: Any, params: Any) -> None:
+        why = pg_refusal(_query_text(query, cursor), params is not None and len(params) > 0, allows)
+        if why is not None:
+            _refuse(why)
+
+    class GuardedCursor(psycopg.Cursor[Any]):
+        def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+            check(self, query, params)
+            return super().execute(query, params, **kw)
+
+        def executemany(self, query: Any, params_seq: Any, **kw: Any) -> None:
+            params_seq = list(params_seq)
+            check(self, query, params_seq[0] if params_seq else None)
+            super().executemany(query, params_seq, **kw)
+
+        def stream(self, query: Any, params: Any = None, **kw: Any) -> Any:
+            check(self, query, params)
+            return super().stream(query, params, **kw)
+
+        def copy(self, *_args: Any, **_kw: Any) -> Any:
+            _refuse("run COPY")
+
+    class GuardedServerCursor(psycopg.ServerCursor[Any]):
+        def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+            check(self, query, params)
+            return super().execute(query, params, **kw)
+
+    return GuardedCursor, GuardedServerCursor
 
 
-def _relname(rel: Any) -> str:
-    if isinstance(rel, dict) and "RangeVar" in rel:
-        rel = rel["RangeVar"]
-    return f"{rel.get('schemaname')}.{rel.get('relname')}" if isinstance(rel, dict) else "?"
-
-
-def _pg_check(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _executemany: bool) -> None:
-    why = pg_refusal(statement, bool(parameters))
-    if why is not None:
-        _refuse(why)
+def _pg_own_schemas(conn: sa.Connection) -> None:
+    """A ``search_path`` that names a schema of the runtime's (the database's or the role's default)
+    would let an unqualified name reach the ledger: drop those schemas from it for this transaction."""
+    path = [str(s) for s in conn.exec_driver_sql("SELECT current_schemas(false)").scalar() or []]
+    if any(s in _PROTECTED_SCHEMAS for s in path):
+        kept = ", ".join('"' + s.replace('"', '""') + '"' for s in path if s not in _PROTECTED_SCHEMAS) or "pg_catalog"
+        conn.exec_driver_sql(f"SET LOCAL search_path TO {kept}")
 
 
 @contextmanager
-def guarded(conn: sa.Connection) -> Iterator[ToolConnection]:
-    """The body's ``ToolConnection`` over ``conn``, with the database-side checks on for its duration."""
+def guarded(conn: sa.Connection, allows: frozenset[str] = frozenset()) -> Iterator[ToolConnection]:
+    """The body's ``ToolConnection`` over ``conn``, with the database-side checks on for its duration
+    (``allows``: the DDL kinds the tool opted into, ``sql_kinds.SQL_OPT_INS``)."""
+    raw = conn.connection.driver_connection
+    assert raw is not None  # a connection inside its transaction always has its DBAPI connection
     if conn.dialect.name == "sqlite":
-        raw = conn.connection.driver_connection
-        assert raw is not None  # a connection inside its transaction always has its DBAPI connection
         denials = _Denials()
-        raw.set_authorizer(_sqlite_authorizer(denials))  # also expires cached statements: each is authorized anew
+        raw.set_authorizer(_sqlite_authorizer(denials, allows))  # also expires cached statements: each is authorized anew
         try:
             yield ToolConnection(conn, denials)
         finally:
             raw.set_authorizer(None)
         return
-    event.listen(conn, "before_cursor_execute", _pg_check)
+    _pg_own_schemas(conn)
+    before = raw.cursor_factory, raw.server_cursor_factory
+    raw.cursor_factory, raw.server_cursor_factory = _pg_cursor_classes(allows)
     try:
         yield ToolConnection(conn)
     finally:
-        event.remove(conn, "before_cursor_execute", _pg_check)
+        raw.cursor_factory, raw.server_cursor_factory = before

@@ -13,6 +13,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from . import tables as t
+from . import tx_marks
 from .attempts import close_open_attempts
 from .events import emit
 from .records import CallRow, CheckOutcome
@@ -77,8 +78,12 @@ def of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = F
 
 @functools.cache
 def _of_step(for_update: bool) -> sa.Select[Any]:
-    stmt = sa.select(t.calls).where(t.calls.c.run_id == sa.bindparam("w_run_id"), t.calls.c.step == sa.bindparam("w_step")).order_by(t.calls.c.position)
-    return stmt.with_for_update() if for_update else stmt
+    stmt = (
+        sa.select(t.calls, tx_marks.escaped_column())
+        .where(t.calls.c.run_id == sa.bindparam("w_run_id"), t.calls.c.step == sa.bindparam("w_step"))
+        .order_by(t.calls.c.position)
+    )
+    return stmt.with_for_update(of=t.calls) if for_update else stmt
 
 
 def saver_of_active_step(conn: sa.Connection, session_id: str, step: int) -> str | None:
@@ -201,3 +206,10 @@ def unresolved_calls_of_run(conn: sa.Connection, run_id: str) -> list[CallRow]:
         .where(t.calls.c.run_id == run_id, t.calls.c.status.in_(CALL_UNRESOLVED | {"pending"}))
         .order_by(t.calls.c.step, t.calls.c.position),
     ))
+
+
+def note_escaped(conn: sa.Connection, dispatch_id: str, note: str) -> None:
+    """The call's body committed its transaction itself: the model is told so (``note``), and the call
+    no longer counts as decided by the database (its effect may exist apart from any result)."""
+    conn.execute(t.calls.update().where(t.calls.c.dispatch_id == dispatch_id).values(outcome_note=note, transactional=False))
+

@@ -321,3 +321,18 @@ def explain_database_error(exc: BaseException) -> ConfigurationError | None:
     if "unable to open database file" in text:
         return ConfigurationError("cannot open the SQLite file: does its directory exist and is it writable?", detail=text.strip())
     return None
+
+
+def without_sql(exc: BaseException) -> str | None:
+    """A failed statement's error as the driver gave it, without the SQL text and parameters that
+    SQLAlchemy appends (None: not a statement's error). A run's error and a model's answer say what
+    went wrong, never the statement the runtime (or a tool's body) sent."""
+    if not isinstance(exc, sa.exc.StatementError):
+        return None
+    orig = exc.orig if exc.orig is not None else exc
+    lines = [line for line in str(orig).strip().splitlines() if line.strip()]
+    first = lines[0] if lines else type(orig).__name__
+    if orig is exc:
+        first = first.split("[SQL:", 1)[0].strip() or type(exc).__name__
+    return f"{type(orig).__name__}: {first}"
+

@@ -21,6 +21,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from . import tables as t
+from . import tx_marks
 from .rows import fetch_all, fetch_one
 
 #: ``status_of(workflow_id_expression, sqlite=...)``: DBOS's status of that workflow as a scalar subquery.
@@ -104,6 +105,7 @@ def _calls_sqlite(status_of: StatusOf) -> sa.Select[Any]:
     return (
         sa.select(
             t.calls,
+            tx_marks.escaped_column(),
             *head_columns(run_id, session, status_of, sqlite=True),
             sa.select(t.runs.c.agent_name).where(t.runs.c.run_id == run_id).scalar_subquery().label("fence_agent"),
         )
@@ -117,7 +119,7 @@ def _calls_sqlite(status_of: StatusOf) -> sa.Select[Any]:
 def _calls_pg(status_of: StatusOf, for_update: bool) -> sa.Select[Any]:
     head = locked_head(sa.bindparam("w_run_id"), status_of)
     stmt = (
-        sa.select(t.calls, *(head.c[k] for k in CALLS_HEAD_KEYS))
+        sa.select(t.calls, tx_marks.escaped_column(), *(head.c[k] for k in CALLS_HEAD_KEYS))
         .select_from(t.calls.join(head, sa.true()))
         .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
         .order_by(t.calls.c.position)

@@ -173,6 +173,9 @@ class CallRow(NewCallRow):
     #: A ``CheckOutcome`` when written by helix_dbos; typed as the JSON it is stored as, since the
     #: service returns it as stored (a narrower type would drop keys a check's verdict added).
     check_outcome: dict[str, Any] | None
+    #: Read beside the row by the reads recovery decides over (``tx_marks.escaped_column``): a
+    #: transactional body of the call committed its transaction itself. Not a column of ``calls``.
+    tx_escaped: NotRequired[bool]
 
 
 class AttemptRow(TypedDict):

@@ -206,6 +206,17 @@ tx_outputs = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
 )
 
+# A transactional body's marker (migration 0015): written first inside the body's own transaction,
+# deleted by the result write in that transaction. Committed without a result, it proves the body
+# committed its transaction itself (its effect may exist): recovery never runs that call again.
+tx_marks = sa.Table(
+    "tx_marks",
+    metadata,
+    sa.Column("dispatch_id", sa.String(64), primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("marked_at", Timestamp, nullable=False),
+)
+
 # A persistent companion: one child session per (parent session, companion agent), kept across the
 # parent's calls. Each call is one turn: a run of the companion session whose run id is the call's
 # dispatch id. ``workflow_id`` is the live incarnation of its long-lived DBOS workflow (turns arrive by

@@ -27,6 +27,9 @@ The rules, in the order they apply to a call:
    fewer than 3 bodies have started; otherwise ``replay_limit_reached`` (3 bodies) or
    ``outcome_unknown``.
 
+A transactional call whose body committed its transaction itself (its in-transaction marker is
+committed without a result: ``escaped``) is ``outcome_unknown`` under every entry, and never runs again.
+
 Two kinds of call are never left in doubt, because something other than the body can prove what
 happened (``decided_by`` on the decision says what):
 
@@ -79,6 +82,7 @@ from .texts import (
     REPLAY_LIMIT_NOTHING_COMMITTED,
     REPLAY_LIMIT_REACHED,
     RUN_STOPPED,
+    TRANSACTION_ESCAPED,
 )
 
 MAX_BODIES: Final = 3
@@ -119,6 +123,9 @@ class SavedCall:
     transactional: bool = False
     #: What the tool's reconcile check said about the latest attempt (None: not asked since it began).
     check: Verdict | None = None
+    #: A transactional body of the call committed its transaction itself: its marker is committed
+    #: without a result, so its effect may exist and nothing proves otherwise.
+    escaped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +214,9 @@ def _decide_one(
 ) -> Decision:
     if not _unsettled(call, entry):
         return Decision(call.dispatch_id, "keep", reason="settled")
+
+    if call.escaped:  # whatever the entry: its effect may have committed, and it never runs again
+        return _pair(call, "outcome_unknown", TRANSACTION_ESCAPED, "transactional body committed its own transaction: its effect may exist")
 
     never_started = call.attempts == 0
     waiting_answer = call.status == "pending"

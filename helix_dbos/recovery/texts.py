@@ -27,6 +27,13 @@ REPLAY_LIMIT_NOTHING_COMMITTED: Final = (
 REPLAY_LIMIT_NOT_APPLIED: Final = (
     REPLAY_LIMIT_REACHED + ". Nothing took effect: the outside system reports no attempt was applied."
 )
+#: A transactional body that committed its database transaction itself (through the driver's
+#: connection): its effect may exist apart from any result. The code first, so a model (or a person)
+#: reading it can tell it from a call that merely died.
+TRANSACTION_ESCAPED: Final = (
+    "transaction_escaped: the tool's body committed its database transaction itself, apart from its result, so "
+    + OUTCOME_UNKNOWN + ". " + REPLAY_LIMIT_REACHED
+)
 
 PAIRING_TEXTS: Final = {
     "outcome_unknown": OUTCOME_UNKNOWN,

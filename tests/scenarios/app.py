@@ -71,6 +71,7 @@ SCENARIOS: dict[str, list[str]] = {
     # transactional and reconciled tools (issue 12)
     "tx": ["tx_book"],
     "tx_rogue": ["tx_rogue"],  # a transactional body that tries to end its own transaction (SCENARIO_ROGUE)
+    "tx_escape": ["tx_escape"],  # a transactional body that commits its transaction through the driver (SCENARIO_ESCAPE)
     "reconcile": ["rec_charge"],
     "reconcile_seq": ["rec_seq", "seq_b"],
     "seq_reconcile": ["seq_unsafe", "rec_seq"],  # an unsafe call ahead of a reconciled one, in one lane
@@ -111,6 +112,76 @@ def _tx_book(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
     return {"tool": "tx_book", "key": key, "rows_seen": booked}
 
 
+#: Rogue bodies that reach past ``ctx.connection`` to the driver (no refusal expected: the driver is
+#: Python's to call), each changing only what the call's discarded connection holds.
+RAW_ROGUES = frozenset({"raw_read_only", "raw_search_path"})
+
+
+def _steal_owner(conn: Any, sqlite: bool, table: str) -> None:
+    """Give another principal's session to a new owner through ``table`` (a view over the ledger)."""
+    conn.exec_driver_sql(f"UPDATE {table} SET owner = 'thief'")
+
+
+def _reach_attempts(conn: Any, sqlite: bool) -> dict[str, Any]:
+    """What a body must not reach (settings, the ledger's schema, DBOS's, the private lock table),
+    each as a body would try it through ``ctx.connection`` or the driver's connection below it."""
+
+    def driver() -> Any:  # the driver's connection, reached through a result's cursor
+        return conn.execute(sa.select(sa.literal(1))).cursor.connection
+
+    def temp_view() -> None:
+        conn.exec_driver_sql(f"CREATE TEMP VIEW stolen AS SELECT * FROM {'sessions' if sqlite else 'helix.sessions'}")
+        _steal_owner(conn, sqlite, "stolen")
+
+    def raw_read_only() -> None:
+        raw = driver()
+        if sqlite:
+            raw.set_authorizer(None)  # Python can: the guard stops at the driver
+            raw.execute("PRAGMA query_only = ON")
+        else:
+            import psycopg
+
+            psycopg.Cursor(raw).execute("SET default_transaction_read_only = on")  # a cursor built by hand: no guard
+
+    def raw_search_path() -> None:
+        raw = driver()
+        if sqlite:
+            raw.set_authorizer(None)
+            raw.execute("PRAGMA foreign_keys = ON")
+        else:
+            import psycopg
+
+            psycopg.Cursor(raw).execute("SET search_path = helix, public")
+
+    common: dict[str, Any] = {
+        "read_only": lambda: conn.exec_driver_sql("PRAGMA query_only = ON" if sqlite else "SET default_transaction_read_only = on"),
+        "driver_read_only": lambda: driver().execute("PRAGMA query_only = ON" if sqlite else "SET default_transaction_read_only = on"),
+        "temp_view": temp_view,
+        "raw_read_only": raw_read_only,
+        "raw_search_path": raw_search_path,
+    }
+    if sqlite:
+        return {
+            **common,
+            "writable_schema": lambda: (  # the schema made writable, then a ledger index entry deleted
+                conn.exec_driver_sql("PRAGMA writable_schema = ON"),
+                conn.exec_driver_sql("DELETE FROM sqlite_master WHERE type = 'index' AND tbl_name = 'calls'"),
+            ),
+            "sqlite_master": lambda: conn.exec_driver_sql("DELETE FROM sqlite_master WHERE type = 'index' AND tbl_name = 'calls'"),
+        }
+    return {
+        **common,
+        "alter_schema": lambda: conn.exec_driver_sql("ALTER SCHEMA helix RENAME TO helix_moved"),
+        "set_schema": lambda: conn.exec_driver_sql("ALTER TABLE helix.sessions SET SCHEMA public"),
+        "alter_database": lambda: conn.exec_driver_sql(
+            f"ALTER DATABASE {conn.exec_driver_sql('SELECT current_database()').scalar()} SET search_path = helix, public"
+        ),
+        "private_lock": lambda: conn.exec_driver_sql("UPDATE helix_private.executor_locks SET lock_key = lock_key + 1"),
+        "dbos_enqueue": lambda: conn.exec_driver_sql("SELECT dbos.enqueue_workflow('forged', 'forged')"),
+        "driver_set_config": lambda: driver().execute("SELECT set_config('default_transaction_read_only', 'on', false)"),
+    }
+
+
 def _tx_rogue(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
     """Book a row, then do what a body must not (``SCENARIO_ROGUE``: commit, sql_commit, rollback,
     helix_write), swallow the refusal, and hold the transaction open ``SCENARIO_ROGUE_HOLD`` seconds
@@ -125,17 +196,53 @@ def _tx_rogue(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
         "rollback": lambda: conn.rollback(),
         "sql_commit": lambda: conn.exec_driver_sql("COMMIT"),
         "helix_write": lambda: conn.exec_driver_sql("UPDATE sessions SET status = 'completed'" if sqlite else "UPDATE helix.sessions SET status = 'completed'"),
+        **_reach_attempts(conn, sqlite),
     }[how]
     refused = None
     try:
         attempt()
-    except Exception as exc:  # what the runtime refused it with
+    except Exception as exc:  # noqa: BLE001 - what refused it (the guard, the driver, SQLite itself)
         refused = type(exc).__name__
     effect("rogue", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, how=how, refused=refused, pid=os.getpid())
     hold = float(os.environ.get("SCENARIO_ROGUE_HOLD", "0"))
     if hold and ctx.attempt == 1:
         time.sleep(hold)
     return {"tool": "tx_rogue", "key": key, "refused": refused}
+
+
+def _driver_connection_in_frames() -> Any:
+    """The runtime's SQLAlchemy connection, found by walking up the body's frame stack."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in frame.f_locals.values():
+            if isinstance(value, sa.Connection):
+                return value
+        frame = frame.f_back  # type: ignore[assignment]
+    raise LookupError("no connection in the frames")
+
+
+def _tx_escape(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
+    """Book a row, then commit the transaction by reaching past ``ctx.connection`` (``SCENARIO_ESCAPE``):
+    ``root`` (the result's SQLAlchemy root connection), ``cursor`` (the driver connection of the
+    result's cursor), ``frames`` (the runtime's connection found on the frame stack). On SQLite the
+    body first turns the runtime's authorizer off through the driver connection (Python can)."""
+    effect("bodies", tool="tx_escape", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, key=key)
+    conn: Any = ctx.require_connection()
+    how = os.environ.get("SCENARIO_ESCAPE", "root")
+    result = conn.execute(tx_effects.insert().values(dispatch_id=ctx.require_dispatch_id(), key=key).returning(tx_effects.c.id))
+    cursor = result.cursor  # the driver's cursor (RETURNING keeps it open)
+    driver = cursor.connection
+    result.all()
+    if conn.dialect.name == "sqlite":
+        driver.set_authorizer(None)
+    if how == "root":
+        result.context.root_connection.commit()
+    elif how == "cursor":
+        driver.commit()
+    else:
+        _driver_connection_in_frames().commit()
+    effect("escaped", dispatch_id=ctx.dispatch_id, attempt=ctx.attempt, how=how, pid=os.getpid())
+    return {"tool": "tx_escape", "key": key}
 
 
 def _charge(name: str) -> Any:
@@ -195,6 +302,7 @@ def build_tools(variant: str) -> list[hx.Tool]:
         hx.tool(replay="safe", sequential=True, name="slow_seq")(_body("slow_seq", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),
         hx.tool(transactional=True, name="tx_book")(_tx_book),
         hx.tool(transactional=True, name="tx_rogue")(_tx_rogue),
+        hx.tool(transactional=True, name="tx_escape")(_tx_escape),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, name="rec_charge")(_charge("rec_charge")),
         hx.tool(reconcile=check_charge, reconcile_timeout=0.5, sequential=True, name="rec_seq")(_charge("rec_seq")),
         hx.tool(name="slow_unsafe")(_body("slow_unsafe", delay=float(os.environ.get("SCENARIO_DELAY", "3")))),

@@ -61,6 +61,7 @@ def saved_call(row: CallRow) -> SavedCall:
         paired_by=row["paired_by"],
         transactional=bool(row.get("transactional")),
         check=_check_of(row),
+        escaped=bool(row.get("tx_escaped")),
     )
 
 

@@ -30,6 +30,7 @@ import dataclasses
 import logging
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -38,9 +39,11 @@ import pydantic
 import sqlalchemy as sa
 
 from ...definitions import Tool, ToolContext
-from ...ledger import attempts, body_guard, body_lock
+from ...errors import TransactionEscapedError
+from ...ledger import attempts, body_guard, body_lock, tx_marks
 from ...ledger import calls as call_rows
-from ...ledger.engine import unbounded_waits
+from ...ledger.engine import unbounded_waits, without_sql
+from ...recovery.texts import TRANSACTION_ESCAPED
 from ..floor import fence, gate, transcript
 from ..floor.durable import ProcessStopping
 from ..floor.records import RecordOutcome
@@ -64,6 +67,10 @@ class _BodyRaised(Exception):
 
 class _Unusable(Exception):
     """The body returned a value that cannot be a result: roll back, answer the call with an error."""
+
+
+class _Escaped(Exception):
+    """The body committed its transaction itself: its marker is committed and the call has no result."""
 
 
 #: The DBAPI connections of the SQLite transactional bodies in flight in this process (``abandon_open``).
@@ -141,24 +148,67 @@ def _body_and_result(conn: sa.Connection, registry: Registry, run_id: str, dispa
     call = call_rows.get_call(conn, dispatch_id)  # unlocked: the fenced, locked check comes with the result write
     if call is None or call["status"] != "running" or call["attempts"] != attempt:
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
-    with body_guard.guarded(conn) as guarded, unbounded_waits():
+    tx_marks.mark(conn, dispatch_id, attempt)  # the transaction's first write: any commit the body forces carries it
+    with body_guard.guarded(conn, tool.sql_allows) as guarded, unbounded_waits():
         try:
             value = tool.invoke_sync(args, dataclasses.replace(ctx, connection=guarded))
         except Exception as exc:
+            # The body's frames hold what it opened (a result, a driver cursor) for as long as the
+            # exception lives: on SQLite an unfinished statement keeps a closed connection (and its
+            # write lock) alive. The traceback stays; the finished frames' locals go.
+            traceback.clear_frames(exc.__traceback__)
             raise _BodyRaised() from exc
     ok, value = transcript.jsonable(value)
     if not ok:
         raise _Unusable(value)
     crash_point("after_body", tool.name)  # dies with the transaction open: the body's writes never commit
+    if _escaped(registry, dispatch_id, attempt):
+        raise _Escaped()
     reason, _ = fence.why_refused(conn, run_id, fence.current_workflow_id())
     if reason is not None:
         raise _Refused(f"result write refused: {reason}")
     call = call_rows.get_call(conn, dispatch_id, for_update=True)
     if call is None or call["status"] != "running" or call["attempts"] != attempt:
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
+    tx_marks.unmark(conn, dispatch_id, attempt)
     if not attempts.record_result(conn, dispatch_id, attempt, run_id, "ok", result=value):
         raise _Refused("result write refused: a newer attempt or an answer owns the call")
     return RecordOutcome("ok", written=True)
+
+
+def _escaped(registry: Registry, dispatch_id: str, attempt: int | None = None) -> bool:
+    """Whether the call's marker is committed, read from a connection of its own (outside the body's
+    transaction, where only a commit makes it visible): the body committed its transaction itself."""
+    with registry.env.engine.connect() as conn:
+        return tx_marks.committed(conn, dispatch_id, attempt)
+
+
+def _answer_escaped(registry: Registry, run_id: str, dispatch_id: str, attempt: int, tool: Tool) -> RecordOutcome:
+    """The body committed its effect apart from its result: the call is ``outcome_unknown`` (never
+    "failed", never run again), with ``transaction_escaped`` in its error and its note."""
+    log.error("run %s: transactional tool %r committed its transaction itself (call %s): answered outcome_unknown, not run again",
+              run_id, tool.name, dispatch_id)
+    error = {"type": TransactionEscapedError.__name__, "code": TransactionEscapedError.code, "message": TRANSACTION_ESCAPED}
+    with registry.env.engine.begin() as conn:
+        out = gate.record(conn, run_id, dispatch_id, attempt, "outcome_unknown", None, error)
+        if out.written:
+            call_rows.note_escaped(conn, dispatch_id, TRANSACTION_ESCAPED)
+    return out
+
+
+@contextlib.contextmanager
+def _discarded_after(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection for one body, closed for good afterwards (never back to the pool): whatever the
+    body changed of its session (a setting, a temporary object, a lock, a driver-level state the
+    guard did not see) ends with it, and closing it rolls back whatever it left open."""
+    conn = engine.connect()
+    try:
+        yield conn
+    finally:
+        with contextlib.suppress(Exception):  # already closed (``abandon_open``) or broken: it is discarded either way
+            conn.invalidate()
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 def run(registry: Registry, run_id: str, dispatch_id: str, attempt: int, tool: Tool, raw_args: Any, ctx: ToolContext) -> RecordOutcome:
@@ -187,6 +237,8 @@ def run(registry: Registry, run_id: str, dispatch_id: str, attempt: int, tool: T
                 if done is not None:
                     log.warning("run %s: transactional tool %r had committed before the store dropped the connection", run_id, tool.name)
                     return done
+                if _escaped(registry, dispatch_id, attempt):  # its effect committed before the store dropped: never again
+                    return _answer_escaped(registry, run_id, dispatch_id, attempt, tool)
             return _run_once(registry, run_id, dispatch_id, attempt, tool, raw_args, ctx)
         except Exception as exc:
             if not is_transient(exc):
@@ -208,25 +260,38 @@ def _run_once(registry: Registry, run_id: str, dispatch_id: str, attempt: int, t
     engine = registry.env.engine
     try:
         args = tool.validate(raw_args)
-        with _turn(registry), engine.begin() as conn:
+        with _turn(registry), _discarded_after(engine) as conn:
             held = conn.connection.dbapi_connection if conn.dialect.name == "sqlite" else None
             with _open_guard:
                 _open.add(held)
             try:
-                return _body_and_result(conn, registry, run_id, dispatch_id, attempt, tool, args, ctx)
+                # No ``with``: a body that ended the transaction leaves SQLAlchemy's in a state whose
+                # rollback raises; closing the connection (``_discarded_after``) rolls back instead.
+                trans = conn.begin()
+                out = _body_and_result(conn, registry, run_id, dispatch_id, attempt, tool, args, ctx)
+                trans.commit()
+                return out
             finally:
                 with _open_guard:
                     _open.discard(held)
+    except _Escaped:
+        return _answer_escaped(registry, run_id, dispatch_id, attempt, tool)
     except _Refused as refused:
+        if _escaped(registry, dispatch_id, attempt):
+            return _answer_escaped(registry, run_id, dispatch_id, attempt, tool)
         with engine.begin() as conn:
             attempts.refuse_attempt(conn, dispatch_id, attempt)
         return RecordOutcome("refused", written=False, refused=str(refused))
     except _Unusable as unusable:
+        if _escaped(registry, dispatch_id, attempt):
+            return _answer_escaped(registry, run_id, dispatch_id, attempt, tool)
         error = {"type": "result_not_serializable", "message": str(unusable)}
     except Exception as raised:  # its writes are rolled back, the error is its answer (logged in tool_errors)
         if _stopping(registry):  # abandoned by the shutdown (``abandon_open``): nothing is its answer, the next launch recovers it
             raise ProcessStopping(f"the process stopped under transactional tool {tool.name!r}") from raised
         exc = raised.__cause__ if isinstance(raised, _BodyRaised) and raised.__cause__ is not None else raised
+        if not is_transient(exc) and _escaped(registry, dispatch_id, attempt):  # whatever it raised, its effect committed
+            return _answer_escaped(registry, run_id, dispatch_id, attempt, tool)
         if is_transient(exc):
             # The store failed, not the body: nothing is written as its answer. The attempt has no
             # result (or, if a lost acknowledgement hid a commit, its result): the ledger says which.
@@ -235,7 +300,7 @@ def _run_once(registry: Registry, run_id: str, dispatch_id: str, attempt: int, t
             tool_errors.runtime_failed(run_id, tool.name, dispatch_id, exc, "its writes are rolled back, the error is its answer")
         else:
             tool_errors.tool_raised(run_id, tool.name, dispatch_id, exc, "its writes are rolled back, the model is answered with the error")
-        error = {"type": type(exc).__name__, "message": str(exc)}
+        error = {"type": type(exc).__name__, "message": without_sql(exc) or str(exc)}
     crash_point("after_body", tool.name)
     with engine.begin() as conn:
         return gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)

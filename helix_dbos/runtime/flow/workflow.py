@@ -28,9 +28,11 @@ from ...errors import (
     HelixError,
     OutputRetriesExceededError,
     RunFencedError,
+    StoreStatementError,
     StoreUnavailableError,
     helix_code,
 )
+from ...ledger.engine import without_sql
 from ...ledger.records import FenceRow, RunRow
 from ...ledger.runs import get_run
 from ...ledger.statuses import BODY_KINDS
@@ -194,6 +196,9 @@ def failure(exc: BaseException) -> tuple[str, str]:
     if code is not None:
         detail = exc.detail if isinstance(exc, HelixError) else None
         return code, str(exc) + (f" (last error: {detail})" if isinstance(detail, str) and detail else "")
+    driver = without_sql(exc)
+    if driver is not None:  # a statement of the runtime's own: what the driver said, never the SQL text
+        return StoreStatementError.code, f"a statement of the runtime failed at the database: {driver}"
     return "run_error", "".join(traceback.format_exception_only(type(exc), exc)).strip() or type(exc).__name__
 
 
