@@ -19,7 +19,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai import Agent
 
@@ -35,22 +37,25 @@ def retries() -> hx.ModelRetries:
     return hx.ModelRetries(attempts=3, first_delay=0.2, backoff=2.0, jitter=0.2)
 
 
-def build_agent(wire: str, provider: str) -> Agent[None, str]:
-    """The agent both this app and the Pydantic AI DBOS peer (``dbos_wire_app``) run."""
-    agent: Agent[None, str] = Agent(model_at(wire, provider), name="cashier", instructions="Charge the card, then say done.")
+def build_agent(wire: str, provider: str, capabilities: list[Any] | None = None,
+                wrap: Callable[[Callable[..., str]], Callable[..., str]] = lambda f: f) -> Agent[None, str]:
+    """The agent both this app and the Pydantic AI DBOS peer (``dbos_wire_app``, which adds its
+    ``DBOSDurability`` capability) run; ``wrap`` decorates each tool body (the peer's ``@DBOS.step``)."""
+    agent: Agent[None, str] = Agent(model_at(wire, provider), name="cashier", instructions="Charge the card, then say done.",
+                                    capabilities=capabilities)
 
-    @agent.tool_plain
     def charge(card: str, amount: int) -> str:
         effects.append(EFFECTS, "bodies", {"tool": "charge", "pid": os.getpid()})
         while (EFFECTS / "hold_charge").exists():  # the test kills the process here
             time.sleep(0.05)
         return f"charged {amount} to {card}"
 
-    @agent.tool_plain(metadata={"replay": "safe"})
     def lookup(card: str) -> str:
         effects.append(EFFECTS, "bodies", {"tool": "lookup", "pid": os.getpid()})
         return f"{card}: active"
 
+    agent.tool_plain(wrap(charge))
+    agent.tool_plain(metadata={"replay": "safe"})(wrap(lookup))
     return agent
 
 
@@ -60,6 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.add_argument(name, required=True)
     p.add_argument("--executor", default=None)
     p.add_argument("--live", action="store_true")
+    p.add_argument("--step-tools", action="store_true")  # the peer only: each tool body a @DBOS.step
     p.add_argument("cmd", choices=["start", "wake"])
     p.add_argument("--session", required=True)
     args = p.parse_args(argv)
