@@ -42,7 +42,7 @@ def test_peer_killed_with_the_next_request_in_flight(db_url: str, tmp_path: Path
         held.release.set()
         out = app.wake().result
         requests = server.requests()
-    assert out == {"status": "completed", "output": "done"}, out
+    assert out == {"status": "completed", "output": "done", "usage": [320, 47]}, out  # 120+200, 17+30: the answered requests
     assert [step_of(r) for r in requests] == [0, 1, 1]
     runs = 2 if tools == "workflow" else 1
     assert app.bodies() == Counter({"charge": runs, "lookup": runs})
@@ -65,7 +65,7 @@ def test_peer_killed_mid_unsafe_body_runs_it_again_and_tells_the_model_it_succee
         (app.effects / "hold_charge").unlink()
         out = app.wake().result
         requests = server.requests()
-    assert out == {"status": "completed", "output": "done"}, out
+    assert out == {"status": "completed", "output": "done", "usage": [320, 47]}, out
     assert [step_of(r) for r in requests] == [0, 1]
     assert app.bodies()["charge"] == 2
     assert tool_results(requests[1].body, "chat") == {0: "charged 5 to c1", 1: "c1: active"}
@@ -86,7 +86,7 @@ def test_peer_fails_the_run_on_a_stream_cut_midway(db_url: str, tmp_path: Path) 
         app = App(db_url, tmp_path, server.root, "chat", module=PEER)
         out = _run_to_end(app, "--live")
         requests = server.requests()
-    assert out["status"] == "failed", out
+    assert out["status"] == "failed" and str(out["error"]).startswith("ModelConnectionError"), out
     assert len(requests) == 1 and requests[0].body.get("stream") is True
 
 
@@ -98,5 +98,15 @@ def test_peer_fails_the_run_on_three_500s(db_url: str, tmp_path: Path) -> None:
         app = App(db_url, tmp_path, server.root, "chat", module=PEER)
         out = _run_to_end(app)
         requests = server.requests()
-    assert out["status"] == "failed", out
+    assert out["status"] == "failed" and str(out["error"]).startswith("ModelServerError: status_code: 500"), out
     assert len(requests) == 3
+
+
+def test_peer_fails_the_run_when_the_provider_is_down(db_url: str, tmp_path: Path) -> None:
+    """Connection refused (nothing listens on the port): the run fails after the SDK's retries, with
+    the connection error as it is (no typed code)."""
+    from tests.test_model_over_http_crashes import _free_port
+
+    app = App(db_url, tmp_path, f"http://127.0.0.1:{_free_port()}", "chat", module=PEER)
+    out = _run_to_end(app)
+    assert out == {"status": "failed", "error": "ModelConnectionError: Connection error."}, out

@@ -8,7 +8,7 @@ with a request in flight or mid-body, a stream cut, three 500s; what ran (``bodi
 what its model was told (read at the provider). ``--live`` gives it an event stream handler, so
 its model requests stream (as helix's ``live_output``). Its function tools run as workflow code,
 as ``DBOSDurability`` leaves them; ``--step-tools`` makes each body a ``@DBOS.step`` (what its docs
-suggest for a tool with side effects), run sequentially. Prints ``{"status", "output"}`` or
+suggest for a tool with side effects), run sequentially. Prints ``{"status", "output", "usage": [input, output]}`` (the run's usage as pydantic-ai sums it) or
 ``{"status": "failed", "error"}`` as a JSON line.
 """
 
@@ -43,8 +43,10 @@ def main(argv: list[str]) -> int:
     agent = wire_app.build_agent(args.wire, args.provider, capabilities=[durability], wrap=wrap)
 
     @DBOS.workflow(name="wire_contrast.run")
-    async def run(prompt: str) -> str:
-        return (await agent.run(prompt)).output
+    async def run(prompt: str) -> dict[str, Any]:
+        result = await agent.run(prompt)
+        usage = result.usage()
+        return {"output": result.output, "usage": [usage.input_tokens, usage.output_tokens]}
 
     DBOS.launch()  # a relaunch recovers the pending workflow here
     try:
@@ -54,7 +56,7 @@ def main(argv: list[str]) -> int:
         else:
             handle = DBOS.retrieve_workflow(args.session)
         try:
-            out: dict[str, Any] = {"status": "completed", "output": handle.get_result()}
+            out: dict[str, Any] = {"status": "completed", **handle.get_result()}
         except Exception as exc:  # noqa: BLE001 - the peer's failure is the measurement
             out = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(out), flush=True)

@@ -4,10 +4,13 @@
 and ``AnthropicModel`` (``POST .../messages``) are pointed at it through their provider's ``base_url``,
 so the SDK, its HTTP client, its error mapping and pydantic-ai's adapter all run as against the real
 service. Each test scripts what the provider answers, one entry per request (``script``), or one
-answer for every request (``always``): a text reply, tool calls, an empty reply, or an HTTP error
-with its headers (``Retry-After``, ``retry-after-ms``). Every request is logged with its arrival
+answer for every request (``always``): a text reply, tool calls, an empty reply, an HTTP error
+with its headers (``Retry-After``, ``retry-after-ms``), a request held in flight until the test
+releases it (``Held``: the moment to kill the client), or a stream cut midway (``Cut``). Every request is logged with its arrival
 time, path and JSON body, so a test counts requests as the provider saw them (SDK retries included)
-and reads what was sent (the tools and their schemas).
+and reads what was sent (the tools and their schemas, the tool results the model was told).
+``python -m tests.support.provider_server --port P --log FILE`` runs it in a process of its own, for a
+test to SIGKILL and start again on the same port.
 
 ``fakellm`` on the package index was looked at first: it speaks chat completions and messages but
 not the Responses API, and is driven by a YAML file rather than per test, with no error statuses or
