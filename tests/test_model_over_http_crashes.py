@@ -21,8 +21,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -212,18 +214,45 @@ def _provider_process(port: int, log: Path, script: list[dict[str, Any]], always
     return proc
 
 
+#: How long the provider stays down between its SIGKILL and its restart (seconds): longer than the
+#: SDK's own retries wait (about 1.5 s), shorter than helix's default budget does (1 + 2 + 4 s).
+OUTAGE = 3.0
+
+
+def provider_killed_mid_run(port: int, log: Path, script: list[dict[str, Any]]) -> Iterator[None]:
+    """A provider in a process of its own with ``script`` (its second answer held); once the test has
+    started its run (at the ``yield``), SIGKILL the provider when the step-2 request is held there,
+    leave the port closed for ``OUTAGE`` s, start a provider again on it answering "done"; stop both
+    at the end. A generator the test drives with ``next``, so the run starts while it serves."""
+    first = _provider_process(port, log, script, always="unused")
+    second = None
+    try:
+        yield
+        wait_for("the step-2 request at the provider", lambda: len(read_log(str(log))) == 2)
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+        time.sleep(OUTAGE)  # the outage itself, not a wait for a condition
+        second = _provider_process(port, log, [], always="done")
+        yield
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(30)
+
+
 def test_a_provider_sigkilled_and_restarted_mid_run_is_ridden_out(make_runtime: Any, db_url: str, tmp_path: Path) -> None:
     """The provider runs in a process of its own; it answers step 1 and is SIGKILLed while it holds
-    the step-2 request, then started again on the same port. The step's budget rides the outage
-    out (the refused connections cost requests the provider never sees); the run completes, with
-    step 1 asked once and usage from each provider that answered."""
+    the step-2 request, then started again on the same port 3 s later. The default budget (4
+    requests, 1 + 2 + 4 s apart) rides the outage out (the refused connections cost requests the
+    provider never sees); the run completes, with step 1 asked once and usage from each provider
+    that answered."""
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     port, log = _free_port(), tmp_path / "provider.jsonl"
-    step1 = {"calls": [["lookup", {"card": "c1"}]], "usage": [120, 17]}
-    first = _provider_process(port, log, [step1, {"held": {"text": "lost"}}], always="unused")
-    second = None
+    outage = provider_killed_mid_run(port, log, [{"calls": [["lookup", {"card": "c1"}]], "usage": [120, 17]}, {"held": {"text": "lost"}}])
+    next(outage)
     try:
         model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(api_key="k", base_url=f"http://127.0.0.1:{port}/v1"))
         agent: Agent[None, str] = Agent(model, name="outage")
@@ -232,18 +261,12 @@ def test_a_provider_sigkilled_and_restarted_mid_run_is_ridden_out(make_runtime: 
         def lookup(card: str) -> str:
             return f"{card}: active"
 
-        rt = make_runtime([hx.from_pydantic_ai(agent, model_retries=hx.ModelRetries(attempts=6, first_delay=0.5, backoff=1.5, jitter=0.1))])
+        rt = make_runtime([agent])  # the runtime's default budget
         handle = rt.start("outage", "go")
-        wait_for("the step-2 request at the provider", lambda: len(read_log(str(log))) == 2)
-        first.send_signal(signal.SIGKILL)
-        first.wait(30)
-        second = _provider_process(port, log, [], always="done")
+        next(outage)
         result = handle.result(timeout=180)
     finally:
-        for p in (first, second):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait(30)
+        outage.close()
     logged = read_log(str(log))
     assert (result.status, result.output) == ("completed", "done"), result
     assert [step_of(r) for r in logged] == [0, 1, 1]  # step 1 once; step 2 at the first provider, then the second

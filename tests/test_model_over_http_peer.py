@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.fleet import wait_for
 from tests.support.procs import child_env, run_module
-from tests.support.provider_server import Cut, Held, Status, Text, provider_server
+from tests.support.provider_server import Cut, Held, Status, Text, provider_server, read_log
 from tests.test_model_over_http_crashes import STEP1, App, kill, step_of, tool_results
 
 pytest.importorskip("pydantic_ai.durable_exec.dbos")
@@ -110,3 +110,26 @@ def test_peer_fails_the_run_when_the_provider_is_down(db_url: str, tmp_path: Pat
     app = App(db_url, tmp_path, f"http://127.0.0.1:{_free_port()}", "chat", module=PEER)
     out = _run_to_end(app)
     assert out == {"status": "failed", "error": "ModelConnectionError: Connection error."}, out
+
+
+def test_peer_fails_the_run_when_the_provider_is_killed_and_restarted_mid_run(db_url: str, tmp_path: Path) -> None:
+    """The provider SIGKILLed while it holds the step-2 request and back on its port 3 s later
+    (``OUTAGE``): the SDK's 2 retries (about 1.5 s of waits) are spent before it is back; the run
+    fails ``ModelConnectionError``, where helix's default budget rides it out."""
+    from tests.support.procs import last_json
+    from tests.test_model_over_http_crashes import _free_port, provider_killed_mid_run
+
+    port, log = _free_port(), tmp_path / "provider.jsonl"
+    step1 = {"calls": [["charge", {"card": "c1", "amount": 5}], ["lookup", {"card": "c1"}]], "usage": [120, 17]}
+    outage = provider_killed_mid_run(port, log, [step1, {"held": {"text": "lost"}}])
+    next(outage)
+    try:
+        app = App(db_url, tmp_path, f"http://127.0.0.1:{port}", "chat", module=PEER)
+        proc = app.spawn()
+        next(outage)
+        stdout, _ = proc.communicate(timeout=240)
+    finally:
+        outage.close()
+    out = last_json(stdout)
+    assert out is not None and out["status"] == "failed" and str(out["error"]).startswith("ModelConnectionError"), out
+    assert len(read_log(str(log))) == 2  # the provider back after OUTAGE s never saw a request
