@@ -129,18 +129,20 @@ def kill(proc: subprocess.Popen[str]) -> None:
     proc.wait(30)
 
 
-@pytest.mark.parametrize("wire", WIRES)
-def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_url: str, tmp_path: Path, wire: str) -> None:
+@pytest.mark.parametrize(("wire", "live"), [*((w, False) for w in WIRES), ("chat", True), ("messages", True)],
+                         ids=[*WIRES, "chat-live", "messages-live"])
+def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_url: str, tmp_path: Path, wire: str, live: bool) -> None:
     """Step 1's reply asked for an unsafe ``charge`` and a safe ``lookup``; both ran and were saved;
     the app is SIGKILLed while the step-2 request is held at the provider. A request in flight has
     no saved reply, so the relaunch asks step 2 again (with the same tool results) and nothing
     else: step 1 is not asked again, no body runs again, and usage holds what the provider sent for
-    the two requests it answered, not the one whose answer went to a dead process."""
+    the two requests it answered, not the one whose answer went to a dead process. The same with
+    ``live_output`` (the request streams, as a DBOS step; the provider streams chat and messages)."""
     with provider_server() as server:
         held = Held(Text("done", usage=(190, 23)))
         server.script(STEP1, held)
         server.always(Text("done", usage=(200, 30)))
-        app = App(db_url, tmp_path, server.root, wire)
+        app = App(db_url, tmp_path, server.root, wire, extra=("--live",) if live else ())
         proc = app.spawn()
         wait_for("the step-2 request at the provider", lambda: app.alive(proc) and len(server.requests()) == 2)
         kill(proc)
@@ -148,6 +150,7 @@ def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_
         out = app.wake().result
         requests = server.requests()
     assert out is not None and (out["status"], out["output"]) == ("completed", "done"), out
+    assert all(bool(r.body.get("stream")) == (live or wire == "messages") for r in requests)
     assert [step_of(r) for r in requests] == [0, 1, 1]  # step 1 asked once, step 2 twice (one in flight at the kill)
     assert tool_results(requests[2].body, wire) == tool_results(requests[1].body, wire) == {0: "charged 5 to c1", 1: "c1: active"}
     assert app.bodies() == Counter({"charge": 1, "lookup": 1})  # counted by the bodies themselves
