@@ -4,10 +4,13 @@
 and ``AnthropicModel`` (``POST .../messages``) are pointed at it through their provider's ``base_url``,
 so the SDK, its HTTP client, its error mapping and pydantic-ai's adapter all run as against the real
 service. Each test scripts what the provider answers, one entry per request (``script``), or one
-answer for every request (``always``): a text reply, tool calls, an empty reply, or an HTTP error
-with its headers (``Retry-After``, ``retry-after-ms``). Every request is logged with its arrival
+answer for every request (``always``): a text reply, tool calls, an empty reply, an HTTP error
+with its headers (``Retry-After``, ``retry-after-ms``), a request held in flight until the test
+releases it (``Held``: the moment to kill the client), or a stream cut midway (``Cut``). Every request is logged with its arrival
 time, path and JSON body, so a test counts requests as the provider saw them (SDK retries included)
-and reads what was sent (the tools and their schemas).
+and reads what was sent (the tools and their schemas, the tool results the model was told).
+``python -m tests.support.provider_server --port P --log FILE`` runs it in a process of its own, for a
+test to SIGKILL and start again on the same port.
 
 ``fakellm`` on the package index was looked at first: it speaks chat completions and messages but
 not the Responses API, and is driven by a YAML file rather than per test, with no error statuses or
@@ -16,6 +19,8 @@ headers to script; this is ~200 lines of the standard library instead.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import itertools
 import json
 import threading
@@ -61,7 +66,28 @@ class Status:
     error_type: str | None = None  # the provider's error type/code in the body
 
 
-Answer = Text | Calls | Empty | Status
+@dataclass(frozen=True)
+class Held:
+    """``answer``, given only once ``release`` is set (or after ``timeout`` s): a request held in flight,
+    for a test to kill the client (or the provider) while the model is "thinking". A client that is
+    gone by then gets nothing, and the provider carries on."""
+
+    answer: Text | Calls | Empty | Status
+    release: threading.Event = field(default_factory=threading.Event)
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class Cut:
+    """``answer`` as a stream (``stream: true``) of which only the first ``events`` events are sent, then
+    the connection is closed mid-body: a stream cut mid-response. A request that does not stream gets
+    the first half of its JSON body, then the close."""
+
+    answer: Text | Calls | Empty
+    events: int = 2
+
+
+Answer = Text | Calls | Empty | Status | Held | Cut
 
 
 @dataclass(frozen=True)
@@ -83,8 +109,12 @@ _ANTHROPIC_ERROR = {400: "invalid_request_error", 401: "authentication_error", 4
 class ProviderServer:
     """The provider: ``url`` for OpenAI providers (``.../v1``), ``root`` for Anthropic's ``base_url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0, log_file: str | None = None) -> None:
+        """``port`` 0: any free one; a fixed ``port`` lets a killed provider come back where it was.
+        ``log_file``: every request is also appended there as a JSON line (for a provider run in a
+        child process, which the test reads with ``read_log``)."""
         self.log: list[Logged] = []
+        self._log_file = log_file
         self._script: list[Answer] = []
         self._always: Answer | Callable[[Logged], Answer] = Text("ok")
         self._lock = threading.Lock()
@@ -102,7 +132,7 @@ class ProviderServer:
                 raw = self.rfile.read(length) if length else b"{}"
                 server._handle(self, json.loads(raw or b"{}"))
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self.port = int(self._httpd.server_address[1])
         self.root = f"http://127.0.0.1:{self.port}"
@@ -144,26 +174,41 @@ class ProviderServer:
             n = next(self._ids)
             entry = Logged(time.monotonic(), wire, path, body, f"req_{n}")
             self.log.append(entry)
+            if self._log_file is not None:
+                with open(self._log_file, "a") as f:
+                    f.write(json.dumps(dataclasses.asdict(entry)) + "\n")
             answer = self._script.pop(0) if self._script else self._always
         if callable(answer):
             answer = answer(entry)
-        status, headers, payload = self._render(wire, answer, body, n)
+        if isinstance(answer, Held):
+            answer.release.wait(answer.timeout)
+            answer = answer.answer
+        cut = answer if isinstance(answer, Cut) else None
+        status, headers, payload = self._render(wire, cut.answer if cut else answer, body, n)
         if status == 200 and body.get("stream"):
             data = _sse(wire, payload)
             content_type = "text/event-stream"
         else:
             data = json.dumps(payload).encode()
             content_type = "application/json"
-        h.send_response(status)
-        h.send_header("Content-Type", content_type)
-        h.send_header("Content-Length", str(len(data)))
-        h.send_header("x-request-id" if wire != "messages" else "request-id", entry.request_id)
-        for k, v in headers.items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(data)
+        sent = data
+        if cut is not None:  # the headers promise the whole body; part of it comes, then the close
+            sent = b"".join(e + b"\n\n" for e in data.split(b"\n\n")[:cut.events]) if body.get("stream") else data[: len(data) // 2]
+            h.close_connection = True
+        try:
+            h.send_response(status)
+            h.send_header("Content-Type", content_type)
+            h.send_header("Content-Length", str(len(data)))
+            h.send_header("x-request-id" if wire != "messages" else "request-id", entry.request_id)
+            for k, v in headers.items():
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(sent)
+            h.wfile.flush()
+        except OSError:  # the client is gone (killed while its request was held): nothing to answer
+            h.close_connection = True
 
-    def _render(self, wire: str, a: Answer, body: dict[str, Any], n: int) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def _render(self, wire: str, a: Text | Calls | Empty | Status, body: dict[str, Any], n: int) -> tuple[int, dict[str, str], dict[str, Any]]:
         model = str(body.get("model") or "scripted-model")
         if isinstance(a, Status):
             if wire == "messages":
@@ -266,14 +311,20 @@ WIRES = ("chat", "responses", "messages")
 
 def model_for(wire: str, server: ProviderServer, model_name: str | None = None) -> Any:
     """pydantic-ai's real model class for ``wire``, its provider pointed at ``server``."""
+    return model_at(wire, server.root, model_name)
+
+
+def model_at(wire: str, root: str, model_name: str | None = None) -> Any:
+    """pydantic-ai's real model class for ``wire``, its provider pointed at the provider at ``root``
+    (``http://127.0.0.1:PORT``): for an app in another process than the provider."""
     if wire == "messages":
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        return AnthropicModel(model_name or "claude-sonnet-5-5", provider=AnthropicProvider(api_key="test-key", base_url=server.root))
+        return AnthropicModel(model_name or "claude-sonnet-5-5", provider=AnthropicProvider(api_key="test-key", base_url=root))
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    provider = OpenAIProvider(api_key="test-key", base_url=server.url)
+    provider = OpenAIProvider(api_key="test-key", base_url=f"{root}/v1")
     if wire == "responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 
@@ -295,3 +346,51 @@ def tools_sent(entry: Logged) -> dict[str, dict[str, Any]]:
         else:
             out[t["name"]] = {"description": t.get("description"), "parameters": t.get("input_schema"), "strict": t.get("strict")}
     return out
+
+
+def answer_from_json(spec: dict[str, Any]) -> Answer:
+    """An answer from its JSON form, for a provider in a child process: ``{"text": ...}``,
+    ``{"calls": [[name, args], ...]}``, ``{"empty": true}``, ``{"status": 500, "headers": {...}}``, each with
+    an optional ``"usage": [in, out]``; ``{"held": {...}}`` holds its inner answer until the process dies."""
+    if "held" in spec:
+        inner = answer_from_json(spec["held"])
+        assert not isinstance(inner, (Held, Cut))
+        return Held(inner, timeout=float(spec.get("timeout", 3600)))
+    usage = tuple(spec.get("usage", (10, 5)))
+    if "text" in spec:
+        return Text(spec["text"], usage=(int(usage[0]), int(usage[1])))
+    if "calls" in spec:
+        return Calls([(str(n), dict(a)) for n, a in spec["calls"]], usage=(int(usage[0]), int(usage[1])))
+    if "status" in spec:
+        return Status(int(spec["status"]), headers=dict(spec.get("headers", {})))
+    return Empty()
+
+
+def read_log(path: str) -> list[dict[str, Any]]:
+    """The requests a provider in a child process logged (``--log``), each ``Logged`` as a dict."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m tests.support.provider_server --port P --log FILE --script JSON``: the provider in a
+    process of its own, for a test to SIGKILL and start again on the same port. ``--script`` is a
+    JSON list of answers (``answer_from_json``); after them every request gets ``--always`` (a text)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--script", default="[]")
+    p.add_argument("--always", default="ok")
+    args = p.parse_args(argv)
+    server = ProviderServer(port=args.port, log_file=args.log)
+    server.script(*(answer_from_json(a) for a in json.loads(args.script)))
+    server.always(Text(args.always))
+    print(json.dumps({"serving": server.root}), flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
