@@ -212,10 +212,21 @@ def test_cli_md_says_exactly_which_commands_take_db_and_json() -> None:
 def test_a_demo_worker_past_its_timeout_is_a_typed_run_timeout(tmp_path: Path) -> None:
     """A demo whose worker outlasts ``--timeout`` (a busy machine, a slow real model) ends with the
     typed ``run_timeout`` line and a hint to raise it, not a ``TimeoutExpired`` traceback; a timeout
-    that is no positive number is a ``configuration_error`` before anything is spawned."""
-    env = child_env(SETTINGS_VARS, {"COLUMNS": "400"})
-    helix_bin = str(Path(sys.executable).parent / "helix-dbos")
-    slow = subprocess.run([helix_bin, "demo", "--timeout", "0.5"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    that is no positive number is a ``configuration_error`` before anything is spawned. The slow
+    model is a real one: ``--model openai:gpt-4o`` against a loopback provider that holds the request."""
+    from tests.support.provider_server import Held, Text, provider_server
+
+    with provider_server() as server:
+        held = Held(Text("too late"))
+        server.always(held)
+        env = child_env(SETTINGS_VARS, {"COLUMNS": "400", "OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": server.url})
+        helix_bin = str(Path(sys.executable).parent / "helix-dbos")
+        try:
+            slow = subprocess.run([helix_bin, "demo", "--model", "openai:gpt-4o", "--timeout", "3"], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=600, check=False)
+        finally:
+            held.release.set()
+        assert server.requests(), "the demo's worker never asked the provider"
     assert slow.returncode == 1, slow.stdout + slow.stderr
     output = slow.stdout + slow.stderr
     assert "error (run_timeout)" in output and "--timeout" in output, output
