@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 import pydantic
 
 from ..errors import ConfigurationError
-from ..ledger.sql_kinds import SQL_OPT_INS, normalized
+from ..sql_kinds import SQL_OPT_INS, normalized
 from ..threads import in_daemon_thread
 from . import home
 from .context import ToolContext

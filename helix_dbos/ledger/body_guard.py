@@ -43,7 +43,7 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 
 from ..errors import ToolConnectionError
-from .sql_kinds import SQL_OPT_INS
+from ..sql_kinds import SQL_OPT_INS
 from .tables import SCHEMA, metadata
 
 #: DBOS's system schema on Postgres (``dbos_private.SYSTEM_SCHEMA``; helix never changes it).

@@ -4,7 +4,8 @@ Without an opt-in a body runs queries and plain DML on its own tables only (``le
 These are the only other kinds a tool can name: DDL on its own tables. Nothing else can be opted into
 (transaction control, ``SET``/``RESET``, ``PRAGMA``, ``ATTACH``, ``DO``, ``CALL``, ``COPY``, ``GRANT``, schema,
 database, role, function or trigger DDL): each would reach past the call's transaction or its tables.
-No imports here: ``definitions`` checks a tool's names against this without loading a database driver.
+No imports, and outside ``ledger`` (whose package loads SQLAlchemy): ``definitions`` checks a tool's names
+against this without loading a database driver, and ``ledger/body_guard.py`` enforces them.
 """
 
 from __future__ import annotations
