@@ -30,6 +30,7 @@ from pydantic_ai.tools import ToolDefinition
 from typing_extensions import TypedDict
 
 import helix_dbos as hx
+from tests.support.procs import child_env, run_module
 from tests.support.provider_server import Calls, model_for, provider_server, tools_sent
 from tests.support.schema_check import assert_self_contained
 
@@ -203,18 +204,13 @@ def test_every_output_type_runs_with_test_model(make_runtime: Any) -> None:
         pydantic.TypeAdapter(expected).validate_python(result.output)
 
 
-def test_flight_bookings_list_and_union_agents_run_with_test_model(make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flight_bookings_list_and_union_agents_run_with_test_model(db_url: str) -> None:
     """pydantic-ai's own ``flight_booking`` example (copied unchanged): its ``list[FlightDetails]`` and
-    ``SeatPreference | Failed`` agents run under ``hx.Runtime`` with ``TestModel``, as with ``agent.run``."""
-    for key in ("OPENAI_API_KEY", "GROQ_API_KEY", "GOOGLE_API_KEY"):  # the examples build their providers at import
-        monkeypatch.setenv(key, "unused-the-model-is-swapped")
-    from tests.scenarios.pydantic_ai_examples import flight_booking
-
-    names = ("extraction_agent", "seat_preference_agent")  # as helix names them: their module's variables
-    with flight_booking.extraction_agent.override(model=TestModel()), flight_booking.seat_preference_agent.override(model=TestModel()):
-        plain = [getattr(flight_booking, n).run_sync("go").output for n in names]
-        rt = make_runtime([getattr(flight_booking, n) for n in names])
-    for output, name in zip(plain, names, strict=True):
-        result = rt.start(name, "go").result(timeout=120)
-        assert result.status == "completed", (name, result)
-        assert result.output == pydantic.TypeAdapter(Any).dump_python(output, mode="json"), name
+    ``SeatPreference | Failed`` agents run under ``hx.Runtime`` with ``TestModel``, as with ``agent.run``.
+    In a child process: the example configures logfire's process-wide tracing at import, which the
+    tracing tests of this process must not inherit."""
+    outcome = run_module("tests.scenarios.examples_more_app", ["--db", db_url, "--example", "flight_booking"], child_env(), timeout=240)
+    assert outcome.code == 0 and outcome.result is not None, outcome.stderr[-3000:]
+    for name, got in outcome.result.items():
+        assert got["status"] == "completed", (name, got)
+        assert got["output"] == got["plain"], name

@@ -60,6 +60,9 @@ def main() -> None:
         message = "Patient P001, age 64\nComplaint: Sudden severe chest pain radiating to left arm."
         factories["triage_agent"] = lambda data: module.PatientInfo(**data)
         deps = {"patient_id": "P001", "age": 64, "known_conditions": ["hypertension"]}
+    elif args.example == "flight_booking":  # its list and union agents, each beside plain agent.run_sync
+        flight_booking_pair(args.db)
+        return
     else:
         raise SystemExit(f"unknown example {args.example!r}")
     with contextlib.ExitStack() as stack:
@@ -76,6 +79,25 @@ def main() -> None:
             }, default=str), flush=True)
         finally:
             runtime.shutdown()
+
+
+def flight_booking_pair(db: str) -> None:
+    """flight_booking's ``list[FlightDetails]`` and ``SeatPreference | Failed`` agents with TestModel,
+    under plain ``run_sync`` and under ``hx.Runtime``: one JSON line with both outputs of each."""
+    import pydantic
+
+    from tests.scenarios.pydantic_ai_examples import flight_booking
+
+    names = ("extraction_agent", "seat_preference_agent")  # as helix names them: their module's variables
+    with flight_booking.extraction_agent.override(model=TestModel()), flight_booking.seat_preference_agent.override(model=TestModel()):
+        plain = [pydantic.TypeAdapter(Any).dump_python(getattr(flight_booking, n).run_sync("go").output, mode="json") for n in names]
+        runtime = hx.Runtime([getattr(flight_booking, n) for n in names], database_url=db).launch()
+    try:
+        results = [runtime.run_here(n, "go", timeout=120) for n in names]
+        print(json.dumps({n: {"plain": p, "status": r.status, "output": r.output, "error": r.error}
+                          for n, p, r in zip(names, plain, results, strict=True)}, default=str), flush=True)
+    finally:
+        runtime.shutdown()
 
 
 if __name__ == "__main__":
