@@ -267,7 +267,8 @@ def test_a_queued_new_turn_asks_the_check_and_runs(db_url: str, tmp_path: Path) 
     be refused by the fence (``queued``), leaving the run and its session queued for ever."""
     k = Kit(db_url, tmp_path, scenario="reconcile")
     k.crash("after_body:rec_charge")
-    out = k.entry("turn", message="again", executor=f"{k.executor}-other", extra_env={"SCENARIO_MAX_RUNNING": "1"})
+    # the limit is new to this agent (the crashed process had none): a change made on purpose
+    out = k.entry("turn", message="again", executor=f"{k.executor}-other", extra_env={"SCENARIO_MAX_RUNNING": "1", "HELIX_DBOS_REPLACE_LIMITS": "1"})
     assert out.code == 0 and out.result is not None and out.result["status"] == "completed", out.stderr[-3000:]
     assert [r["status"] for r in out.result["runs"]] == ["failed", "completed"]
     call = ledger_call(k, "rec_charge")
