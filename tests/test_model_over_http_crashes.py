@@ -124,6 +124,22 @@ class App:
         return True
 
 
+def killed_mid_charge(db_url: str, tmp_path: Path, wire: str, **app_options: Any) -> tuple[App, dict[str, Any] | None, list[Logged]]:
+    """The app SIGKILLed while ``charge``'s body is held, then relaunched with the body let go: the
+    app, what the relaunch printed, and every request the provider saw."""
+    with provider_server() as server:
+        server.script(STEP1)
+        server.always(Text("done", usage=(200, 30)))
+        app = App(db_url, tmp_path, server.root, wire, **app_options)
+        (app.effects / "hold_charge").touch()
+        proc = app.spawn()
+        wait_for("charge's body to start", lambda: app.alive(proc) and app.bodies()["charge"] == 1)
+        kill(proc)
+        (app.effects / "hold_charge").unlink()
+        out = app.wake().result
+        return app, out, server.requests()
+
+
 def kill(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
@@ -163,17 +179,7 @@ def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp
     """The app is SIGKILLed while ``charge`` (unsafe) blocks mid-body: the relaunch never runs it again,
     and the model, asked step 2 once, reads ``outcome_unknown`` as the call's result (read from the
     request body at the provider); step 1 is not asked again."""
-    with provider_server() as server:
-        server.script(STEP1)
-        server.always(Text("done", usage=(200, 30)))
-        app = App(db_url, tmp_path, server.root, wire)
-        (app.effects / "hold_charge").touch()
-        proc = app.spawn()
-        wait_for("charge's body to start", lambda: app.alive(proc) and app.bodies()["charge"] == 1)
-        kill(proc)
-        (app.effects / "hold_charge").unlink()
-        out = app.wake().result
-        requests = server.requests()
+    app, out, requests = killed_mid_charge(db_url, tmp_path, wire)
     assert out is not None and (out["status"], out["output"]) == ("completed", "done"), out
     assert [step_of(r) for r in requests] == [0, 1]
     told = tool_results(requests[1].body, wire)

@@ -14,7 +14,7 @@ import pytest
 from tests.support.fleet import wait_for
 from tests.support.procs import child_env, run_module
 from tests.support.provider_server import Cut, Held, Status, Text, provider_server, read_log
-from tests.test_model_over_http_crashes import STEP1, App, kill, step_of, tool_results
+from tests.test_model_over_http_crashes import STEP1, App, kill, killed_mid_charge, step_of, tool_results
 
 pytest.importorskip("pydantic_ai.durable_exec.dbos")
 
@@ -54,17 +54,7 @@ def test_peer_killed_mid_unsafe_body_runs_it_again_and_tells_the_model_it_succee
     """Killed while ``charge`` blocks mid-body: the relaunch runs ``charge`` again (2 bodies: nothing
     recorded that it started, workflow code or step alike), and the model reads "charged 5 to c1",
     as if it ran once."""
-    with provider_server() as server:
-        server.script(STEP1)
-        server.always(Text("done", usage=(200, 30)))
-        app = App(db_url, tmp_path, server.root, "chat", module=PEER, extra=TOOLS[tools])
-        (app.effects / "hold_charge").touch()
-        proc = app.spawn()
-        wait_for("charge's body to start", lambda: app.alive(proc) and app.bodies()["charge"] == 1)
-        kill(proc)
-        (app.effects / "hold_charge").unlink()
-        out = app.wake().result
-        requests = server.requests()
+    app, out, requests = killed_mid_charge(db_url, tmp_path, "chat", module=PEER, extra=TOOLS[tools])
     assert out == {"status": "completed", "output": "done", "usage": [320, 47]}, out
     assert [step_of(r) for r in requests] == [0, 1]
     assert app.bodies()["charge"] == 2
