@@ -6,6 +6,8 @@ This only keeps the bench from rotting while the runtime changes under it.
 
 from __future__ import annotations
 
+import time
+
 import subprocess
 import sys
 from pathlib import Path
@@ -90,8 +92,19 @@ def test_watch_counts_a_backend_that_lived_between_two_samples(pg_url: str) -> N
     watch = PgWatch(url, {os.getpid(): "front"}, every=600, wal_by_db=False)
     brief = sa.create_engine(url, poolclass=sa.pool.NullPool)
     with brief.connect() as conn:
-        conn.execute(sa.text("SELECT 1"))
+        pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
     brief.dispose()
+    # the server ends a backend a moment after its client leaves: wait until it is gone, so the
+    # last sample cannot see it either way (it lived between two samples)
+    # (asked from another database: a session here would be counted among the batch's)
+    probe = sa.create_engine(sa.make_url(url).set(database="postgres"), poolclass=sa.pool.NullPool)
+    deadline = time.monotonic() + 60
+    with probe.connect() as conn:
+        while conn.execute(sa.text("SELECT 1 FROM pg_stat_activity WHERE pid = :p"), {"p": pid}).first():
+            assert time.monotonic() < deadline, f"backend {pid} still listed after 60 s"
+            time.sleep(0.05)
+            conn.rollback()  # a fresh snapshot of pg_stat_activity each time
+    probe.dispose()
     watch.stop_sampling()
     out = watch.finish()
     assert out["backends_opened"] == 1 and out["backends_seen"] == 0, out

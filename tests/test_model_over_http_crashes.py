@@ -147,6 +147,7 @@ def kill(proc: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize(("wire", "live"), [*((w, False) for w in WIRES), ("chat", True), ("messages", True)],
                          ids=[*WIRES, "chat-live", "messages-live"])
+@pytest.mark.kills
 def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_url: str, tmp_path: Path, wire: str, live: bool) -> None:
     """Step 1's reply asked for an unsafe ``charge`` and a safe ``lookup``; both ran and were saved;
     the app is SIGKILLed while the step-2 request is held at the provider. A request in flight has
@@ -174,6 +175,7 @@ def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_
     assert usage_rows(db_url, out["run_id"]) == [(0, 120, 17), (1, 200, 30)]
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("wire", WIRES)
 def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp_path: Path, wire: str) -> None:
     """The app is SIGKILLed while ``charge`` (unsafe) blocks mid-body: the relaunch never runs it again,
@@ -250,6 +252,7 @@ def provider_killed_mid_run(port: int, log: Path, script: list[dict[str, Any]]) 
                 p.wait(30)
 
 
+@pytest.mark.kills
 def test_a_provider_sigkilled_and_restarted_mid_run_is_ridden_out(make_runtime: Any, db_url: str, tmp_path: Path) -> None:
     """The provider runs in a process of its own; it answers step 1 and is SIGKILLed while it holds
     the step-2 request, then started again on the same port 3 s later. The default budget (4

@@ -25,6 +25,7 @@ PEER = "dbos_wire_app"
 TOOLS = {"workflow": (), "step": ("--step-tools",)}
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("tools", list(TOOLS))
 def test_peer_killed_with_the_next_request_in_flight(db_url: str, tmp_path: Path, tools: str) -> None:
     """Killed while the step-2 request is held: its model requests are DBOS steps, so step 1 is not
@@ -49,6 +50,7 @@ def test_peer_killed_with_the_next_request_in_flight(db_url: str, tmp_path: Path
     assert tool_results(requests[2].body, "chat") == {0: "charged 5 to c1", 1: "c1: active"}
 
 
+@pytest.mark.kills
 @pytest.mark.parametrize("tools", list(TOOLS))
 def test_peer_killed_mid_unsafe_body_runs_it_again_and_tells_the_model_it_succeeded(db_url: str, tmp_path: Path, tools: str) -> None:
     """Killed while ``charge`` blocks mid-body: the relaunch runs ``charge`` again (2 bodies: nothing
@@ -102,6 +104,7 @@ def test_peer_fails_the_run_when_the_provider_is_down(db_url: str, tmp_path: Pat
     assert out == {"status": "failed", "error": "ModelConnectionError: Connection error."}, out
 
 
+@pytest.mark.kills
 def test_peer_fails_the_run_when_the_provider_is_killed_and_restarted_mid_run(db_url: str, tmp_path: Path) -> None:
     """The provider SIGKILLed while it holds the step-2 request and back on its port 3 s later
     (``OUTAGE``): the SDK's 2 retries (about 1.5 s of waits) are spent before it is back; the run
