@@ -22,16 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, final
+from typing import Any, Literal, TypedDict, final
 
 from ...ledger.records import CheckVerdict, NewCallRow
-from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, RunStatus
+from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, ReplayPolicy, RunStatus
 from ...ledger.user_json import JsonObject, ToolArgs
 from ...recovery.decide import BodyAction
 from ...views import StopStatus
-
-if TYPE_CHECKING:
-    from ...definitions.tools import ReplayPolicy
 
 #: The gate's answers: a body action of the recovery rules, ``reconcile``, or ``done`` (answered).
 GateAction = Literal[BodyAction, "reconcile", "done"]
