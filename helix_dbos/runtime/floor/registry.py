@@ -33,7 +33,6 @@ one launch, and marks the registry ``stopping`` (its workflows' next ledger oper
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -50,29 +49,10 @@ from ...settings import EnvSettings
 from ..process.config import Settings
 from .handoff import Handoff
 from .transcript import TranscriptCache
+from .write_queue import GroupKey, GroupQueue
 
 if TYPE_CHECKING:
     from ..process.executor_lock import ExecutorLock
-
-@dataclass
-class PendingWrite:
-    """A ledger write waiting for its group (``group_commit.write``)."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    future: asyncio.Future[Any]
-
-
-@dataclass
-class GroupQueue:
-    """One run's group-commit queue on one event loop (``group_commit.py``)."""
-
-    waiting: list[PendingWrite] = field(default_factory=list)
-    busy: bool = False
-
-
-#: A group-commit queue's key: (event loop, workflow, run).
-GroupKey = tuple[int, str | None, str]
 
 
 @dataclass
