@@ -138,6 +138,20 @@ class EntryPlan:
     step: int
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class Preread:
+    """The first model request's read (``model_request.preread``), made by the entry's prepare in its
+    own transaction and handed over in memory (``Env.prereads``, by run id), never recorded."""
+
+    step: int
+    base: int  # the last message number the read started after (-1: the session read whole)
+    stop: str | None
+    superseded: int
+    #: The active messages after ``base``: (message number, stored body).
+    rows: list[tuple[int, Any]]
+
+
 class CheckRequest(TypedDict):
     """The call a reconcile check is asked about (``reconcile.ask_and_record``); ``attempts`` is the
     attempt the verdict will be about."""
@@ -384,6 +398,7 @@ __all__ = [
     "NewCallRow",
     "OpenedRun",
     "PlannedCall",
+    "Preread",
     "RaisedReply",
     "ReconcileGate",
     "RecordOutcome",

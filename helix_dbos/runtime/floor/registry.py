@@ -46,8 +46,10 @@ from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
 from ...recovery import Profile
 from ...settings import EnvSettings
+from ...views import RunResult
 from ..process.config import Settings
 from .handoff import Handoff
+from .records import Preread
 from .transcript import TranscriptCache
 from .write_queue import GroupKey, GroupQueue
 
@@ -73,9 +75,9 @@ class Env:
     #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     #: The first model request's read, made by the entry's prepare (by run id: ``handoff.py``).
-    prereads: Handoff[str, Any] = field(default_factory=Handoff)
+    prereads: Handoff[str, Preread] = field(default_factory=Handoff)
     #: A run's result as the transaction that brought it to rest read it (by run id: ``handoff.py``).
-    settled: Handoff[str, Any] = field(default_factory=lambda: Handoff(size=256))
+    settled: Handoff[str, RunResult] = field(default_factory=lambda: Handoff(size=256))
 
     def agent(self, name: str) -> Agent:
         return agent_named(self.agents, name)
