@@ -268,10 +268,10 @@ def run_two_workers(url: str, sessions: int = 200, workers: int = 2, timeout: fl
                     )
                     client.enqueue_in_transaction(
                         conn,
-                        {"queue_name": "helix_runs", "workflow_name": "helix.run", "workflow_id": opened["run_id"], "app_version": APP_VERSION},
-                        opened["run_id"],
+                        {"queue_name": "helix_runs", "workflow_name": "helix.run", "workflow_id": opened.run_id, "app_version": APP_VERSION},
+                        opened.run_id,
                     )
-                return str(opened["run_id"])
+                return str(opened.run_id)
 
             t0 = time.time()
             with ThreadPoolExecutor(max_workers=5) as pool:

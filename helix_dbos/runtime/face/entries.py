@@ -116,7 +116,7 @@ def open_run(
             # Another start of this new session id created it between our read and our insert: it
             # won the session's first run, as the gate's compare-and-set decides between turns.
             raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
-        return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": str(agent_name), "owner": session["owner"], "queued": waits}
+        return OpenedRun(run_id, session_id, entry, str(agent_name), session["owner"], waits)
     if entry == "start":
         if agent_name is not None and agent_name != session["agent_name"]:
             raise ValidationError(f"session {session_id!r} belongs to agent {session['agent_name']!r}, not {agent_name!r}")
@@ -149,7 +149,7 @@ def open_run(
     ))
     if not opened:
         raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
-    return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": agent_name, "owner": session["owner"], "queued": waits}
+    return OpenedRun(run_id, session_id, entry, agent_name, session["owner"], waits)
 
 
 def opened_run(conn: sa.Connection, run_id: str, queued: Callable[[str], bool]) -> OpenedRun | None:
@@ -166,8 +166,7 @@ def opened_run(conn: sa.Connection, run_id: str, queued: Callable[[str], bool]) 
         return None
     session = get_session(conn, run["session_id"])
     assert session is not None  # a run's session is never deleted
-    return {"run_id": run_id, "session_id": run["session_id"], "entry": run["entry"], "agent_name": run["agent_name"],
-            "owner": session["owner"], "queued": queued(run["agent_name"])}
+    return OpenedRun(run_id, run["session_id"], run["entry"], run["agent_name"], session["owner"], queued(run["agent_name"]))
 
 
 def _applied(conn: sa.Connection, run: RunRow | None) -> RunRow | None:
@@ -271,7 +270,7 @@ def answer(
         else:
             settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
     remaining = _pending_unanswered(conn, latest)
-    return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
+    return Answered(run_id, not remaining, [c["dispatch_id"] for c in remaining])
 
 
 def answered(conn: sa.Connection, *, session_id: str, dispatch_id: str, at: datetime) -> Answered | None:
@@ -291,7 +290,7 @@ def answered(conn: sa.Connection, *, session_id: str, dispatch_id: str, at: date
         return c["dispatch_id"] != dispatch_id and (c["kind"] == "client" or bool(c["requires_approval"])) and (when is None or later)
 
     remaining = [c["dispatch_id"] for c in pairing.calls_of_step(conn, call["run_id"], call["step"]) if unanswered_then(c)]
-    return {"run_id": str(session["current_run_id"]), "all_answered": not remaining, "remaining": remaining}
+    return Answered(str(session["current_run_id"]), not remaining, remaining)
 
 
 def _stale_reason(call: CallRow, session: SessionRow) -> str:
@@ -333,15 +332,15 @@ def stop(
         emit(conn, session_id, run_id, "run_withdrawn", {"kind": kind, "requested_by": requested_by})
         end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None,
                       error="stopped while queued: no worker ran it" if kind == "abort" else None)
-        return {"run_id": run_id, "stopped": True, "status": status}
+        return StopRequested(run_id, True, status)
     if session["status"] == "suspended_client_tool":
         # No workflow is live to notice the record: the stop completes in this transaction.
         run = get_run(conn, run_id)
         assert run is not None
         # the caller's agents and profile: a front end has no launched runtime to read them from
         out = commits.settle_stop(conn, run, kind, agent_named(agents, run["agent_name"]), profile)
-        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out.status)}  # a stop ends the run: never "committed"
-    return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}
+        return StopRequested(run_id, True, cast(RunStatus, out.status))  # a stop ends the run: never "committed"
+    return StopRequested(run_id, False, "stop_requested" if first else "stop_already_requested")
 
 
 def stopped(conn: sa.Connection, *, session_id: str, at: datetime) -> StopRequested | None:
@@ -356,5 +355,5 @@ def stopped(conn: sa.Connection, *, session_id: str, at: datetime) -> StopReques
     run = get_run(conn, run_id)
     assert run is not None
     if run["status"] in ("interrupted", "failed"):
-        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, run["status"])}
-    return {"run_id": run_id, "stopped": False, "status": "stop_requested"}
+        return StopRequested(run_id, True, cast(RunStatus, run["status"]))
+    return StopRequested(run_id, False, "stop_requested")

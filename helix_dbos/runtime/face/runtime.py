@@ -445,22 +445,22 @@ class Runtime(Modes, ExecutorLeases, Stopping):
             if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
                 from ..flow.scopes import store_deps
 
-                store_deps(conn, opened["session_id"], opened["run_id"], deps)
-            if opened["queued"]:  # the workflow's row in the same transaction: admitted iff queued
+                store_deps(conn, opened.session_id, opened.run_id, deps)
+            if opened.queued:  # the workflow's row in the same transaction: admitted iff queued
                 self._enqueue(conn, opened, priority)
             return opened
 
         opened = self._entry_tx(f"admitting a {entry} entry", admit, lambda conn: entries.opened_run(conn, run_id, self._enqueues))
-        if opened["queued"]:
-            return RunHandle(self, opened["run_id"], opened["session_id"])
+        if opened.queued:
+            return RunHandle(self, opened.run_id, opened.session_id)
         try:
-            handle = admitted_start.start(self._launched_registry(), self.engine, self.store_retry_window, opened["run_id"], opened["session_id"])
+            handle = admitted_start.start(self._launched_registry(), self.engine, self.store_retry_window, opened.run_id, opened.session_id)
         except StoreUnavailableError:
             raise  # the store is gone: no release could be written either (see admitted_start.start)
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
-            self._release(opened["run_id"], f"{type(exc).__name__}: {exc}")
+            self._release(opened.run_id, f"{type(exc).__name__}: {exc}")
             raise
-        return RunHandle(self, opened["run_id"], opened["session_id"], handle)
+        return RunHandle(self, opened.run_id, opened.session_id, handle)
 
     def _release(self, run_id: str, failed: str) -> None:
         """End ``run_id`` ``start_failed``, if it is still live (its workflow never started): a retry
@@ -536,9 +536,9 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, at=at, **kw),
                              lambda conn: entries.answered(conn, session_id=session_id, dispatch_id=dispatch_id, at=at))
         run = None
-        if out["all_answered"] and self.auto_continue:
+        if out.all_answered and self.auto_continue:
             run = self._enter("resume_continue", session_id=session_id, priority=priority)
-        return AnswerReceipt(session_id, dispatch_id, out["remaining"], run)
+        return AnswerReceipt(session_id, dispatch_id, out.remaining, run)
 
     def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None, *, priority: int | None = None) -> AnswerReceipt:
         """Decide a pending approval; the last answer continues the run (approved bodies then run),
@@ -567,7 +567,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         out = self._entry_tx("recording a stop", lambda conn: entries.stop(
             conn, session_id=session_id, kind=kind, requested_by=requested_by, agents=self.agents, profile=self.recovery, at=at),
             lambda conn: entries.stopped(conn, session_id=session_id, at=at))
-        return StopReceipt(session_id=session_id, run_id=out["run_id"], kind=kind, stopped=out["stopped"], status=out["status"])
+        return StopReceipt(session_id=session_id, run_id=out.run_id, kind=kind, stopped=out.stopped, status=out.status)
 
     # --- reads ---------------------------------------------------------------------------------
 
