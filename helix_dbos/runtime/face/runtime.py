@@ -428,19 +428,10 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         def admit(conn: sa.Connection) -> OpenedRun:
             opened = entries.open_run(
                 conn,
-                entry=entry,
-                session_id=session_id,
-                agent_name=agent_name,
-                message=message,
-                checkpoint_id=checkpoint_id,
-                agents=self.agents,
-                profile=self.recovery,
-                executor_id=None if self._mode == "client" else self.executor_id,
-                is_dead=self._run_is_dead,
-                owner=owner,
-                queued=self._enqueues,
-                run_id=run_id,
-                new_session_id=new_session_id,
+                entries.EntryRequest(entry=entry, session_id=session_id, agent_name=agent_name, message=message, checkpoint_id=checkpoint_id,
+                                     owner=owner, run_id=run_id, new_session_id=new_session_id),
+                entries.Admission(agents=self.agents, profile=self.recovery, executor_id=None if self._mode == "client" else self.executor_id,
+                                  is_dead=self._run_is_dead, queued=self._enqueues),
             )
             if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
                 from ..flow.scopes import store_deps
@@ -533,7 +524,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         check_text("dispatch_id", dispatch_id, 64)
         check_priority(priority)
         at = now()  # the answer's time, minted before the first try: a retry finds its answer by it
-        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, at=at, **kw),
+        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, entries.AnswerRequest(session_id=session_id, dispatch_id=dispatch_id, at=at, **kw)),
                              lambda conn: entries.answered(conn, session_id=session_id, dispatch_id=dispatch_id, at=at))
         run = None
         if out.all_answered and self.auto_continue:
