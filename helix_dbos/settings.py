@@ -4,7 +4,7 @@ Why one module: the variables were read in seventeen places, each with its own p
 own idea of a bad value (one warned and went on, others raised later, in a thread), and the docs'
 table drifted from the defaults. Here each is a field of ``EnvSettings`` that names its variable,
 its default and its meaning (``dataclasses.field`` metadata), so docs/operations.md's table is
-checked against this class (tests/test_settings_docs.py) and a bad value is a
+checked against this class (tests/runtime/test_settings_docs.py) and a bad value is a
 ``ConfigurationError`` naming the variable when the object is built: at a ``Runtime``'s
 construction and launch, the service's start, a CLI command's start, never later in a run.
 

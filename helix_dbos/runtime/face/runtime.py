@@ -638,7 +638,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         any process reads them: a front end (which launches no DBOS) through its ``DBOSClient``."""
         check_text("run_id", run_id)
         self.engine  # noqa: B018 - ConfigurationError before launch, as every read
-        # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/test_import_cost.py)
+        # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/processes/test_import_cost.py)
         from ..flow import live as live_stream
 
         return live_stream.read(run_id, timeout, client=self._client if self.is_front_end else None)
