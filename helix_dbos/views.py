@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
-from .definitions.tools import ReplayPolicy
 from .errors import CallNotFoundError, RunFailedError
 from .ledger.records import CallRow
 from .ledger.statuses import (
@@ -24,6 +23,7 @@ from .ledger.statuses import (
     DecidedBy,
     EntryKind,
     MessageKind,
+    ReplayPolicy,
     RunStatus,
     SessionStatus,
     StopKind,

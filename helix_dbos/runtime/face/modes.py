@@ -78,12 +78,12 @@ class Modes(LaunchedParts):
 
     def _enqueue(self, conn: sa.Connection, opened: OpenedRun, priority: int | None) -> None:
         options: EnqueueOptions = {
-            "queue_name": queues.entry_queue(opened["agent_name"], self.limits),
+            "queue_name": queues.entry_queue(opened.agent_name, self.limits),
             "workflow_name": workflow.RUN_WORKFLOW,
-            "workflow_id": opened["run_id"],
+            "workflow_id": opened.run_id,
             "app_version": self.launched_settings.app_version,
-            "queue_partition_key": queues.partition_key(opened["owner"]),
+            "queue_partition_key": queues.partition_key(opened.owner),
         }
         if priority is not None:
             options["priority"] = priority
-        self._client.enqueue_in_transaction(conn, options, opened["run_id"])
+        self._client.enqueue_in_transaction(conn, options, opened.run_id)

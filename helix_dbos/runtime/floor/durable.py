@@ -314,6 +314,25 @@ async def plain_tx(fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: off_loop(_short_tx, engine, fn, *args), window, window)
 
 
+class Tries:
+    """How many times one ``plain_tx`` (or ``group_commit.write``) has run its transaction function.
+
+    Made by the caller and passed as one of the function's arguments, so every try sees the same
+    count: a try after the first may follow a commit whose acknowledgement was lost, and looks for
+    its own earlier write (the attempt gate by its token, the result write by its answer), which
+    the first try, the only one almost every write makes, never has to."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def begin(self) -> bool:
+        """Count the try that begins now; True when one ran before it (its write may have committed)."""
+        self.count += 1
+        return self.count > 1
+
+
 def recorded(value: Any) -> Any:
     """A value as DBOS may record it: every string through the ledger's escape (``ledger/escape.py``).
 

@@ -29,7 +29,7 @@ from ...ledger import fence_reads, rate
 from ...ledger import usage as usage_rows
 from ..floor import codec, fence, transcript
 from ..floor.durable import plain_tx
-from ..floor.records import ModelReply, Reply, ReplyUsage, StoppedReply
+from ..floor.records import ModelReply, Preread, Reply, ReplyUsage, StoppedReply
 from ..floor.registry import Env
 from ..process import tracing
 from . import provider_errors, scopes
@@ -90,7 +90,7 @@ def _usage(response: ModelResponse) -> ReplyUsage:
     }
 
 
-def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[Any]]:
+def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[tuple[int, Any]]]:
     """The fence, the stop record, how many of the session's messages are superseded (a rewind
     since the cache was filled changes it), and the active messages after ``after_seq``: one
     statement, whether or not anything was added.
@@ -220,17 +220,6 @@ async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, ste
         return reply
 
 
-@dataclasses.dataclass(frozen=True)
-class Preread:
-    """The first model request's read, made by the entry's prepare in its own transaction."""
-
-    step: int
-    base: int  # the last message number the read started after (-1: the session read whole)
-    stop: str | None
-    superseded: int
-    rows: list[Any]
-
-
 def preread(conn: sa.Connection, e: Env, run_id: str, session_id: str, step: int) -> Preread:
     """What ``_model_request`` reads first, read now, inside the transaction that just prepared the
     run (its fence passed there): the request then pays no transaction of its own for it. A stop
@@ -336,7 +325,7 @@ def _stop_kind(conn: sa.Connection, run_id: str) -> str | None:
     return fence.check(conn, run_id, "model request")["stop_kind"]
 
 
-async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> ModelReply:
+async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[tuple[int, Any]]) -> ModelReply:
     loaded += transcript.load([body for _, body in rows])
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)

@@ -47,6 +47,7 @@ from ..floor.records import (
     EntryPlan,
     LaneCall,
     ModelReply,
+    Preread,
     RaisedReply,
     Reply,
     ReplyRecord,
@@ -62,7 +63,6 @@ from . import children, companions, reconcile, scopes
 from .bodies import run_body
 from .model_request import (
     ModelRequestFailed,
-    Preread,
     RecordedFailure,
     ask,
     live_model_request_step,
