@@ -41,6 +41,7 @@ from ...ledger.checkpoints import (
 )
 from ...ledger.events import emit
 from ...ledger.messages import insert_message
+from ...ledger.names import PREPARE_TX
 from ...ledger.records import RunRow
 from ...ledger.rows import new_id
 from ...ledger.runs import end_run, start_queued_run
@@ -91,8 +92,6 @@ def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent, profile: P
         # a superseded branch asks no check: no run or model reaches it again
         apply_pairings(conn, run_id, calls, decisions(agent, profile, calls, "redirect", ask_checks=False), "rewind")
 
-
-PREPARE_TX = "helix.prepare"
 
 
 def redirect_checks(conn: sa.Connection, env: Env, run_id: str) -> list[CheckTarget]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Required, TypedDict
 
 import sqlalchemy as sa
 
+from ...ledger.names import CHILD_WAIT_STEP
 from ...ledger.records import RunRow
 from ...ledger.runs import end_run, get_run
 from ...ledger.statuses import RUN_AT_REST, RUN_LIVE, RunStatus
@@ -120,7 +121,7 @@ async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: st
     """Workflow code: recorded wait steps until the child is done or lost (never an endless single wait)."""
     wait_slice = functools.partial(_wait_slice, registry)
     while True:
-        state: Outcome = await step({"name": "helix.child_wait"}, wait_slice, parent_run_id, dispatch_id, host_workflow_id)
+        state: Outcome = await step({"name": CHILD_WAIT_STEP}, wait_slice, parent_run_id, dispatch_id, host_workflow_id)
         if state["state"] != "waiting":
             return state
 

@@ -27,6 +27,7 @@ from ...definitions import Agent
 from ...errors import StoreUnavailableError
 from ...ledger import fence_reads, rate
 from ...ledger import usage as usage_rows
+from ...ledger.names import agent_rate_key
 from ..floor import codec, fence, transcript
 from ..floor.durable import plain_tx
 from ..floor.records import ModelReply, Reply, ReplyUsage, StoppedReply
@@ -209,7 +210,7 @@ async def live_model_request_step(e: Env, run_id: str, session_id: str, agent_na
 async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     """One model request, no retry, inside its ``helix.model_request`` span (not a DBOS step: ``ask``
     retries it, ``live_model_request_step`` makes it one)."""
-    with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
+    with tracing.span(tracing.MODEL_REQUEST_SPAN, run_id, session_id=session_id, agent=agent_name, step=step) as s:
         reply = await _model_request(e, run_id, session_id, agent_name, step)
         if isinstance(reply, ModelReply):
             usage = reply.usage
@@ -289,7 +290,7 @@ async def _rate_turn(e: Env, agent_name: str, run_id: str) -> float | None:
     n, period = lim.model_requests
     while True:
         began = time.monotonic()
-        grant = await plain_tx(rate.try_grant, f"agent:{agent_name}", n, period + SEND_ALLOWANCE, run_id)
+        grant = await plain_tx(rate.try_grant, agent_rate_key(agent_name), n, period + SEND_ALLOWANCE, run_id)
         if grant.epoch is not None:
             return began
         # a stop requested during the wait (which may last a whole period) is honoured within a
