@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from ...definitions import Agent
 from ...errors import StoreUnavailableError
-from ...ledger import fence_reads, rate
+from ...ledger import rate
 from ...ledger import usage as usage_rows
 from ...ledger.names import agent_rate_key
 from ..floor import codec, fence, transcript
@@ -94,22 +94,11 @@ def _usage(response: ModelResponse) -> ReplyUsage:
 def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[Any]]:
     """The fence, the stop record, how many of the session's messages are superseded (a rewind
     since the cache was filled changes it), and the active messages after ``after_seq``: one
-    statement, whether or not anything was added.
-
-    The fence's conditions are read unlocked, beside the messages: a read has nothing to protect
-    (the model is paid after this transaction ends, so no lock held here could cover it; the append
-    that saves the reply is the fenced write). Anything the fence would refuse takes the full
-    ``fence.check``, which raises what it raises.
-    """
-    rows = fence_reads.messages_beside_fence(conn, run_id, session_id, after_seq, fence.STATUS_OF)
-    head = rows[0]
-    if fence.head_passes(head, run_id):
-        stop = head.fence_stop
-    else:
-        stop = fence.check(conn, run_id, "model request")["stop_kind"]  # a fork or a superseded run never asks the model
+    statement, whether or not anything was added (``fence.new_messages``)."""
+    stop, rows = fence.new_messages(conn, run_id, session_id, after_seq, "model request")
     if stop is not None:
         return stop, 0, []
-    return None, int(head.superseded), [(int(r.seq), r.body) for r in rows if r.seq is not None]
+    return None, int(rows[0].superseded), [(int(r.seq), r.body) for r in rows if r.seq is not None]
 
 
 def check_usage_limits(limits: Any, used: Mapping[str, int], reply: ModelReply) -> None:

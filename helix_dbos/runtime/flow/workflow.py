@@ -148,7 +148,7 @@ async def _run_once(registry: Registry, run_id: str) -> JsonObject:
     e = registry.env
     workflow_id = DBOS.workflow_id
     if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
-        raise await _refused(e, run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
+        raise await _refused(e, run_id, workflow_id, fence.fork_refusal(run_id, workflow_id))
     try:
         return _output(await _drive(registry, run_id))
     except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
@@ -212,10 +212,8 @@ def failure(exc: BaseException) -> tuple[str, str]:
 
 
 async def _refused(e: Env, run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:
-    """Record the refusal (one event, no other write) and give the typed error DBOS will record."""
-    message = str(exc) or "refused by the run fence"
-    await durable.off_loop(fence.refuse, e.engine, run_id, workflow_id, message)
-    return exc if isinstance(exc, RunFencedError) else RunFencedError(message)
+    """Record the refusal (one event, no other write) and give the typed error DBOS will record (``fence.refuse``)."""
+    return await durable.off_loop(fence.refuse, e.engine, run_id, workflow_id, exc)
 
 
 async def _settle_cancel(e: Env, run_id: str) -> None:
