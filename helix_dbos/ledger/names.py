@@ -9,7 +9,7 @@ transaction's output by the transaction's name (``tx_outputs``: ``<name>#<k>``, 
 a replay that spells a transaction differently runs it again. The rate table keys its buckets by
 name, and every process takes the transactional bodies' Postgres advisory lock on one key.
 
-So none of these is renamed by an edit: ``tests/test_persisted_names.py`` pins every value, and a
+So none of these is renamed by an edit: ``tests/runtime/test_persisted_names.py`` pins every value, and a
 rename is a migration of the recorded rows. Span names are not data (nothing reads them back):
 they are ``runtime/process/tracing.py``'s.
 """

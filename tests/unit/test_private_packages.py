@@ -14,7 +14,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "helix_dbos"
 #: The documented-public packages and modules, each with a page that documents it for users.
 PUBLIC = {
