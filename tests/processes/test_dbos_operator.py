@@ -24,7 +24,6 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
-from helix_dbos.ledger.engine import is_sqlite
 from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 
 DBOS_CLI = str(Path(sys.executable).parent / "dbos")
@@ -41,7 +40,7 @@ helix = helix_table
 
 
 def dbos_table(db_url: str) -> str:
-    return "workflow_status" if is_sqlite(db_url) else "dbos.workflow_status"
+    return "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
 
 
 def workflow(db_url: str, workflow_id: str) -> dict[str, Any] | None:

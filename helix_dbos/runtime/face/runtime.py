@@ -25,6 +25,7 @@ from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
 from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
+from ...ledger.names import RUNS_QUEUE
 from ...ledger.rows import new_id, now
 from ...ledger.runs import end_run, get_run
 from ...ledger.statuses import RUN_LIVE, EntryKind
@@ -161,7 +162,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         executor_id: str | None = None,
         application_version: str | None = None,
         app_name: str = DEFAULT_APP_NAME,
-        queue_name: str = "helix_runs",
+        queue_name: str = RUNS_QUEUE,
         auto_continue: bool = True,
         serve_queue: bool | None = None,
         store_retry_window: float | None = None,
