@@ -1,4 +1,4 @@
-"""What a read of the ledger gives back: plain value types, apart from the queries that build them.
+"""Internal: what a read of the ledger gives back: plain value types, apart from the queries that build them.
 
 The reader (``runtime/face/reader.py``) is the one place that fills these; the runtime returns them, the
 CLI prints them and the HTTP schema (``wire.py``) is derived from their fields, so a field added

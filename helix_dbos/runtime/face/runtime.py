@@ -25,6 +25,7 @@ from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
 from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
+from ...ledger.names import RUNS_QUEUE
 from ...ledger.rows import new_id, now
 from ...ledger.runs import end_run, get_run
 from ...ledger.statuses import RUN_LIVE, EntryKind
@@ -161,7 +162,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         executor_id: str | None = None,
         application_version: str | None = None,
         app_name: str = DEFAULT_APP_NAME,
-        queue_name: str = "helix_runs",
+        queue_name: str = RUNS_QUEUE,
         auto_continue: bool = True,
         serve_queue: bool | None = None,
         store_retry_window: float | None = None,
@@ -629,7 +630,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         any process reads them: a front end (which launches no DBOS) through its ``DBOSClient``."""
         check_text("run_id", run_id)
         self.engine  # noqa: B018 - ConfigurationError before launch, as every read
-        # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/test_import_cost.py)
+        # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/processes/test_import_cost.py)
         from ..flow import live as live_stream
 
         return live_stream.read(run_id, timeout, client=self._client if self.is_front_end else None)

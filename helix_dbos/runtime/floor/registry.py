@@ -22,7 +22,7 @@ Where the process-wide lookup (``current()``, ``env()``, ``installed()``) remain
 - the executor lock: the run's code asks the registry it holds (``registry.lock_held()``); there
   is no process-wide lookup for it.
 - ``runtime/flow`` and ``runtime/floor`` never call ``current()``, ``env()`` or ``installed()``
-  (``tests/test_single_sources.py`` counts them): the run's code reads the registry it was handed,
+  (``tests/unit/test_single_sources.py`` counts them): the run's code reads the registry it was handed,
   and the durable operations the ``serving`` one.
 
 ``install`` refuses a second registry while one is live, so a second ``Runtime`` in one process

@@ -98,7 +98,7 @@ async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tup
         answer = gated.answer
     if isinstance(answer, DoneGate) and answer.settled_before:
         return DoneOutcome(answer.status)
-    with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gated.tool,
+    with tracing.span_since(tracing.BODY_ATTEMPT_SPAN, run_id, started, dispatch_id=dispatch_id, tool=gated.tool,
                             policy=gated.policy, decision=answer.action, attempt=answer.attempt if isinstance(answer, RunGate) else None) as s:
         out = await _body(registry, run_id, dispatch_id, answer)
         tracing.annotate(s, status=out.status)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import sqlalchemy as sa
 
+from ...ledger.names import CHILD_WAIT_STEP
 from ...ledger.records import RunRow
 from ...ledger.runs import end_run, get_run
 from ...ledger.statuses import RUN_AT_REST, RUN_LIVE
@@ -104,7 +105,7 @@ async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: st
     """Workflow code: recorded wait steps until the child is done or lost (never an endless single wait)."""
     wait_slice = functools.partial(_wait_slice, registry)
     while True:
-        state = await step({"name": "helix.child_wait"}, wait_slice, parent_run_id, dispatch_id, host_workflow_id, read_as=ChildOutcome)
+        state = await step({"name": CHILD_WAIT_STEP}, wait_slice, parent_run_id, dispatch_id, host_workflow_id, read_as=ChildOutcome)
         if isinstance(state, ChildDone | ChildLost):
             return state
 

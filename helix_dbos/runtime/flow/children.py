@@ -30,6 +30,7 @@ from ...definitions.limits import AgentLimits
 from ...ledger import calls, events, rows
 from ...ledger import runs as run_rows
 from ...ledger import sessions as session_rows
+from ...ledger.names import DELEGATE_RESULT_TX, DELEGATE_TX
 from ...ledger.statuses import RUN_AT_REST
 from ..floor import fence
 from ..floor.durable import tx
@@ -105,7 +106,7 @@ def _remote_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str) -
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> Gate:
     """Workflow code: gate the delegation and enqueue (or re-attach to) the child's run workflow."""
-    gate = await tx("helix.delegate", _remote_gate, registry.env, run_id, dispatch_id, read_as=ChildGate)
+    gate = await tx(DELEGATE_TX, _remote_gate, registry.env, run_id, dispatch_id, read_as=ChildGate)
     crash_point("child_gated", tool_name)  # the child is minted and bound, not yet enqueued
     if gate.action != "done" and gate.attach == "enqueue":
         await enqueue_child(registry, dispatch_id, gate.queue, gate.partition)
@@ -121,7 +122,7 @@ async def enqueue_child(registry: Registry, dispatch_id: str, queue: str | None,
     with SetWorkflowID(dispatch_id):
         if queue is None:
             return await DBOS.enqueue_workflow_async(registry.env.queue_name, registry.run_workflow, dispatch_id)
-        with SetEnqueueOptions(queue_partition_key=partition or queues.NO_OWNER):
+        with SetEnqueueOptions(queue_partition_key=queues.partition_key(partition)):
             return await DBOS.enqueue_workflow_async(queue, registry.run_workflow, dispatch_id)
 
 
@@ -133,4 +134,4 @@ async def settle(registry: Registry, run_id: str, gate: Gate) -> None:
     else:
         outcome = await wait_for_child(registry, run_id, dispatch_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.delegate_result", record_outcome, registry.env, run_id, dispatch_id, gate.attempt, outcome, read_as=RecordOutcome))
+    fence.raise_if_refused(await tx(DELEGATE_RESULT_TX, record_outcome, registry.env, run_id, dispatch_id, gate.attempt, outcome, read_as=RecordOutcome))

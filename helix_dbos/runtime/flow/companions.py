@@ -45,6 +45,15 @@ from ...ledger import calls as call_rows
 from ...ledger import companions as companion_rows
 from ...ledger import runs as run_rows
 from ...ledger import sessions as session_rows
+from ...ledger.names import (
+    COMPANION_BEGIN_TX,
+    COMPANION_CLOSE_TX,
+    COMPANION_END_TX,
+    COMPANION_GATE_TX,
+    COMPANION_RESULT_TX,
+    COMPANION_WORKFLOW,
+    TURN_TOPIC,
+)
 from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST, RUN_LIVE
 from ..floor import durable, fence
 from ..floor.durable import DBOS_TERMINAL, tx
@@ -61,8 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("helix_dbos")
 
-COMPANION_WORKFLOW: Final = "helix.companion"
-TURN_TOPIC: Final = "helix.turn"
 #: Turns one incarnation serves before it ends (when idle) and the next call starts a fresh one: a DBOS
 #: workflow replays its whole history on recovery, so an incarnation's history is kept short.
 MAX_TURNS_PER_INCARNATION: Final = 100
@@ -158,7 +165,7 @@ def _parent_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, i
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> ChildGate:
     """Workflow code: gate, start the incarnation if it is new, send the turn (idempotent by dispatch id)."""
-    gate = await tx("helix.companion.gate", _parent_gate, registry.env, run_id, dispatch_id, registry.env.environment.companion_idle_seconds, read_as=ChildGate)
+    gate = await tx(COMPANION_GATE_TX, _parent_gate, registry.env, run_id, dispatch_id, registry.env.environment.companion_idle_seconds, read_as=ChildGate)
     crash_point("child_gated", tool_name)  # bound to its companion, not yet sent
     if gate.action == "done" or gate.attach != "send":
         return gate
@@ -188,7 +195,7 @@ async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
     assert workflow_id is not None  # a companion's gate that goes ahead names its incarnation
     state = await wait_for_child(registry, run_id, dispatch_id, workflow_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.companion.result", _record, registry.env, run_id, dispatch_id, gate.attempt, state, workflow_id, read_as=RecordOutcome))
+    fence.raise_if_refused(await tx(COMPANION_RESULT_TX, _record, registry.env, run_id, dispatch_id, gate.attempt, state, workflow_id, read_as=RecordOutcome))
 
 
 # --- the companion's side --------------------------------------------------------------------------
@@ -249,15 +256,15 @@ async def _companion(registry: Registry, companion_session_id: str, idle: float)
     served = 0
     while True:
         full = served >= MAX_TURNS_PER_INCARNATION
-        if full and (await tx("helix.companion.close", _close_if_idle, companion_session_id, me))["closed"]:
+        if full and (await tx(COMPANION_CLOSE_TX, _close_if_idle, companion_session_id, me))["closed"]:
             return {"status": "closed", "turns": served}
         message = await DBOS.recv_async(TURN_TOPIC, timeout_seconds=idle)
         if message is None:
-            if (await tx("helix.companion.close", _close_if_idle, companion_session_id, me))["closed"]:
+            if (await tx(COMPANION_CLOSE_TX, _close_if_idle, companion_session_id, me))["closed"]:
                 return {"status": "closed", "turns": served}
             continue
         dispatch_id = str(message["dispatch_id"])
-        begun = await tx("helix.companion.begin", _begin_turn, registry, companion_session_id, dispatch_id, read_as=TurnBegun)
+        begun = await tx(COMPANION_BEGIN_TX, _begin_turn, registry, companion_session_id, dispatch_id, read_as=TurnBegun)
         if begun.action in ("run", "await"):
             if begun.queue is not None:  # the agent's limit counts its turns: they wait on its entry queue
                 handle = await enqueue_child(registry, dispatch_id, begun.queue, begun.partition)
@@ -268,8 +275,8 @@ async def _companion(registry: Registry, companion_session_id: str, idle: float)
                 await handle.get_result(polling_interval_sec=durable.poll_interval(registry))
             except Exception:  # cancelled or dead-lettered turn: _end_turn answers it as lost
                 log.warning("companion %s: turn %s ended without a result", companion_session_id, dispatch_id, exc_info=True)
-        await tx("helix.companion.end", _end_turn, companion_session_id, dispatch_id)
+        await tx(COMPANION_END_TX, _end_turn, companion_session_id, dispatch_id)
         served += 1
 
 
-__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "register", "settle"]
+__all__ = ["dispatch", "register", "settle"]
