@@ -25,7 +25,7 @@ from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime.process import dbos_private
 from helix_dbos.runtime.floor import registry as state
 from helix_dbos.runtime.process import polling
-from helix_dbos.runtime.process.config import resolve_recovery_poll
+from helix_dbos.settings import from_environ
 
 ROOT = Path(__file__).resolve().parent.parent
 DOOR = ROOT / "helix_dbos" / "runtime" / "process" / "dbos_private.py"
@@ -82,7 +82,7 @@ def test_the_internal_queue_polls_slow_unless_a_launch_finds_work_and_fast_only_
     monkeypatch.setattr(polling, "FAST_RECOVERY_SECONDS", 0.3)
     rt = make_runtime([_agent()])
     queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
-    slow = resolve_recovery_poll()
+    slow = from_environ().recovery_poll
     assert slow > polling.FAST_RECOVERY_POLL
     assert queue._polling_interval_sec == slow
     assert rt._polling is not None
@@ -114,7 +114,7 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     # before DBOS made its own): a launch with nothing pending polls it at the slow interval, and a
     # later interval applies to that same queue object (what a takeover's fast moment does)
     queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
-    assert queue._polling_interval_sec == resolve_recovery_poll()
+    assert queue._polling_interval_sec == from_environ().recovery_poll
     with rt.engine.connect() as conn:
         assert dbos_private.internal_queue_backlog(conn, rt.executor_id) == 0
     dbos_private.set_internal_queue_polling(0.5)

@@ -311,15 +311,16 @@ def test_sqlite_busy_past_the_window_fails_store_unavailable(tmp_path: Path) -> 
 def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: pytest.MonkeyPatch) -> None:
     from helix_dbos.errors import ConfigurationError
     from helix_dbos.runtime.process.config import resolve_store_retry_window
+    from helix_dbos.settings import from_environ
 
     monkeypatch.delenv("HELIX_DBOS_STORE_RETRY_WINDOW", raising=False)
-    assert resolve_store_retry_window() == 60.0
+    assert resolve_store_retry_window(None, from_environ()) == 60.0
     monkeypatch.setenv("HELIX_DBOS_STORE_RETRY_WINDOW", "7.5")
-    assert resolve_store_retry_window() == 7.5 and resolve_store_retry_window(2) == 2.0  # the argument wins
+    assert resolve_store_retry_window(None, from_environ()) == 7.5 and resolve_store_retry_window(2, from_environ()) == 2.0  # the argument wins
     for bad in ("soon", "-1", "inf", "nan"):
         monkeypatch.setenv("HELIX_DBOS_STORE_RETRY_WINDOW", bad)
         with pytest.raises(ConfigurationError):
-            resolve_store_retry_window()
+            resolve_store_retry_window(None, from_environ())
     with pytest.raises(ConfigurationError):
         hx.Runtime([], store_retry_window=-3)
 

@@ -15,7 +15,6 @@ from ...ledger.records import RunRow
 from ...ledger.rows import now
 from ..floor import commits
 from ..process import dbos_private, leases
-from ..process.config import resolve_database_url
 from ..process.executor_lock import ExecutorLock
 from .launched import LaunchedParts
 
@@ -110,7 +109,7 @@ class ExecutorLeases(LaunchedParts):
 
     def recover_executor(self, executor_id: str) -> list[str]:
         """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
-        probe = ExecutorLock(self.settings.database_url if self.settings else resolve_database_url(self.database_url))
+        probe = ExecutorLock(self.launched_settings.database_url)
         try:
             probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
             # Held while the runs are handed over, so that executor cannot relaunch and recover them too.
