@@ -85,8 +85,9 @@ def test_the_internal_queue_polls_slow_unless_a_launch_finds_work_and_fast_only_
     slow = from_environ().recovery_poll
     assert slow > polling.FAST_RECOVERY_POLL
     assert queue._polling_interval_sec == slow
-    assert rt._polling is not None
-    rt._polling.fast()
+    polled = rt._launched.runner.polling  # type: ignore[union-attr]
+    assert polled is not None
+    polled.fast()
     assert queue._polling_interval_sec == polling.FAST_RECOVERY_POLL
     deadline = time.monotonic() + 60
     while queue._polling_interval_sec != slow:
@@ -106,7 +107,9 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     assert config["system_database_url"] == rt.settings.database_url  # type: ignore[union-attr]
     assert isinstance(dbos_private.system_database_engine(), sa.Engine)
 
-    registry = state.current()
+    assert rt._launched is not None and rt._launched.runner is not None
+    registry = rt._launched.runner.registry
+    assert state.installed() is registry
     assert dbos_private.registered_workflow("helix.run") is registry.run_workflow
     assert dbos_private.registered_workflow("helix.companion") is registry.companion_workflow
     assert dbos_private.registered_workflow("no.such.workflow") is None

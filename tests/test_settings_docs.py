@@ -180,4 +180,4 @@ def test_a_bad_value_refuses_the_launch_typed(db_url: str, monkeypatch: pytest.M
         rt.launch()
     monkeypatch.setenv("HELIX_DBOS_LEASE_RENEW", "5")
     with rt:
-        assert rt._registry is not None and rt._registry.env.environment.lease_renew == 5.0
+        assert rt._launched is not None and rt._launched.environment.lease_renew == 5.0

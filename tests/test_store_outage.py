@@ -34,7 +34,6 @@ from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.floor import gate
 from helix_dbos.runtime.floor.records import DoneGate, RecordOutcome, RunGate
-from helix_dbos.runtime.floor.registry import env
 from tests.support.crashkit import Kit, transcript_problems
 from tests.support.tcpproxy import TcpProxy
 
@@ -76,6 +75,12 @@ def run_through_outage(k: Kit, proxy: TcpProxy, *, window: float, cut: float, st
 
 def _stderr(k: Kit) -> str:
     return "\n".join(p.read_text()[-3000:] for p in k.workdir.glob("spawn-*.stderr"))
+
+
+def _env(rt: hx.Runtime) -> Any:
+    """The ``Env`` ``rt``'s launch hands its runs (its runner's registry's)."""
+    assert rt._launched is not None and rt._launched.runner is not None
+    return rt._launched.runner.registry.env
 
 
 def test_an_outage_inside_the_window_is_ridden_out(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
@@ -188,9 +193,9 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
     with rt.engine.begin() as conn:
         _seed(conn, "send")
     with rt.engine.begin() as conn:
-        first = gate.gate(conn, env(), "r1", "d1", "token-1")
+        first = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     with rt.engine.begin() as conn:
-        again = gate.gate(conn, env(), "r1", "d1", "token-1")
+        again = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     assert isinstance(first, RunGate) and isinstance(again, RunGate) and first.action == again.action == "run" and again.attempt == first.attempt == 1
     with rt.engine.begin() as conn:
         call = call_rows.get_call(conn, "d1")
@@ -217,9 +222,9 @@ def test_a_retried_gate_hands_the_body_the_calls_approval(make_runtime: Any) -> 
     with rt.engine.begin() as conn:
         _seed(conn, "send", requires_approval=True, approved=True)
     with rt.engine.begin() as conn:
-        first = gate.gate(conn, env(), "r1", "d1", "token-1")
+        first = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     with rt.engine.begin() as conn:
-        again = gate.gate(conn, env(), "r1", "d1", "token-1")
+        again = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     assert isinstance(first, RunGate) and first.action == "run" and first.approved is True
     assert again == first
 
@@ -234,9 +239,9 @@ def test_a_gate_retried_without_its_token_would_take_itself_for_a_crash(make_run
     with rt.engine.begin() as conn:
         _seed(conn, "send")
     with rt.engine.begin() as conn:
-        assert gate.gate(conn, env(), "r1", "d1").action == "run"
+        assert gate.gate(conn, _env(rt), "r1", "d1").action == "run"
     with rt.engine.begin() as conn:
-        assert gate.gate(conn, env(), "r1", "d1") == DoneGate("outcome_unknown")
+        assert gate.gate(conn, _env(rt), "r1", "d1") == DoneGate("outcome_unknown")
         (attempt,) = attempt_rows.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "lost" and attempt["ended_at"] is not None  # paired: its attempt is closed
 
@@ -275,7 +280,7 @@ def _sqlite_runtime(tmp_path: Path, hold: float, window: float) -> tuple[hx.Runt
     tool = hx.tool(replay="safe", name="take_lock")(take_lock)
     rt = hx.Runtime([hx.Agent("busy", FunctionModel(model), tools=[tool])], database_url=url,
                     executor_id=f"busy-{uuid.uuid4().hex[:8]}", store_retry_window=window).launch()
-    engine = rt._tx_engine  # the ledger transactions' pool: a short busy_timeout, so the lock outlasts it
+    engine = rt._launched.runner.tx_engine  # type: ignore[union-attr]  # the ledger transactions' pool: a short busy_timeout, so the lock outlasts it
     sa.event.listen(engine, "connect", lambda dbapi, _rec: dbapi.execute("PRAGMA busy_timeout=200"))
     engine.dispose()
     return rt, seen
