@@ -4,19 +4,24 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...views import RunResult
 from ..process import dbos_private
+from .reader import Reader
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
+
+class Reading(Protocol):
+    """What a handle waits through: the ``Runtime`` that started its run (its ``reader``)."""
+
+    @property
+    def reader(self) -> Reader: ...
 
 
 class RunHandle:
     """A run that was started; ``result()`` waits until it completes, fails, stops or suspends."""
 
-    def __init__(self, runtime: Runtime, run_id: str, session_id: str, workflow_handle: Any = None) -> None:
+    def __init__(self, runtime: Reading, run_id: str, session_id: str, workflow_handle: Any = None) -> None:
         self.runtime = runtime
         self.run_id = run_id
         self.session_id = session_id

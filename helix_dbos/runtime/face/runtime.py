@@ -12,12 +12,10 @@ once from its arguments) and, once launched, the parts its mode composes (``laun
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
-import logging
 import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 
@@ -26,20 +24,21 @@ from ...definitions.inputs import check_priority, check_session_id, check_text
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
 from ...ledger.rows import new_id, now
-from ...ledger.runs import end_run, get_run
-from ...ledger.statuses import RUN_LIVE, EntryKind
+from ...ledger.statuses import EntryKind
 from ...recovery import Profile
 from ...settings import Mode, from_environ
 from ...views import RunResult, SessionView, StopReceipt
 from ..floor import registry as process_registry
 from ..floor.records import OpenedRun
-from ..floor.store_retry import launch_refusal, retrying_sync
+from ..floor.store_retry import launch_refusal
 from ..process.config import DEFAULT_APP_NAME, Settings
 from ..process.pools import PoolSetting
 from . import admitted_start, entries, executor_leases
 from . import drain as draining
 from .agents import adapt, collect_agents
-from .config import RuntimeConfig
+from .config import Configured, RuntimeConfig
+from .entry_kinds import ResumeMode, resume_entry, retry_entry
+from .entry_transaction import check_entry_input, entry_transaction, release
 from .handles import AnswerReceipt, RunHandle
 from .launch import launch
 from .launched import Launched
@@ -53,9 +52,7 @@ __all__ = ["CONFIGURATION", "AnswerReceipt", "RunHandle", "Runtime"]
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
-log = logging.getLogger("helix_dbos")
 
-ResumeMode = Literal["continue", "with_message", "from_checkpoint"]
 StopKind = Literal["interrupt", "abort"]
 
 
@@ -68,85 +65,26 @@ def _async_twin(fn: Callable[P, R]) -> Callable[P, Any]:
     return twin
 
 
-def _check_entry_input(message: str | None, checkpoint_id: str | None) -> None:
-    """What an entry takes besides the session id: refused before the gate, so nothing is written.
-    A message, where one is given, is not empty (the API's ``minLength: 1``): an empty turn would
-    be stored and sent to the model as if the user had said something."""
-    check_text("message", message)
-    if message == "":
-        raise ValidationError("the message must not be empty", detail={"field": "message"})
-    check_text("checkpoint_id", checkpoint_id, 80)
-
-
-class Configured(Generic[T]):
-    """A field of the runtime's ``RuntimeConfig``, as a ``Runtime`` attribute. Set before launch,
-    it makes a new configuration (checked again: an operator tool's ``--db`` repoints
-    ``database_url``, ``helix-dbos worker`` sets ``mode``); set once launched, it is refused, typed,
-    since the launch read the configuration once and a change would silently do nothing."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, runtime: None, owner: type) -> Configured[T]: ...
-    @overload
-    def __get__(self, runtime: Runtime, owner: type) -> T: ...
-    def __get__(self, runtime: Runtime | None, owner: type) -> Configured[T] | T:
-        if runtime is None:
-            return self
-        value: T = getattr(runtime._config, self.name)
-        return value
-
-    def __set__(self, runtime: Runtime, value: T) -> None:
-        if runtime._launched is not None:
-            raise ConfigurationError(f"Runtime.{self.name} is fixed once the runtime is launched; set it before launch()")
-        changes: dict[str, Any] = {self.name: value}
-        runtime._config = dataclasses.replace(runtime._config, **changes)
-
-
 class Runtime:
     """Agents as DBOS workflows over the Helix ledger. One per process (DBOS is one per process)."""
 
+    # The configuration, as attributes (each field is documented on ``config.RuntimeConfig``).
     agents: Configured[dict[str, Agent]] = Configured()
-    # Postgres connection pools, a size (or (pool_size, max_overflow), whose overflow churns):
-    # the API engine (callers' entries, answers, reads), the workflows' ledger transactions and
-    # DBOS's system database; None: HELIX_DBOS_*_POOL, else sized from the mode and
-    # worker_concurrency at launch (process/pools.py; the sum: docs/operations.md)
     api_pool: Configured[PoolSetting | None] = Configured()
     tx_pool: Configured[PoolSetting | None] = Configured()
     dbos_pool: Configured[PoolSetting | None] = Configured()
-    # A PgBouncer (transaction mode) in front of the same database, for the API and transaction
-    # pools only: the executor lock (a session lock) and DBOS (its LISTEN) need sessions of
-    # their own, so they keep database_url. None: HELIX_DBOS_POOLER_URL, else database_url.
     pooler_url: Configured[str | None] = Configured()
-    # best-effort model output deltas on the run's DBOS stream (runtime/flow/live.py)
     live_output: Configured[bool] = Configured()
     recovery: Configured[Profile] = Configured()
-    database_url: Configured[str | None] = Configured()  # an operator tool (--db) may repoint it before launch
+    database_url: Configured[str | None] = Configured()
     queue_name: Configured[str] = Configured()
     auto_continue: Configured[bool] = Configured()
-    # Whether this process dequeues remote children and companion turns from ``queue_name``.
-    # None (auto): only if one of its agents has a remote or companion sub-agent (config.py); a
-    # process that defines only the child agents says True. False: starts and recovers its own
-    # runs only (a worker: serves its entry queues only). The same rule in every mode: only a run
-    # of an agent with such a sub-agent enqueues there, and the process running it defines that
-    # agent, so it serves the queue.
     serve_queue: Configured[bool] = Configured()
-    # Seconds of transient database errors (outage, dropped connections, busy SQLite) that runs
-    # and waits ride out before failing ``store_unavailable``; None: env or 60 s (config.py).
     store_retry_window: Configured[float] = Configured()
-    # Seconds this process may go without confirming its executor lock before it exits (and
-    # another may act for its id); None: HELIX_DBOS_TAKEOVER_AFTER, default 30.
     takeover_after: Configured[float | None] = Configured()
-    # Watch for gone executors and take over their pending runs (False: only this executor's own).
     takeover: Configured[bool] = Configured()
-    # The process's shape (`helix-dbos worker` / `serve --front-end` set it before launch); None:
-    # HELIX_DBOS_MODE, else "process" (docs/scaling.md, shape.py).
     mode: Configured[Mode | None] = Configured()
-    # Per-agent limits that hold across every process on the database (definitions/limits.py).
     limits: Configured[dict[str, AgentLimits]] = Configured()
-    # Runs one worker runs at once from the entry queues (DBOS worker_concurrency; the same for
-    # every worker: it is the queue's row), and of those, runs of one owner (None: no cap).
     worker_concurrency: Configured[int | None] = Configured()
     owner_share: Configured[int | None] = Configured()
 
@@ -296,31 +234,8 @@ class Runtime:
     # --- entries -------------------------------------------------------------------------------
 
     def _entry_tx(self, what: str, fn: Callable[[sa.Connection], T], applied: Callable[[sa.Connection], T | None]) -> T:
-        """``fn`` (an entry's, an answer's or a stop's transaction) through a store outage, exactly once.
-
-        Tried again for ``store_retry_window`` on a transient error, as the runs' transactions and
-        the reads are; past it ``StoreUnavailableError`` (``store_unavailable``), never the driver's
-        error. A commit whose acknowledgement was lost may have committed, and applying the entry a
-        second time would open a second run, or refuse its own run as ``session_running``. So each
-        entry mints, before its first try, the ids its rows are written under (the run id, a new
-        session's id, the answer's or the stop's time), and every try after the first asks
-        ``applied(conn)`` first: the outcome of an earlier try that committed, read back from those
-        rows, or None. The first try, the only one almost every entry makes, writes nothing more
-        than the entry itself.
-        """
-        tried = False
-
-        def attempt() -> T:
-            nonlocal tried
-            with self.engine.begin() as conn:
-                if tried:
-                    done = applied(conn)
-                    if done is not None:  # the earlier try committed; only its acknowledgement was lost
-                        return done
-                tried = True
-                return fn(conn)
-
-        return retrying_sync(what, attempt, self._config.store_retry_window)
+        """``fn`` through a store outage, exactly once (``entry_transaction.py``)."""
+        return entry_transaction(self.engine, self._config.store_retry_window, what, fn, applied)
 
     def _enter(self, entry: EntryKind, *, session_id: str | None, agent_name: str | None = None, message: str | None = None, checkpoint_id: str | None = None, deps: Any = None, owner: str | None = None, priority: int | None = None) -> RunHandle:
         if deps is not None:
@@ -367,21 +282,9 @@ class Runtime:
         except StoreUnavailableError:
             raise  # the store is gone: no release could be written either (see admitted_start.start)
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
-            self._release(opened["run_id"], f"{type(exc).__name__}: {exc}")
+            release(launched.engine, self._config.store_retry_window, opened["run_id"], f"{type(exc).__name__}: {exc}")
             raise
         return RunHandle(self, opened["run_id"], opened["session_id"], handle)
-
-    def _release(self, run_id: str, failed: str) -> None:
-        """End ``run_id`` ``start_failed``, if it is still live (its workflow never started): a retry
-        after a lost acknowledgement, or a workflow that did start after all, finds it ended or
-        running on and leaves it be."""
-
-        def release(conn: sa.Connection) -> None:
-            run = get_run(conn, run_id)
-            if run is not None and run["status"] in RUN_LIVE:
-                end_run(conn, run_id, "failed", error_code="start_failed", error=failed)
-
-        self._entry_tx("releasing a run that did not start", release, lambda conn: None)
 
     def start(self, agent_name: str, message: str, session_id: str | None = None, deps: Any = None, *, owner: str | None = None, priority: int | None = None) -> RunHandle:
         """Start a session, or a new turn of ``session_id`` (which redirects any unanswered step).
@@ -399,7 +302,7 @@ class Runtime:
         """
         if session_id is not None:
             check_session_id(session_id)
-        _check_entry_input(message, None)
+        check_entry_input(message, None)
         check_priority(priority)
         return self._enter("start", session_id=session_id, agent_name=agent_name, message=message, deps=deps, owner=owner, priority=priority)
 
@@ -407,33 +310,19 @@ class Runtime:
         """Recover the saved step (``continue``), redirect it (``with_message``) or rewind to a saved
         append (``from_checkpoint``); ``priority`` as for ``start``."""
         check_session_id(session_id)
-        _check_entry_input(message, checkpoint_id)
+        check_entry_input(message, checkpoint_id)
         check_priority(priority)
-        if mode == "continue":
-            if message is not None or checkpoint_id is not None:
-                raise ValidationError("resume(mode='continue') takes neither a message nor a checkpoint")
-            return self._enter("resume_continue", session_id=session_id, priority=priority)
-        if mode == "with_message":
-            return self._enter("resume_with_message", session_id=session_id, message=message, priority=priority)
-        if mode == "from_checkpoint":
-            if not checkpoint_id:
-                raise ValidationError("resume(mode='from_checkpoint') needs a checkpoint_id")
-            return self._enter("resume_from_checkpoint", session_id=session_id, checkpoint_id=checkpoint_id, priority=priority)
-        raise ValidationError(f"unknown resume mode {mode!r}")
+        kind, message, checkpoint_id = resume_entry(mode, message, checkpoint_id)
+        return self._enter(kind, session_id=session_id, message=message, checkpoint_id=checkpoint_id, priority=priority)
 
     def retry(self, session_id: str, message: str | None = None, checkpoint_id: str | None = None, *, priority: int | None = None) -> RunHandle:
         """After a failed or interrupted run: recover it, or redirect it with ``message`` (at
         ``checkpoint_id`` if given); ``priority`` as for ``start``."""
         check_session_id(session_id)
-        _check_entry_input(message, checkpoint_id)
+        check_entry_input(message, checkpoint_id)
         check_priority(priority)
-        if checkpoint_id is not None:
-            if not message:
-                raise ValidationError("retry(checkpoint_id=...) needs a message: the message redirects the saved step")
-            return self._enter("retry_from_checkpoint", session_id=session_id, message=message, checkpoint_id=checkpoint_id, priority=priority)
-        if message is not None:
-            return self._enter("retry_with_message", session_id=session_id, message=message, priority=priority)
-        return self._enter("retry", session_id=session_id, priority=priority)
+        kind, message, checkpoint_id = retry_entry(message, checkpoint_id)
+        return self._enter(kind, session_id=session_id, message=message, checkpoint_id=checkpoint_id, priority=priority)
 
     # --- answers and stop ----------------------------------------------------------------------
 
@@ -548,19 +437,19 @@ class Runtime:
         The values are rows of the system database that whichever process runs the step writes, so
         any process reads them: a front end (which launches no DBOS) through its ``DBOSClient``."""
         check_text("run_id", run_id)
-        self.engine  # noqa: B018 - ConfigurationError before launch, as every read
+        client = self._ready().front_end_client()  # ConfigurationError before launch, as every read
         # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/test_import_cost.py)
         from ..flow import live as live_stream
 
-        return live_stream.read(run_id, timeout, client=self._ready().front_end_client())
+        return live_stream.read(run_id, timeout, client=client)
 
     async def live_async(self, run_id: str, timeout: float | None = None) -> AsyncGenerator[LiveValue, None]:
         """``live`` on the caller's event loop."""
         check_text("run_id", run_id)
-        self.engine  # noqa: B018
+        client = self._ready().front_end_client()
         from ..flow import live as live_stream
 
-        async for value in live_stream.read_async(run_id, timeout, client=self._ready().front_end_client()):
+        async for value in live_stream.read_async(run_id, timeout, client=client):
             yield value
 
     start_async = _async_twin(start)
