@@ -44,13 +44,13 @@ def release_lease(engine: sa.Engine, executor_id: str, generation: int) -> bool:
         return executors.release(conn, executor_id, generation)
 
 
-def watch_for_gone_executors(engine: sa.Engine, database_url: str, executor_id: str, lease: float) -> leases.Takeover:
+def watch_for_gone_executors(engine: sa.Engine, database_url: str, executor_id: str, lease: float, probe_lease: float) -> leases.Takeover:
     """Started: the watcher that takes over the pending runs of executors whose lease lapsed."""
     takeover = leases.Takeover(
         engine,
         executor_id,
         poll=max(0.25, min(5.0, lease / 4)),
-        probe_free=lambda other: executor_free(database_url, other),
+        probe_free=lambda other: executor_free(database_url, other, probe_lease),
         has_pending=lambda other: _has_pending(engine, other),
         recover=recover_workflows,
     )
@@ -58,8 +58,9 @@ def watch_for_gone_executors(engine: sa.Engine, database_url: str, executor_id: 
     return takeover
 
 
-def executor_free(database_url: str, executor_id: str) -> bool:
-    probe = ExecutorLock(database_url)
+def executor_free(database_url: str, executor_id: str, probe_lease: float) -> bool:
+    """Whether no live process holds ``executor_id`` (a probe's ``lease`` is ``HELIX_DBOS_TAKEOVER_AFTER``'s)."""
+    probe = ExecutorLock(database_url, probe_lease)
     try:
         probe.acquire(executor_id, wait=False)
         return True
@@ -96,7 +97,7 @@ def settle_cancelled_runs(engine: sa.Engine, executor_id: str, agents: Mapping[s
             commits.settle_cancel(conn, run_id, agents, profile)
 
 
-def run_is_dead(run: RunRow, conn: sa.Connection, *, database_url: str, own_executor_id: str | None) -> str | None:
+def run_is_dead(run: RunRow, conn: sa.Connection, *, database_url: str, own_executor_id: str | None, probe_lease: float) -> str | None:
     """Why a ``running`` run's workflow can no longer finish (so an entry may take over), or None.
     ``own_executor_id``: this process's (None in a front end, which runs nothing)."""
     row = dbos_private.workflow_row(conn, run["run_id"])
@@ -110,7 +111,7 @@ def run_is_dead(run: RunRow, conn: sa.Connection, *, database_url: str, own_exec
         return "lost"
     if status != "PENDING" or not owner or owner == own_executor_id:
         return None
-    probe = ExecutorLock(database_url)
+    probe = ExecutorLock(database_url, probe_lease)
     try:
         probe.acquire(owner, wait=False)
     except ExecutorIdInUseError:
@@ -122,9 +123,9 @@ def run_is_dead(run: RunRow, conn: sa.Connection, *, database_url: str, own_exec
     return "lost"
 
 
-def recover_executor(engine: sa.Engine, database_url: str, own_executor_id: str, executor_id: str) -> list[str]:
+def recover_executor(engine: sa.Engine, database_url: str, own_executor_id: str, executor_id: str, probe_lease: float) -> list[str]:
     """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
-    probe = ExecutorLock(database_url)
+    probe = ExecutorLock(database_url, probe_lease)
     try:
         probe.acquire(executor_id)  # refused while its holder lives; waits out a cut-off holder's lease
         # Held while the runs are handed over, so that executor cannot relaunch and recover them too.

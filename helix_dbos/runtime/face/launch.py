@@ -132,7 +132,7 @@ def launch_runner(config: RuntimeConfig, environment: EnvSettings, shape: Shape)
             undo.callback(enqueuer.close)
         executor_leases.settle_cancelled_runs(engine, executor_id, config.agents, config.recovery)
         generation = executor_leases.register_lease(engine, lock, executor_id, environment.lease_renew)
-        takeover = executor_leases.watch_for_gone_executors(engine, url, executor_id, lock.lease) if config.takeover else None
+        takeover = executor_leases.watch_for_gone_executors(engine, url, executor_id, lock.lease, environment.takeover_after) if config.takeover else None
         runner = Runner(executor_id, lock, tx_engine, registry, existing is None, internal_polling, let_go_of_anyio_root, generation, takeover)
         launched = Launched(config, environment, shape, settings, engine, footprint, enqueuer, runner)
         undo.pop_all()

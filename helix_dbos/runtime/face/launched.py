@@ -63,7 +63,8 @@ class Launched:
 
     def run_is_dead(self, run: RunRow, conn: sa.Connection) -> str | None:
         """Why a ``running`` run's workflow can no longer finish (``executor_leases.run_is_dead``)."""
-        return executor_leases.run_is_dead(run, conn, database_url=self.settings.database_url, own_executor_id=self.own_executor_id)
+        return executor_leases.run_is_dead(run, conn, database_url=self.settings.database_url, own_executor_id=self.own_executor_id,
+                                           probe_lease=self.environment.takeover_after)
 
     def close(self, wait_seconds: float, hurry: threading.Event, loop_stop: float | None = None) -> None:
         """Take every part down: the client, then the runner's runs (``wait_seconds`` of grace),

@@ -229,7 +229,8 @@ class Runtime:
     def recover_executor(self, executor_id: str) -> list[str]:
         """Take over a dead executor's pending runs (its process must be gone: ids are never shared)."""
         launched = self._ready()
-        return executor_leases.recover_executor(launched.engine, launched.settings.database_url, self.executor_id, executor_id)
+        return executor_leases.recover_executor(launched.engine, launched.settings.database_url, self.executor_id, executor_id,
+                                                launched.environment.takeover_after)
 
     # --- entries -------------------------------------------------------------------------------
 
