@@ -305,7 +305,7 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
     Postgres, a removed lock file on SQLite) is re-acquired, so the next body runs and a second
     runtime is still refused."""
     rt = make_runtime([_echo_agent()])
-    lock = rt._lock
+    lock = rt._launched.runner.lock  # type: ignore[union-attr]
     assert lock is not None
     # held() also asks for a recent confirmation (it wakes the watchdog when the last one is stale,
     # as after a slow launch on a busy machine): poll for it rather than expect it at once
