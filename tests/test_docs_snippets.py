@@ -44,3 +44,45 @@ def test_pages_are_found_by_globbing_and_blocks_in_page_order() -> None:
 def test_an_unknown_marker_is_refused() -> None:
     with pytest.raises(snippets.SnippetError, match="unknown snippet marker"):
         snippets.Marker.parse("outptu", "x.md:1")
+
+
+F = "```"
+#: Small pages and what the harness must say about them: each rule of tests/support/snippets.py
+#: would let a wrong page through if it broke.
+RULES = {
+    "an unmarked command that fails names its page line": (f"# p\n\n{F}bash\ntrue\nfalse   # no\n{F}\n", r"page\.md:5: `false   # no` exited 1, expected 0"),
+    "a command's exit status is what its comment says": (f"{F}bash\nbash -c 'exit 3'   # exits 3\n{F}\n", None),
+    "python blocks share one interpreter": (f"{F}python\nx = 41\n{F}\n\n{F}python\nassert x + 1 == 42\n{F}\n", None),
+    "a failing python block names the page's line": (f"{F}python\nx = 1\nraise SystemExit(x)\n{F}\n", r'File "page\.md", line 3'),
+    "a file block is written and imports from the page's directory": (
+        f"{F}python\n# pkg/mod.py\nVALUE = 7\n{F}\n\n{F}python\nfrom pkg.mod import VALUE\nassert VALUE == 7\n{F}\n", None),
+    "a file named by its paragraph is written": (f"Save this as `conf.yaml`:\n\n{F}yaml\na: 1\n{F}\n\n{F}bash\ngrep -q 'a: 1' conf.yaml\n{F}\n", None),
+    "an unmarked block that is neither code nor a file is refused": (f"{F}yaml\na: 1\n{F}\n", r"page\.md:1: a ```yaml block that names no file"),
+    "output is never a command": (f"<!-- snippet: output -->\n{F}console\n$ rm -rf /\n{F}\n", r"marked as output, but it has a `\$` prompt"),
+    "JSON output parses": (f"<!-- snippet: output -->\n{F}json\n{{\"a\": 1,}}\n{F}\n", r"marked as JSON output, which does not parse"),
+    "a synopsis's flags are the command's": (f"<!-- snippet: synopsis -->\n{F}console\n$ helix-dbos calls [--no-such-flag]\n{F}\n", r"shows \['--no-such-flag'\], which `helix-dbos calls --help` does not list"),
+    "a synopsis's programs exist": (f"<!-- snippet: synopsis -->\n{F}bash\nno-such-program --x\n{F}\n", r"runs 'no-such-program', which is not installed"),
+    "a clone's extras are pyproject's": (f"<!-- snippet: in a clone -->\n{F}\npip install -e '.[test,nosuch]'\n{F}\n", r"installs extras \['nosuch'\]"),
+    "a fragment's undefined names are the ones it gives": (f"<!-- snippet: fragment, given a -->\n{F}python\nprint(a, b)\n{F}\n", r"reads \['a', 'b'\] undefined, its marker gives \['a'\]"),
+    "a fragment's imports resolve": (f"<!-- snippet: fragment -->\n{F}python\nimport no_such_module_here\n{F}\n", r"imports that do not resolve"),
+    "a fragment may await at the top level": (f"<!-- snippet: fragment, given rt -->\n{F}python\nr = await rt.go()\n{F}\n", None),
+    "a python block that needs something names the module it lacks": (
+        f"<!-- snippet: needs OTHER_KEY -->\n{F}python\nimport no_such_sdk\n{F}\n", r"imports that do not resolve: .*no_such_sdk \(ModuleNotFoundError"),
+    "a python block that needs something reads no undefined name": (f"<!-- snippet: needs no_such_sdk -->\n{F}python\nimport no_such_sdk\nprint(y)\n{F}\n", r"reads names nothing defines: \['y'\]"),
+    "a command that needs something is refused without it": (f"<!-- snippet: needs FOO_KEY -->\n{F}bash\ntrue\n{F}\n", r"marked as needing FOO_KEY, but `true` exited 0"),
+    "an export sets the page's environment": (f"{F}console\n$ export GREETING=hi   # for what follows\n$ test \"$GREETING\" = hi\n{F}\n", None),
+}
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_the_harness_rule(name: str, tmp_path: Path) -> None:
+    text, error = RULES[name]
+    (tmp_path / "page.md").write_text(text)
+    workdir = tmp_path / "reader"
+    workdir.mkdir()
+    run = snippets.PageRun("page.md", workdir, None, sqlite_copy_of_template, root=tmp_path)
+    if error is None:
+        run.run()
+    else:
+        with pytest.raises(snippets.SnippetError, match=error):
+            run.run()

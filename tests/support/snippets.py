@@ -134,8 +134,8 @@ def pages() -> list[str]:
     return ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 
 
-def blocks(page: str) -> list[Block]:
-    lines = (ROOT / page).read_text().split("\n")
+def blocks(page: str, root: Path = ROOT) -> list[Block]:
+    lines = (root / page).read_text().split("\n")
     found: list[Block] = []
     i = 0
     while i < len(lines):
@@ -239,12 +239,12 @@ def _tail(text: str, lines: int = 40) -> str:
 class PageRun:
     """One page's blocks run in order, in ``workdir``, on ``database_url`` (None: the SQLite default)."""
 
-    def __init__(self, page: str, workdir: Path, database_url: str | None, new_ledger: Callable[[Path], str]) -> None:
+    def __init__(self, page: str, workdir: Path, database_url: str | None, new_ledger: Callable[[Path], str], root: Path = ROOT) -> None:
         self.page = page
         self.workdir = workdir
         self.scratch = workdir.parent / f"{workdir.name}.harness"  # the harness's files, outside the reader's directory
         self.scratch.mkdir(exist_ok=True)
-        self.blocks = blocks(page)
+        self.blocks = blocks(page, root)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(KEY_PREFIXES)}
         self.env.update(SUITE_POOLS, PATH=f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(VENV_BIN.parent))
         self.env.pop("PYTHONPATH", None)
