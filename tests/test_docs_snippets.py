@@ -70,6 +70,8 @@ RULES = {
         f"<!-- snippet: needs OTHER_KEY -->\n{F}python\nimport no_such_sdk\n{F}\n", r"imports that do not resolve: .*no_such_sdk \(ModuleNotFoundError"),
     "a python block that needs something reads no undefined name": (f"<!-- snippet: needs no_such_sdk -->\n{F}python\nimport no_such_sdk\nprint(y)\n{F}\n", r"reads names nothing defines: \['y'\]"),
     "a command that needs something is refused without it": (f"<!-- snippet: needs FOO_KEY -->\n{F}bash\ntrue\n{F}\n", r"marked as needing FOO_KEY, but `true` exited 0"),
+    "a comment ending in ... is what the command prints": (f"{F}bash\necho 'one two'   # one tw...\n{F}\n", None),
+    "a command that prints otherwise than its comment shows fails": (f"{F}bash\necho 'one two'   # two...\n{F}\n", r"printed no line starting 'two'"),
     "an export sets the page's environment": (f"{F}console\n$ export GREETING=hi   # for what follows\n$ test \"$GREETING\" = hi\n{F}\n", None),
 }
 

@@ -19,7 +19,8 @@ used. The suite's pool caps (tests/conftest.py) are kept. Its blocks, in page or
   to the newest session. A block whose first line is ``-- Postgres`` or ``-- SQLite`` runs on that
   database only; on SQLite the ``helix.`` and ``dbos.`` prefixes are dropped, as docs/audit.md says.
 
-A command exits 0 unless its trailing comment says ``exits N``. The first failure ends the page and
+A command exits 0 unless its trailing comment says ``exits N``; a trailing comment ending in ``...``
+is the start of a line the command prints. The first failure ends the page and
 names the page's line.
 
 A block that cannot run as printed says why in a comment right before its fence (other comments may
@@ -86,6 +87,7 @@ SHELLS = {"bash", "sh", "shell", "console"}
 FILE_HEADER = re.compile(r"^#\s*([\w./-]+\.(?:py|ya?ml|ini|toml|json|txt))\b")
 FILE_PROSE = re.compile(r"(?:save (?:this|it) as|saved as) `([\w./-]+\.\w+)`|`([\w./-]+\.\w+)`:\s*$", re.I)
 EXITS = re.compile(r"#.*\bexits (\d+)\b")
+SHOWN = re.compile(r"\s#\s+(.+?)(?:\.\.\.|…)\s*$")
 SERVER_PORT = re.compile(r"\b(localhost|127\.0\.0\.1):8000\b")
 #: what a reader is assumed not to have; the runner's values never reach a page
 KEY_PREFIXES = ("OPENAI", "ANTHROPIC", "GROQ", "GOOGLE", "GEMINI", "MISTRAL", "COHERE", "HELIX_DBOS_", "DBOS__")
@@ -182,6 +184,12 @@ class Command:
     text: str
     line: int  #: its first line in the page
     output: list[str] = field(default_factory=list)  #: the lines a console block shows after it
+
+    @property
+    def shown_output(self) -> str | None:
+        """A trailing comment ending in ``...`` shows how a line of what the command prints starts."""
+        match = SHOWN.search(self.text)
+        return match.group(1).strip() if match else None
 
     @property
     def expected_exit(self) -> int:
@@ -434,6 +442,9 @@ class PageRun:
             if done.returncode != command.expected_exit:
                 raise SnippetError(f"{self.page}:{command.line}: `{command.text}` exited {done.returncode}, "
                                    f"expected {command.expected_exit}\n{_tail(done.stdout + done.stderr)}")
+            shown = command.shown_output
+            if shown is not None and not any(line.startswith(shown) for line in done.stdout.splitlines()):
+                raise SnippetError(f"{self.page}:{command.line}: `{command.text}` printed no line starting {shown!r}\n{_tail(done.stdout + done.stderr)}")
             self._bind(command, done.stdout, bindings)
             self._exported(command)
             self.ran.append(f"{self.page}:{command.line} `{command.text.splitlines()[0]}` exited {done.returncode}")
