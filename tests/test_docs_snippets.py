@@ -47,6 +47,13 @@ def test_an_unknown_marker_is_refused() -> None:
 
 
 F = "```"
+SERVER = """# srv.py
+import http.server, os
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+http.server.HTTPServer(("127.0.0.1", int(os.environ["HELIX_DBOS_PORT"])), Health).serve_forever()
+"""
 #: Small pages and what the harness must say about them: each rule of tests/support/snippets.py
 #: would let a wrong page through if it broke.
 RULES = {
@@ -72,6 +79,11 @@ RULES = {
     "a command that needs something is refused without it": (f"<!-- snippet: needs FOO_KEY -->\n{F}bash\ntrue\n{F}\n", r"marked as needing FOO_KEY, but `true` exited 0"),
     "a comment ending in ... is what the command prints": (f"{F}bash\necho 'one two'   # one tw...\n{F}\n", None),
     "a command that prints otherwise than its comment shows fails": (f"{F}bash\necho 'one two'   # two...\n{F}\n", r"printed no line starting 'two'"),
+    "a server serves the page's later blocks on the page's port and stops on Ctrl-C": (
+        f"{F}python\n{SERVER}{F}\n\n<!-- snippet: server -->\n{F}console\n$ python srv.py\n{F}\n\n"
+        f"{F}console\n$ curl -sf localhost:8000/healthz   # ok...\n{F}\n", None),
+    "a server that exits before the page is done with it fails": (
+        f"<!-- snippet: server -->\n{F}bash\npython -c 'raise SystemExit(3)'\n{F}\n", r"the server `python -c 'raise SystemExit\(3\)'` exited 3"),
     "an export sets the page's environment": (f"{F}console\n$ export GREETING=hi   # for what follows\n$ test \"$GREETING\" = hi\n{F}\n", None),
 }
 
