@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.support.procs import SETTINGS_VARS, child_env, follow_stream, wait_until_serving
-from tests.processes.test_service import free_port
+from tests.support.procs import free_port
 
 APP = '''
 import asyncio

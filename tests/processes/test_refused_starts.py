@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.procs import SETTINGS_VARS, child_env
-from tests.processes.test_service import free_port
+from tests.support.procs import free_port
 
 ENTRIES = {
     "helix-dbos serve": [sys.executable, "-m", "helix_dbos.cli", "serve"],

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from helix_dbos import apikeys
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.processes.test_service import ROOT, Service, expect_error, free_port, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.processes.test_service import ROOT, Service, expect_error, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
+from tests.support.procs import SETTINGS_VARS, child_env, free_port
 
 KEYS = {name: apikeys.new_key() for name in ("alice", "bob", "ops", "appr")}
 ROLES = {"ops": {"operator"}, "appr": {"approver"}}

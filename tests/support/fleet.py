@@ -9,32 +9,14 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from tests.support.crashkit import helix_table, query
+from tests.support.effects import read_effects
 from tests.support.procs import child_env, popen_python_m
 
 AT_REST = ("completed", "failed", "interrupted")
-
-
-def read_effects(folder: Path, kind: str) -> list[dict[str, Any]]:
-    path = folder / f"{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 120.0) -> Any:
-    """Poll ``cond`` until it returns something true; a generous ceiling, so a busy machine only waits longer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 class WorkerPool:
