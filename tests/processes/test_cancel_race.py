@@ -1,4 +1,4 @@
-"""``dbos workflow cancel`` racing a live run, many times per database, counted (issue 23, item 1).
+"""``dbos workflow cancel`` racing a live run, many times per database, counted.
 
 A cancel that DBOS accepted is honoured at the run's next ledger transaction, every time: no model
 request after it, no new body, DBOS's status stays ``CANCELLED``, and the ledger run ends

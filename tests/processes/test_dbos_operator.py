@@ -235,7 +235,7 @@ def test_cancel_while_no_process_runs_it_settles_at_the_wake(db_url: str, tmp_pa
     assert woke.result is not None and woke.result["status"] == "failed" and woke.result["error_code"] == "run_stopped", woke.result
     calls = {c["tool"]: c for c in woke.result["calls"]}
     assert all(c["status"] in ("ok", "run_stopped", "outcome_unknown") for c in calls.values()), calls
-    assert calls["unsafe_send"]["status"] == "outcome_unknown"  # its body ran, its result was never written (issue 23, item 7)
+    assert calls["unsafe_send"]["status"] == "outcome_unknown"  # its body ran, its result was never written
     assert kit.bodies()["unsafe_send"] == 1
     assert kit.model_steps() == {0: 1}
     assert transcript_problems(db_url, kit.session) == []

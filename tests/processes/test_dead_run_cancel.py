@@ -1,4 +1,4 @@
-"""Stopping or cancelling a run whose executor was SIGKILLed mid-body (issue 23, item 7).
+"""Stopping or cancelling a run whose executor was SIGKILLed mid-body.
 
 The unsafe body started (its attempt committed) and its process died before any result was
 written: it may have taken effect. Whoever settles the run afterwards (its executor's relaunch, or

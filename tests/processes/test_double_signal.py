@@ -1,4 +1,4 @@
-"""A second Ctrl-C (or SIGTERM) while the first one's shutdown is under way (issue 23, item 2).
+"""A second Ctrl-C (or SIGTERM) while the first one's shutdown is under way.
 
 An operator who presses Ctrl-C twice, or a supervisor that sends SIGTERM and then SIGINT, must not
 strand a run: whatever number of signals arrive, at whatever moment, the process leaves the run
@@ -21,7 +21,7 @@ from tests.support.crashkit import Kit, transcript_problems
 from tests.processes.test_signals import statuses
 from tests.support.waiting import wait_for
 
-#: (first, second, ...) signals; the gaps between them are drawn per test (0.7-2 s, as the issue's).
+#: (first, second, ...) signals; the gaps between them are drawn per test (0.7-2 s, as an impatient operator's).
 SEQUENCES = {
     "INT-INT": (signal.SIGINT, signal.SIGINT),
     "INT-TERM": (signal.SIGINT, signal.SIGTERM),

@@ -1,4 +1,4 @@
-"""A fence refusal is recognised by type, also when DBOS replays it from its record (issue 24 item 6).
+"""A fence refusal is recognised by type, also when DBOS replays it from its record.
 
 helix's DBOS serializer is portable JSON: DBOS records a step's error as its name, message, code
 and ``data``, and a replay raises a ``dbos.PortableWorkflowError`` in its place. The refusal's typed

@@ -1,4 +1,4 @@
-"""A wait for a pooled connection is not an outage (issue 25).
+"""A wait for a pooled connection is not an outage.
 
 A worker holds more runs in flight than its ``tx_pool`` has connections: runs queue for a
 connection while the database answers every one of them. That wait used to count toward

@@ -238,7 +238,7 @@ def test_the_ui_cookie_is_httponly_strict_and_only_for_a_valid_key(services: Cal
         # a page on another site cannot post a form as JSON: a text/plain body is refused
         forged = http.post("/sessions", content=b'{"agent": "concierge", "message": "hi"}', headers={"content-type": "text/plain"})
         expect_error(forged, 415, "unsupported_media_type")
-        # nor JSON with the cookie alone: that takes the CSRF token the pages carry (test_doors23.py)
+        # nor JSON with the cookie alone: that takes the CSRF token the pages carry (test_edge_inputs.py)
         expect_error(http.post("/sessions", json={"agent": "concierge", "message": "hi"}), 403, "csrf_failed")
         assert 'Secure' not in signed.headers["set-cookie"]  # on loopback; beyond it the cookie is Secure
         http.post("/ui/logout", json={})

@@ -206,9 +206,9 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
 def test_a_retried_gate_hands_the_body_the_calls_approval(make_runtime: Any) -> None:
     """A gate retried after its commit answers what the first try answered, the approval included.
 
-    The retried gate's answer was once built apart from the first one's and lacked ``approved``, so
-    a body run after a lost commit acknowledgement saw ``ToolContext.approved`` None for a call a
-    human had approved (issue 24). The answer is now built in one place (``gate._goes_ahead``)."""
+    A body run after a lost commit acknowledgement sees ``ToolContext.approved`` as the first try
+    would have, for a call a human approved: the retried gate's answer is built in the one place
+    the first one's is (``gate._goes_ahead``)."""
     async def send(ctx: hx.ToolContext) -> str:
         """Send it (unsafe, approved by a human)."""
         return "sent"

@@ -1,4 +1,4 @@
-"""``shutdown()`` and the process's exit are bounded whatever a check or a body does (issue 23, item 6).
+"""``shutdown()`` and the process's exit are bounded whatever a check or a body does.
 
 A synchronous reconcile check that loops for ever is answered ``outcome_unknown`` after its
 ``reconcile_timeout``; a synchronous body that never returns is cut off by the shutdown like any

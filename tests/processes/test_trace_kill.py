@@ -129,8 +129,8 @@ def test_signal_mid_body_then_relaunch_is_one_trace(db_url: str, tmp_path: Path,
 def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
     db_url: str, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An MCP toolset over stdio, the app SIGKILLed with both calls in flight and relaunched (the
-    issue's three traces and two orphans): the tool listing's and the calls' spans (fastmcp's and
+    """An MCP toolset over stdio, the app SIGKILLed with both calls in flight and relaunched (not three
+    traces and two orphans): the tool listing's and the calls' spans (fastmcp's and
     the MCP SDK's) are in the run's trace, under its root, with no parent missing."""
     pytest.importorskip("fastmcp")
     from tests.processes.test_mcp import kill_mid_calls

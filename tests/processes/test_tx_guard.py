@@ -1,4 +1,4 @@
-"""A transactional body cannot end its transaction nor write the ledger (issue 23, items 3 and 9).
+"""A transactional body cannot end its transaction nor write the ledger.
 
 ``ctx.connection`` is a facade over the call's one transaction: ``commit``, ``rollback``, ``begin``
 and their SQL spellings are refused with ``ToolConnectionError``, and so is any write to the
@@ -215,7 +215,7 @@ def test_a_long_transactional_body_is_not_an_outage(db_url: str, make_runtime: A
     assert _count(db_url, "guard_effects") == 1
 
 
-# --- item 9: the docs' own example ------------------------------------------------------------------
+# --- the docs' own example --------------------------------------------------------------------------
 
 
 def _docs_book_slot() -> dict[str, Any]:

@@ -321,7 +321,7 @@ def attacker() -> Iterator[Callable[[str], str]]:
 
 
 def test_a_page_on_another_port_cannot_use_the_signed_in_cookie(db_url: str, services: Callable[..., Service], browser: Any, attacker: Callable[[str], str]) -> None:
-    """Issue 23, item 5: SameSite=Strict does not stop another origin of the same site (127.0.0.1 on
+    """SameSite=Strict does not stop another origin of the same site (127.0.0.1 on
     another port). Its auto-submitting forms (urlencoded and text/plain) and no-cors fetches (empty
     and text/plain bodies) reach the service with alice's cookie, and change nothing: the ledger
     shows no stop, no retry, no resume."""

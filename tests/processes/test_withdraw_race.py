@@ -1,4 +1,4 @@
-"""A stop of a queued run races a worker dequeuing it (issue 25), many times, with real workers.
+"""A stop of a queued run races a worker dequeuing it, many times, with real workers.
 
 The stop withdraws a run still ``ENQUEUED`` in its own transaction (``dbos_private.withdraw_enqueued``);
 a worker's dequeue flips the same row to ``PENDING``, re-checking ``ENQUEUED``. Of the two, one must

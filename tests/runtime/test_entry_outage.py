@@ -1,9 +1,8 @@
 """Entries through a real database outage: ridden out inside the window, exactly once, typed past it.
 
-Seen in issue 23: ``start``, ``stop``, ``retry``, ``resume``, an approval and a new turn raised
-SQLAlchemy's raw ``OperationalError`` during a TCP-proxy cut, though the runs and (since 218cb7a)
-the reads rode the same cut out. Every entry's transaction now goes through the same retry
-(``Runtime._entry_tx``): inside ``store_retry_window`` it succeeds once the store is back; past it
+``start``, ``stop``, ``retry``, ``resume``, an approval and a new turn must not raise SQLAlchemy's
+raw ``OperationalError`` during a TCP-proxy cut, since the runs and the reads ride the same cut out.
+Every entry's transaction goes through the same retry (``Runtime._entry_tx``): inside ``store_retry_window`` it succeeds once the store is back; past it
 the caller gets ``store_unavailable`` (HTTP: 503 with the JSON error body).
 
 A retried entry must not apply twice when only its commit's acknowledgement was lost: the proxy
