@@ -52,6 +52,22 @@ def _one_by_one(rt: Any, server: Any, prefix: str, script: list[Any]) -> dict[st
     return out
 
 
+def _all_wires_at_once(rt: Any, server: Any, prefix: str, script: list[Any]) -> dict[str, tuple[Any, list[Any]]]:
+    """As ``_one_by_one``, with every wire's run started together and each wire's requests answered
+    from its own copy of ``script`` (its last answer repeated): the runs' waits overlap instead of
+    adding up, and each run sees exactly the answers it would alone."""
+    before = {wire: len(server.requests(wire)) for wire in WIRES}
+
+    def answer(entry: Any) -> Any:
+        n = [r.request_id for r in server.requests(entry.wire)].index(entry.request_id) - before[entry.wire]
+        return script[min(n, len(script) - 1)]
+
+    server.always(answer)
+    handles = {wire: rt.start(f"{prefix}_{wire}", "go") for wire in WIRES}
+    results = {wire: handle.result(timeout=300) for wire, handle in handles.items()}
+    return {wire: (results[wire], server.requests(wire)[before[wire]:]) for wire in WIRES}
+
+
 def test_a_steady_429_makes_the_budgets_requests_and_waits_what_retry_after_asks(make_runtime: Any) -> None:
     """3 requests in all (not 3 x the SDK's 3), each after at least the 1 s / 1.5 s the provider asked;
     the run fails ``model_rate_limited`` with the status and the last request's id."""
@@ -59,7 +75,7 @@ def test_a_steady_429_makes_the_budgets_requests_and_waits_what_retry_after_asks
         rt = make_runtime(_agents(server, "limited"))
         asked = [Status(429, headers={"Retry-After": "1"}), Status(429, headers={"retry-after-ms": "1500"}),
                  Status(429, headers={"Retry-After": "1"})]
-        for wire, (result, requests) in _one_by_one(rt, server, "limited", asked).items():
+        for wire, (result, requests) in _all_wires_at_once(rt, server, "limited", asked).items():
             assert len(requests) == 3, (wire, [r.at for r in requests])
             gaps = [b.at - a.at for a, b in zip(requests, requests[1:], strict=False)]
             assert gaps[0] >= 1.0 and gaps[1] >= 1.5, (wire, gaps)
@@ -74,11 +90,7 @@ def test_the_default_budget_is_four_requests_as_the_provider_sees_them(make_runt
     in all (the SDK's own retries off), each at least 2 s after the one before."""
     with provider_server() as server:
         rt = make_runtime(_agents(server, "default", model_retries=None))
-        server.always(Status(429, headers={"Retry-After": "2"}))
-        for wire in WIRES:
-            before = len(server.requests())
-            result = rt.start(f"default_{wire}", "go").result(timeout=300)
-            requests = server.requests()[before:]
+        for wire, (result, requests) in _all_wires_at_once(rt, server, "default", [Status(429, headers={"Retry-After": "2"})]).items():
             gaps = [b.at - a.at for a, b in zip(requests, requests[1:], strict=False)]
             assert len(requests) == 4 and all(g >= 2.0 for g in gaps), (wire, gaps)
             assert (result.status, result.error_code) == ("failed", "model_rate_limited"), (wire, result)
@@ -89,7 +101,7 @@ def test_a_provider_that_recovers_completes_the_step(make_runtime: Any) -> None:
     with provider_server() as server:
         rt = make_runtime(_agents(server, "recovers", model_retries=hx.ModelRetries(attempts=4, first_delay=0.1)))
         script = [Status(429, headers={"Retry-After": "1"}), Status(503, headers={"retry-after-ms": "700"}), Text("fine")]
-        for wire, (result, requests) in _one_by_one(rt, server, "recovers", script).items():
+        for wire, (result, requests) in _all_wires_at_once(rt, server, "recovers", script).items():
             assert (result.status, result.output) == ("completed", "fine"), (wire, result)
             assert len(requests) == 3
             assert requests[1].at - requests[0].at >= 1.0 and requests[2].at - requests[1].at >= 0.7
