@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,6 +71,16 @@ class WorkerPool:
         return runs if len(runs) == n and all(r["status"] in AT_REST for r in runs) else None
 
     def stop_all(self) -> None:
+        """SIGTERM each worker (it drains: its runs in flight get ``--drain-timeout``); one still
+        draining a moment later gets the second signal that ends the drain at once, as an operator's
+        would: the test is over, and a run that never ends by itself (an idle companion) would hold
+        the teardown for the whole drain timeout."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 3
+        while any(proc.poll() is None for proc in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
