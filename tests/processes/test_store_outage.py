@@ -361,8 +361,10 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME
 
     k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
-    # the body outlasts the outage, the watchdog's regain and the twin's whole start on a busy machine
-    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "45", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
+    # the body outlasts the outage, the watchdog's regain and the twin's whole start: it ends when the
+    # test releases it after the twin was refused (SCENARIO_DELAY is only its ceiling)
+    release = tmp_path / "release"
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "180", "SCENARIO_RELEASE": str(release), "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
     deadline = time.monotonic() + 120
     while not k.lines("bodies") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -376,6 +378,7 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     out = twin.run("start", timeout=60)
     assert out.code != 0 and "ExecutorIdInUseError" in out.stderr, (out.code, out.stderr[-2000:], proc.poll())
     assert proc.poll() is None  # refused while the first process still held its id
+    release.touch()
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, _stderr(k)
     result = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")][-1]
