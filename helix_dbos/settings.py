@@ -1,4 +1,4 @@
-"""Every environment variable helix-dbos reads, read here and nowhere else, into one frozen object.
+"""Internal: every environment variable helix-dbos reads, read here and nowhere else, into one frozen object.
 
 Why one module: the variables were read in seventeen places, each with its own parsing and its
 own idea of a bad value (one warned and went on, others raised later, in a thread), and the docs'

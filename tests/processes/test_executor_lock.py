@@ -29,7 +29,13 @@ import helix_dbos as hx
 from helix_dbos.cli import admin
 from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
-from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME, LOCK_LOST_EXIT_CODE, ExecutorLock
+from helix_dbos.runtime.process.executor_lock import (
+    APPLICATION_NAME,
+    LOCK_LOST_EXIT_CODE,
+    AdvisoryBackend,
+    ExecutorLock,
+    FileBackend,
+)
 from tests.support.crashkit import ROOT, Kit, calls_by_tool, transcript_problems
 from tests.support.procs import SETTINGS_VARS, child_env
 
@@ -255,9 +261,9 @@ def test_the_audit_role_cannot_read_the_keys_nor_block_an_executor(pg_url: str, 
             time.sleep(0.02)
         first = ExecutorLock(pg_url)
         first.acquire(k.executor)  # main: executor_id_in_use, blocked by the audit role
-        assert first._key is not None
+        assert first.backend.key is not None
         deadline = time.monotonic() + 60
-        while first._key not in squatter.seen:  # the squatter sees the key the executor holds (pg_locks is public)
+        while first.backend.key not in squatter.seen:  # the squatter sees the key the executor holds (pg_locks is public)
             assert time.monotonic() < deadline, "the squatter never saw the executor's key"
             time.sleep(0.02)
         seen_held = len(squatter.taken)
@@ -317,9 +323,9 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
         assert time.monotonic() < deadline, "the watchdog never confirmed the lock"
         time.sleep(0.05)
     if is_sqlite(db_url):
-        assert lock._path is not None
-        lock._path.unlink()  # another process could now lock a new file of that name
-        while not (lock._path.exists() and lock.held()):
+        assert lock.backend.path is not None
+        lock.backend.path.unlink()  # another process could now lock a new file of that name
+        while not (lock.backend.path.exists() and lock.held()):
             assert time.monotonic() < deadline + 5, "the watchdog never took the lock file back"
             time.sleep(0.05)
     else:
@@ -335,3 +341,25 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
     assert lock.regains == 1
     assert rt.start("echoer", "go").result(timeout=120).status == "completed"
     assert lost == []
+
+
+def test_the_backend_is_chosen_once_by_the_database(db_url: str) -> None:
+    """A file lock beside a SQLite file, a session advisory lock on Postgres: chosen at construction,
+    and the one backend takes, confirms and releases the id."""
+    lock = ExecutorLock(db_url, lease=30.0)
+    backend = lock.backend
+    assert isinstance(backend, FileBackend if is_sqlite(db_url) else AdvisoryBackend)
+    executor_id = f"backend-{uuid.uuid4().hex[:8]}"
+    try:
+        assert lock.acquire(executor_id) == executor_id
+        assert lock.backend is backend and backend.confirm(executor_id)
+        with pytest.raises(ExecutorIdInUseError):
+            ExecutorLock(db_url, lease=30.0).acquire(executor_id)
+    finally:
+        lock.release()
+    assert not backend.confirm(executor_id)
+    again = ExecutorLock(db_url, lease=30.0)
+    try:
+        assert again.acquire(executor_id, wait=False) == executor_id  # a clean release: nobody waits
+    finally:
+        again.release()

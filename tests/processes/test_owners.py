@@ -12,28 +12,27 @@ from typing import Any
 
 import pytest
 
-from helix_dbos.errors import SessionNotFoundError
-from helix_dbos.ledger import tables as t
-from tests.support.familykit import Family
+import helix_dbos as hx
 from tests.scenarios import family
 
 
-def test_children_and_companions_inherit_the_parent_owner(make_runtime: Any, fam: Family) -> None:
+@pytest.mark.usefixtures("fam")  # the family's tools write their effects under the test's folder
+def test_children_and_companions_inherit_the_parent_owner(make_runtime: Any) -> None:
     rt = make_runtime(family.AGENTS)
     remote = rt.start("remote_boss", "tides explode", owner="alice").result(timeout=60)
     pal = rt.start("pal_boss", "one two", owner="bob").result(timeout=60)
     assert remote.status == "completed" and pal.status == "completed"
-    owners = {r["session_id"]: r["owner"] for r in fam.rows(t.sessions)}
     children = [c.child_session_id for c in rt.session(remote.session_id).calls]
     (companion,) = {c.child_session_id for c in rt.session(pal.session_id).calls}
-    assert owners[remote.session_id] == "alice" and [owners[c] for c in children] == ["alice", "alice"]
-    assert owners[pal.session_id] == "bob" and owners[companion] == "bob"
+    assert rt.session(remote.session_id).owner == "alice" and [rt.session(c).owner for c in children] == ["alice", "alice"]
+    assert rt.session(pal.session_id).owner == "bob" and rt.session(companion).owner == "bob"
     unowned = rt.start("local_boss", "hills").result(timeout=60)
-    assert owners.get(unowned.session_id) is None and fam.rows(t.sessions, t.sessions.c.session_id == unowned.session_id)[0]["owner"] is None
+    assert rt.session(unowned.session_id).owner is None
 
-    runs_before = len(fam.rows(t.runs))
-    with pytest.raises(SessionNotFoundError):
+    sessions_before, runs_before = rt.reader.sessions(limit=1000), rt.reader.runs(pal.session_id)
+    with pytest.raises(hx.SessionNotFoundError):
         rt.start("pal_boss", "mine now", session_id=pal.session_id, owner="mallory")
-    assert len(fam.rows(t.runs)) == runs_before  # refused before the gate: nothing written
+    # refused before the gate: nothing written
+    assert rt.reader.sessions(limit=1000) == sessions_before and rt.reader.runs(pal.session_id) == runs_before
     turn = rt.start("pal_boss", "three", session_id=pal.session_id, owner="bob").result(timeout=60)
     assert turn.status == "completed" and turn.session_id == pal.session_id

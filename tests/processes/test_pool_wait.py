@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from helix_dbos.errors import StoreUnavailableError
 from helix_dbos.ledger.engine import create_sync_engine
-from helix_dbos.runtime.floor.store_retry import retrying_sync
+from helix_dbos.runtime.floor.store_retry import Backoff, retrying_sync
 from tests.support.crashkit import helix_table, query
 from tests.support.procs import child_env, run_module, spawn_module
 from tests.support.tcpproxy import TcpProxy
@@ -69,6 +69,22 @@ def test_a_wait_for_a_pooled_connection_longer_than_the_window_is_no_outage(pg_u
         holder.join(60)
     finally:
         engine.dispose()
+
+
+def test_a_pool_wait_after_an_outage_began_neither_ends_nor_extends_the_window() -> None:
+    """Once a busy lock or a dropped connection opened the window, a checkout that timed out (every
+    connection held by tries the database still answers) is tried again at once even past the
+    window's end; the next error from the database itself past the end is ``store_unavailable``."""
+    outage = sa.exc.OperationalError("SELECT 1", {}, Exception("database is locked"))
+    pool_wait = sa.exc.TimeoutError("QueuePool limit of size 5 overflow 0 reached, connection timed out, timeout 30.00")
+    backoff = Backoff("admitting a start entry", window=1)
+    assert backoff.next_delay(outage) > 0
+    opened = backoff.deadline
+    backoff.deadline = time.monotonic() - 0.01  # the window is spent
+    assert backoff.next_delay(pool_wait) == 0.0  # still waiting for a connection
+    assert backoff.deadline is not None and backoff.deadline < time.monotonic() and opened is not None
+    with pytest.raises(StoreUnavailableError):
+        backoff.next_delay(outage)
 
 
 def test_a_refused_connection_still_fails_after_the_window(pg_url: str, proxy: TcpProxy) -> None:

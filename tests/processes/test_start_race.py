@@ -73,7 +73,7 @@ def test_racing_starts_of_one_new_session_id_python_api(make_runtime: Any, db_ur
 
 
 def test_racing_starts_of_one_new_session_id_over_http(db_url: str, services: Callable[..., Service]) -> None:  # noqa: F811
-    service = services(extra_env={"HELIX_DBOS_DEMO_SLOW": "20"})  # the winner's run stays live meanwhile
+    service = services(extra_env={"HELIX_DBOS_DEMO_SLOW": "300"})  # the winner's run stays live meanwhile (a late racer after it ended would be a new turn)
     sid = f"race-{uuid.uuid4().hex[:8]}"
     barrier = threading.Barrier(RACERS)
     limits = httpx.Limits(max_connections=RACERS, max_keepalive_connections=RACERS)

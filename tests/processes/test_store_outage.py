@@ -33,8 +33,10 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.floor import gate
+from helix_dbos.runtime.floor.durable import Tries
 from helix_dbos.runtime.floor.records import DoneGate, RecordOutcome, RunGate
 from helix_dbos.runtime.floor.registry import env
+from helix_dbos.runtime.flow import bodies
 from tests.support.crashkit import Kit, transcript_problems
 from tests.support.tcpproxy import TcpProxy
 
@@ -239,6 +241,27 @@ def test_a_gate_retried_without_its_token_would_take_itself_for_a_crash(make_run
         assert gate.gate(conn, env(), "r1", "d1") == DoneGate("outcome_unknown")
         (attempt,) = attempt_rows.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "lost" and attempt["ended_at"] is not None  # paired: its attempt is closed
+
+
+def test_the_bodys_gate_counts_its_tries_across_a_lost_acknowledgement(make_runtime: Any) -> None:
+    """The body's gate is handed one ``Tries`` for all of its ``plain_tx`` tries: the second try,
+    after a first that committed, knows it is one and finds its own attempt. A gate that took its
+    second try for a first (a fresh count) would pair its own call as a crashed body's."""
+    async def send(ctx: hx.ToolContext) -> str:
+        """Send it (unsafe)."""
+        return "sent"
+
+    rt = make_runtime([hx.Agent("gatekeeper", TestModel(), tools=[hx.tool(name="send")(send)])])
+    with rt.engine.begin() as conn:
+        _seed(conn, "send")
+    tries = Tries()
+    with rt.engine.begin() as conn:
+        first = bodies._gate(conn, env(), "r1", "d1", "token-1", tries, None)
+    with rt.engine.begin() as conn:
+        again = bodies._gate(conn, env(), "r1", "d1", "token-1", tries, None)
+    assert tries.count == 2 and again == first and isinstance(first.answer, RunGate) and first.answer.action == "run"
+    with rt.engine.begin() as conn:
+        assert bodies._gate(conn, env(), "r1", "d1", "token-1", Tries(), None).answer == DoneGate("outcome_unknown")
 
 
 # --- SQLite: a writer holding the file's lock past busy_timeout -----------------------------------

@@ -2,7 +2,8 @@
 
 Writes of one run issued in the same event-loop turn share one transaction; a write that raises
 answers only for itself (its group is rolled back and re-run write by write); a write cancelled
-before its group forms is never made; a cancelled runner still hands its siblings their outcomes.
+before its group forms is never made; a cancelled runner still hands its siblings their outcomes; a
+write cancelled as its outcome arrives leaves the next group to the write waiting behind it.
 Each write here inserts a row into a scratch table, so what committed is read back afterwards.
 """
 
@@ -139,6 +140,44 @@ def test_a_cancelled_runner_still_hands_its_siblings_their_outcomes(launched: Ca
     # The sibling was not cancelled: it gets its own write's outcome once the transaction ends.
     assert isinstance(sibling, dict) and sibling["seen"] == 2, sibling
     assert launched() == ["runner", "sibling"]
+
+
+def test_a_write_cancelled_as_its_outcome_arrives_leaves_the_next_group_alone(
+    launched: Callable[[], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write whose group committed, cancelled before its task woke to take the outcome, is done
+    with the queue: the next group (handed over to the write that waited behind it) runs as it would."""
+    registry = current()
+    run = uuid.uuid4().hex
+    tasks: dict[str, asyncio.Future[Any]] = {}
+    deliver = group_commit._deliver_outcomes
+
+    def deliver_then_cancel(*args: Any) -> Any:
+        out = deliver(*args)
+        if "sibling" in tasks:  # the first group's outcomes are handed out: its sibling is cancelled before it wakes
+            tasks.pop("sibling").cancel()
+        return out
+
+    monkeypatch.setattr(group_commit, "_deliver_outcomes", deliver_then_cancel)
+
+    async def main() -> tuple[Any, Any, Any]:
+        runner = asyncio.ensure_future(group_commit.write(registry, run, "wf", _insert, "runner", False, 0.3))
+        sibling = tasks["sibling"] = asyncio.ensure_future(group_commit.write(registry, run, "wf", _insert, "sibling"))
+        deadline = time.monotonic() + 120
+        while not (registry.group_queues and not next(iter(registry.group_queues.values())).waiting) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # poll until the first group has formed (its transaction open)
+        after = asyncio.ensure_future(group_commit.write(registry, run, "wf", _insert, "next"))
+        while not next(iter(registry.group_queues.values())).waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # poll until the next write waits behind the first group
+        results = await asyncio.gather(runner, sibling, after, return_exceptions=True)
+        return tuple(results)  # type: ignore[return-value]
+
+    runner, sibling, after = _run(main())
+    assert isinstance(sibling, asyncio.CancelledError), sibling
+    assert runner["seen"] == 1, runner
+    assert isinstance(after, dict) and after["seen"] == 3, after  # its own group ran, its own write in it
+    assert launched() == ["next", "runner", "sibling"]
+    assert registry.group_queues == {}
 
 
 def test_the_queues_are_the_launchs_own(launched: Callable[[], list[str]]) -> None:

@@ -13,12 +13,11 @@ from typing import Any
 from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
-from helix_dbos.ledger.engine import is_sqlite
 from tests.support.crashkit import query
 
 
 def _rows(db_url: str) -> dict[str, tuple[Any, Any, Any]]:
-    table = "queues" if is_sqlite(db_url) else "dbos.queues"
+    table = "queues" if db_url.startswith("sqlite") else "dbos.queues"
     rows = query(db_url, f"SELECT name, concurrency, worker_concurrency, partition_worker_concurrency FROM {table} WHERE name LIKE 'helix_entries%'")
     return {r["name"]: (r["concurrency"], r["worker_concurrency"], r["partition_worker_concurrency"]) for r in rows}
 

@@ -140,3 +140,44 @@ def test_type_checking_imports_count() -> None:
     """A circle closed only under ``TYPE_CHECKING`` (executor_lock -> state -> registry once) is found."""
     graph = import_graph()
     assert "helix_dbos.runtime.process.executor_lock" in graph["helix_dbos.runtime.floor.registry"]  # a TYPE_CHECKING-only edge
+
+
+#: The package's layers under the runtime, lowest first: each imports only those before it, and the
+#: runtime only these (docs/architecture.md). The ledger is the floor of the whole tree: a type it
+#: stores (a tool's replay policy, say) is defined in it and imported from it by the layers above.
+PACKAGE_LAYERS = ("ledger", "recovery", "definitions", "runtime")
+
+
+def package_violations(graph: dict[str, set[str]]) -> list[str]:
+    def layer(module: str) -> int | None:
+        parts = module.split(".")
+        if parts[0] != "helix_dbos" or len(parts) < 2 or parts[1] not in PACKAGE_LAYERS:
+            return None
+        return PACKAGE_LAYERS.index(parts[1])
+
+    out = []
+    for m, deps in graph.items():
+        mine = layer(m)
+        if mine is None:
+            continue
+        out += [f"{m} -> {d}" for d in sorted(deps) if (theirs := layer(d)) is not None and theirs > mine]
+    return sorted(out)
+
+
+def test_the_packages_import_only_downwards() -> None:
+    graph = import_graph()
+    assert {m.split(".")[1] for m in graph if m.startswith("helix_dbos.") and m.count(".") >= 2} >= set(PACKAGE_LAYERS)
+    assert package_violations(graph) == []
+
+
+def test_no_ledger_module_imports_definitions() -> None:
+    """Also under ``TYPE_CHECKING``: a type the ledger stores is the ledger's own."""
+    graph = import_graph()
+    ledger = {m: deps for m, deps in graph.items() if m == "helix_dbos.ledger" or m.startswith("helix_dbos.ledger.")}
+    assert len(ledger) > 20
+    assert {f"{m} -> {d}" for m, deps in ledger.items() for d in deps if d.split(".")[:2] == ["helix_dbos", "definitions"]} == set()
+
+
+def test_the_package_check_finds_an_upward_import() -> None:
+    graph = {"helix_dbos.ledger.records": {"helix_dbos.definitions.tools"}, "helix_dbos.definitions.tools": {"helix_dbos.ledger.statuses"}}
+    assert package_violations(graph) == ["helix_dbos.ledger.records -> helix_dbos.definitions.tools"]

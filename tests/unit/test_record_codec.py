@@ -18,7 +18,11 @@ import pytest
 from helix_dbos.ledger.escape import escape_json, unescape_json
 from helix_dbos.runtime.floor import codec
 from helix_dbos.runtime.floor.records import (
+    ChildDone,
     ChildGate,
+    ChildLost,
+    ChildOutcome,
+    ChildWaiting,
     DoneGate,
     EntryPlan,
     ModelReply,
@@ -29,6 +33,7 @@ from helix_dbos.runtime.floor.records import (
     RunGate,
     StepOutcome,
     StoppedReply,
+    TurnBegun,
 )
 
 #: ``helix.commit``, ``helix.fail``, ``helix.stop`` outputs, and the run workflow's DBOS result.
@@ -215,3 +220,58 @@ def test_a_recorded_result_write_decodes_and_encodes_back_the_same(recorded: dic
     assert json.dumps(codec.encode(outcome)) == json.dumps(recorded)
     with pytest.raises(codec.RecordShapeError):
         codec.decode(RecordOutcome, {"status": "ok"})
+
+
+# --- a child's outcome, a companion's turn -----------------------------------------------------------
+
+#: ``helix.child_wait`` outputs (a DBOS step's, ``child_outcome.child_state``) as a0547af wrote them (the
+#: last commit before they were dataclasses), built by hand from that code: a child at rest, each
+#: loss, still waiting.
+CHILD_OUTCOMES: list[dict[str, Any]] = [
+    {"state": "done", "status": "completed", "output": "hi from the child", "error_code": None, "error": None, "child_session_id": "c1"},
+    {"state": "done", "status": "completed", "output": {"city": "Paris"}, "error_code": None, "error": None, "child_session_id": "c1"},
+    {"state": "done", "status": "failed", "output": None, "error_code": "max_steps", "error": "no steps left", "child_session_id": "c1"},
+    {"state": "lost", "cause": "workflow_cancelled", "message": "the sub-agent's workflow ended CANCELLED without an outcome"},
+    {"state": "lost", "cause": "not_found", "message": "the sub-agent's workflow cannot be found"},
+    {"state": "lost", "cause": "companion_gone", "message": "the companion's workflow ended (not found) before it took this turn"},
+    {"state": "waiting"},
+]
+
+
+@pytest.mark.parametrize("recorded", CHILD_OUTCOMES, ids=lambda r: f"{r['state']}-{r.get('status') or r.get('cause') or ''}")
+def test_a_recorded_child_outcome_decodes_and_encodes_back_the_same(recorded: dict[str, Any]) -> None:
+    outcome = codec.decode(ChildOutcome, recorded)
+    kind = {"done": ChildDone, "lost": ChildLost, "waiting": ChildWaiting}[recorded["state"]]
+    assert isinstance(outcome, kind)
+    assert json.dumps(codec.encode(outcome)) == json.dumps(recorded)  # the same keys, in the same order
+    assert codec.decode(ChildOutcome, unescape_json(escape_json(codec.encode(outcome)))) == outcome  # as DBOS records it, escaped
+
+
+def test_a_child_outcome_of_the_wrong_shape_is_a_typed_error() -> None:
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(ChildOutcome, {"state": "done", "status": "completed"})
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(ChildOutcome, {"state": "gone"})
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(ChildOutcome, ["waiting"])
+
+
+#: ``helix.companion.begin`` outputs (``companions._begin_turn``) as a0547af wrote them, built by hand
+#: from that code: each action, on the children's queue (no ``queue``) and on a limited agent's own.
+TURNS_BEGUN: list[dict[str, Any]] = [
+    {"action": "run"},
+    {"action": "run", "queue": "helix_entries.pal", "partition": "alice"},
+    {"action": "await"},
+    {"action": "await", "queue": "helix_entries.pal", "partition": "alice"},
+    {"action": "answered"},
+    {"action": "dropped"},
+]
+
+
+@pytest.mark.parametrize("recorded", TURNS_BEGUN, ids=lambda r: f"{r['action']}-{'queue' in r}")
+def test_a_recorded_turn_begun_decodes_and_encodes_back_the_same(recorded: dict[str, Any]) -> None:
+    begun = codec.decode(TurnBegun, recorded)
+    assert isinstance(begun, TurnBegun) and begun.action == recorded["action"] and begun.queue == recorded.get("queue")
+    assert json.dumps(codec.encode(begun)) == json.dumps(recorded)
+    with pytest.raises(codec.RecordShapeError):
+        codec.decode(TurnBegun, {"queue": "q"})
