@@ -168,7 +168,7 @@ def _under_way(k: Kit, proc: subprocess.Popen[str]) -> None:
 
 
 def _signals(k: Kit, rng: random.Random, *, double: bool) -> str:
-    """One signal at a random moment of the run, or two (issue 23: the second Ctrl-C of an impatient
+    """One signal at a random moment of the run, or two (the second Ctrl-C of an impatient
     operator, or a supervisor's SIGTERM after it), 0.05-2 s apart."""
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "1"})
     _under_way(k, proc)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,8 +34,8 @@ from pydantic_ai import Agent
 import helix_dbos as hx
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.support.fleet import read_effects, wait_for
-from tests.support.procs import Outcome, child_env, popen_python_m, run_module, spawn_module
+from tests.support.effects import read_effects
+from tests.support.procs import Outcome, child_env, free_port, popen_python_m, run_module, spawn_module
 from tests.support.provider_server import (
     WIRES,
     Calls,
@@ -47,8 +46,10 @@ from tests.support.provider_server import (
     Text,
     model_for,
     provider_server,
+    quick_retries,
     read_log,
 )
+from tests.support.waiting import wait_for
 
 #: Step 1's reply: an unsafe ``charge`` (index 0) and a safe ``lookup`` (index 1).
 STEP1 = Calls([("charge", {"card": "c1", "amount": 5}), ("lookup", {"card": "c1"})], usage=(120, 17))
@@ -191,17 +192,13 @@ def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp
     assert usage_rows(db_url, out["run_id"]) == [(0, 120, 17), (1, 200, 30)]
 
 
-def _quick() -> hx.ModelRetries:
-    return hx.ModelRetries(attempts=3, first_delay=0.2, backoff=2.0, jitter=0.2)
-
-
 @pytest.mark.parametrize("wire", ["chat", "messages"])
 def test_a_stream_cut_midway_is_asked_again_by_the_steps_budget(make_runtime: Any, db_url: str, wire: str) -> None:
     """Live output on: the provider sends the first events of the stream, then closes the connection.
     The step's budget asks again (2 requests, both streamed) and the run completes with the whole
     answer; usage is the answered request's."""
     with provider_server() as server:
-        agent = hx.from_pydantic_ai(Agent(model_for(wire, server), name=f"cut_{wire}"), model_retries=_quick())
+        agent = hx.from_pydantic_ai(Agent(model_for(wire, server), name=f"cut_{wire}"), model_retries=quick_retries())
         rt = make_runtime([agent], live_output=True)
         server.script(Cut(Text("the whole answer", usage=(11, 3)), events=2), Text("the whole answer", usage=(12, 4)))
         result = rt.start(f"cut_{wire}", "go").result(timeout=180)
@@ -209,12 +206,6 @@ def test_a_stream_cut_midway_is_asked_again_by_the_steps_budget(make_runtime: An
     assert (result.status, result.output) == ("completed", "the whole answer"), result
     assert len(requests) == 2 and all(r.body.get("stream") is True for r in requests)
     assert usage_rows(db_url, result.run_id) == [(0, 12, 4)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _provider_process(port: int, log: Path, script: list[dict[str, Any]], always: str) -> subprocess.Popen[str]:
@@ -262,7 +253,7 @@ def test_a_provider_sigkilled_and_restarted_mid_run_is_ridden_out(make_runtime: 
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    port, log = _free_port(), tmp_path / "provider.jsonl"
+    port, log = free_port(), tmp_path / "provider.jsonl"
     outage = provider_killed_mid_run(port, log, [{"calls": [["lookup", {"card": "c1"}]], "usage": [120, 17]}, {"held": {"text": "lost"}}])
     next(outage)
     try:

@@ -213,9 +213,9 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
 def test_a_retried_gate_hands_the_body_the_calls_approval(make_runtime: Any) -> None:
     """A gate retried after its commit answers what the first try answered, the approval included.
 
-    The retried gate's answer was once built apart from the first one's and lacked ``approved``, so
-    a body run after a lost commit acknowledgement saw ``ToolContext.approved`` None for a call a
-    human had approved (issue 24). The answer is now built in one place (``gate._goes_ahead``)."""
+    A body run after a lost commit acknowledgement sees ``ToolContext.approved`` as the first try
+    would have, for a call a human approved: the retried gate's answer is built in the one place
+    the first one's is (``gate._goes_ahead``)."""
     async def send(ctx: hx.ToolContext) -> str:
         """Send it (unsafe, approved by a human)."""
         return "sent"
@@ -390,8 +390,10 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME
 
     k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
-    # the body outlasts the outage, the watchdog's regain and the twin's whole start on a busy machine
-    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "45", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
+    # the body outlasts the outage, the watchdog's regain and the twin's whole start: it ends when the
+    # test releases it after the twin was refused (SCENARIO_DELAY is only its ceiling)
+    release = tmp_path / "release"
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "180", "SCENARIO_RELEASE": str(release), "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
     deadline = time.monotonic() + 120
     while not k.lines("bodies") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -405,6 +407,7 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     out = twin.run("start", timeout=60)
     assert out.code != 0 and "ExecutorIdInUseError" in out.stderr, (out.code, out.stderr[-2000:], proc.poll())
     assert proc.poll() is None  # refused while the first process still held its id
+    release.touch()
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, _stderr(k)
     result = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")][-1]

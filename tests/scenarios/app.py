@@ -68,7 +68,7 @@ SCENARIOS: dict[str, list[str]] = {
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
     "cancel": ["slow_seq", "seq_b"],
-    # transactional and reconciled tools (issue 12)
+    # transactional and reconciled tools
     "tx": ["tx_book"],
     "tx_rogue": ["tx_rogue"],  # a transactional body that tries to end its own transaction (SCENARIO_ROGUE)
     "tx_escape": ["tx_escape"],  # a transactional body that commits its transaction through the driver (SCENARIO_ESCAPE)
