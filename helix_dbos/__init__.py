@@ -55,6 +55,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .adapters.pydantic_ai.agent import PydanticAgent, dispatch_id, from_pydantic_ai
     from .definitions import (
         Agent,
         AgentLimits,
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
         remote_agent,
         tool,
     )
-    from .definitions.pydantic_agent import PydanticAgent, dispatch_id, from_pydantic_ai
     from .runtime import (
         AnswerReceipt,
         CallView,
@@ -94,9 +94,9 @@ _LAZY = {
         "Agent", "AgentLimits", "Applied", "CheckContext", "ModelRetries", "NotApplied", "SubAgent", "Tool", "ToolContext",
         "client_tool", "companion_agent", "define_tool", "local_agent", "remote_agent", "tool",
     )},
-    "PydanticAgent": ".definitions.pydantic_agent",
-    "dispatch_id": ".definitions.pydantic_agent",
-    "from_pydantic_ai": ".definitions.pydantic_agent",
+    "PydanticAgent": ".adapters.pydantic_ai.agent",
+    "dispatch_id": ".adapters.pydantic_ai.agent",
+    "from_pydantic_ai": ".adapters.pydantic_ai.agent",
     **{name: ".runtime" for name in (
         "AnswerReceipt", "CallView", "PendingCall", "RunHandle", "RunResult", "Runtime", "SessionView", "StopReceipt", "Usage",
     )},

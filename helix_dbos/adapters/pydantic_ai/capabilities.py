@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from pydantic_ai.settings import ModelSettings
 
-from ..errors import UnsupportedFeatureError
+from ...errors import UnsupportedFeatureError
 
 #: Capabilities whose only effect is static model settings, merged into every model request.
 SETTINGS_ONLY = frozenset({"Caching", "Citations", "Thinking"})
@@ -30,7 +30,7 @@ DEFAULT_CAPABILITIES = frozenset({"ToolSearch", "PendingMessageDrainCapability"}
 _LOOP = "it hooks into pydantic-ai's own run loop, which does not run here"
 
 #: name -> None when it runs under the contract, else why it is refused. Keep in step with the
-#: capabilities table in docs/pydantic-ai.md (tests/test_pydantic_capabilities.py checks both).
+#: capabilities table in docs/pydantic-ai.md (tests/test_pydantic_features.py checks both).
 VERDICTS: dict[str, str | None] = {
     "Caching": None,
     "Citations": None,
