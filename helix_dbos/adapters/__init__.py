@@ -6,10 +6,11 @@ adapter"). Importing this package imports no SDK: each adapter's ``__init__`` is
 
 from __future__ import annotations
 
-from . import pydantic_ai
+from . import openai_agents, pydantic_ai
 from .base import AgentSeam, FrameworkAdapter, StreamingSeam
 from .registry import adapt, adapt_one, register, registered, unregister
 
 register(pydantic_ai.ADAPTER)
+register(openai_agents.ADAPTER)
 
 __all__ = ["AgentSeam", "FrameworkAdapter", "StreamingSeam", "adapt", "adapt_one", "register", "registered", "unregister"]
