@@ -180,7 +180,7 @@ def read_tool(tool: Any, owner: Any, agent_name: str, override: Mapping[str, Any
 
     if not isinstance(tool, FunctionTool):
         raise UnsupportedFeatureError(
-            f"agent {agent_name!r}: tool {getattr(tool, 'name', tool)!r} is a {type(tool).__name__}, which runs inside the model "
+            f"agent {agent_name!r}: tool {getattr(tool, 'name', None)!r} is a {type(tool).__name__}, which runs inside the model "
             "request or outside a function call, where no ledger row can gate or answer it; only FunctionTools run under helix",
             detail={"agent": agent_name, "tool_type": type(tool).__name__},
         )
