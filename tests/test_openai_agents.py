@@ -9,7 +9,10 @@ it arrives: what the model was offered and told is read from the requests themse
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,3 +244,88 @@ def test_output_schema_is_the_sdks() -> None:
     assert agent.validate_output({"response": [1, 2]}) == [1, 2]
     with pytest.raises(pydantic.ValidationError):
         agent.validate_output({"response": "x"})
+
+
+APPROVED: list[str] = []
+
+
+@function_tool(needs_approval=True)
+def wire_money(amount: int) -> str:
+    """Send money (always asks a human first)."""
+    APPROVED.append(f"wire:{amount}")
+    return "sent"
+
+
+async def _risky(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+    return bool(params["table"] != "tmp")
+
+
+@function_tool(needs_approval=_risky)
+def purge(table: str) -> str:
+    """Purge a table (asks a human unless it is the scratch table)."""
+    APPROVED.append(f"purge:{table}")
+    return "purged"
+
+
+def test_needs_approval_is_the_runtimes_gate(make_runtime: Any) -> None:
+    """``needs_approval=True`` suspends the call for ``approve``; a ``needs_approval`` function is asked
+    per call when the reply is planned: a call it gates suspends, one it lets pass runs at once; an
+    approved call runs once, a denied one never."""
+    with provider_server() as server:
+        agents = [Agent(name=f"dba_{w}", model=sdk_model(w, server), tools=[wire_money, purge]) for w in SDK_WIRES]
+        rt = make_runtime(agents)
+        for wire in SDK_WIRES:
+            APPROVED.clear()
+            server.script(Calls([("wire_money", {"amount": 5}), ("purge", {"table": "users"}), ("purge", {"table": "tmp"})]), Text("done"))
+            result = rt.start(f"dba_{wire}", "clean up").result(timeout=120)
+            assert result.status.startswith("suspended"), result
+            pending = {(p.tool_name, p.args.get("table")): p for p in result.pending}
+            assert sorted(pending) == [("purge", "users"), ("wire_money", None)] and {p.kind for p in pending.values()} == {"approval"}
+            assert APPROVED == ["purge:tmp"]
+            rt.approve(result.session_id, pending[("wire_money", None)].dispatch_id)
+            receipt = rt.approve(result.session_id, pending[("purge", "users")].dispatch_id, approved=False, reason="keep users")
+            assert receipt.run is not None
+            final = receipt.run.result(timeout=120)
+            assert (final.status, final.output) == ("completed", "done"), final
+            assert sorted(APPROVED) == ["purge:tmp", "wire:5"]
+            statuses = sorted((c.tool_name, c.status) for c in rt.session(result.session_id).calls)
+            assert statuses == [("purge", "denied"), ("purge", "ok"), ("wire_money", "ok")]
+
+
+SLOW = threading.Event()
+SLOW_BODIES: list[str] = []
+
+
+@hx.openai_policy(replay="safe")
+@function_tool
+async def slow_read(key: str) -> str:
+    """A slow read."""
+    SLOW_BODIES.append(key)
+    while not SLOW.is_set():
+        await asyncio.sleep(0.05)
+    return f"read {key}"
+
+
+def test_a_stop_mid_body_ends_the_run_before_the_model_is_asked_again(make_runtime: Any) -> None:
+    """``stop`` (interrupt) while a body runs: the body's answer is recorded, the run ends
+    ``interrupted`` without a second model request, and the session takes its next turn."""
+    SLOW.clear()
+    SLOW_BODIES.clear()
+    with provider_server() as server:
+        rt = make_runtime([Agent(name="stopped", model=sdk_model("responses", server), tools=[slow_read])])
+        server.script(Calls([("slow_read", {"key": "k1"})]))
+        handle = rt.start("stopped", "read k1")
+        deadline = time.monotonic() + 120
+        while not SLOW_BODIES:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        rt.stop(handle.session_id, kind="interrupt")
+        SLOW.set()
+        result = handle.result(timeout=120)
+        assert result.status == "interrupted", result
+        assert len(server.requests()) == 1 and SLOW_BODIES == ["k1"]  # the model was not asked after the body
+        assert [(c.tool_name, c.status) for c in rt.session(handle.session_id).calls] == [("slow_read", "ok")]
+        server.script(Text("next turn"))
+        after = rt.start("stopped", "and now?", session_id=handle.session_id).result(timeout=120)
+        assert (after.status, after.output) == ("completed", "next turn"), after
+        assert len(server.requests()) == 2
