@@ -329,3 +329,26 @@ def test_a_stop_mid_body_ends_the_run_before_the_model_is_asked_again(make_runti
         after = rt.start("stopped", "and now?", session_id=handle.session_id).result(timeout=120)
         assert (after.status, after.output) == ("completed", "next turn"), after
         assert len(server.requests()) == 2
+
+
+def test_an_sdk_agent_delegates_to_an_sdk_sub_agent(make_runtime: Any) -> None:
+    """``from_openai_agents(sub_agents=[hx.remote_agent(...)])``: the child is offered as
+    ``subagent__<name>``, runs as its own (durable, remote) run, and its output is the call's result."""
+
+    def answer(entry: Any) -> Any:
+        offered = tools_sent(entry)
+        if "subagent__helper" not in offered:
+            return Text("helper says hi")
+        return Text("done") if _tool_outputs(entry) else Calls([("subagent__helper", {"message": "say hi"})])
+
+    with provider_server() as server:
+        server.always(answer)
+        child = hx.from_openai_agents(Agent(name="helper", model=sdk_model("chat", server), instructions="Help."))
+        parent = hx.from_openai_agents(Agent(name="boss", model=sdk_model("responses", server)), sub_agents=[hx.remote_agent(child)])
+        rt = make_runtime([parent])
+        result = rt.start("boss", "delegate").result(timeout=120)
+        assert (result.status, result.output) == ("completed", "done"), result
+        (call,) = rt.session(result.session_id).calls
+        assert (call.tool_name, call.status) == ("subagent__helper", "ok")
+        last = [r for r in server.requests() if r.wire == "responses"][-1]
+        assert "helper says hi" in json.dumps(_tool_outputs(last))
