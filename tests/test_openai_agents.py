@@ -352,3 +352,13 @@ def test_an_sdk_agent_delegates_to_an_sdk_sub_agent(make_runtime: Any) -> None:
         assert (call.tool_name, call.status) == ("subagent__helper", "ok")
         last = [r for r in server.requests() if r.wire == "responses"][-1]
         assert "helper says hi" in json.dumps(_tool_outputs(last))
+
+
+def test_the_dispatch_id_outside_helix_is_a_typed_error() -> None:
+    """A tool body run by the SDK's own Runner (no helix call around it) asking for its dispatch id."""
+    from helix_dbos.errors import DispatchIdUnavailableError
+
+    with pytest.raises(DispatchIdUnavailableError):
+        hx.openai_dispatch_id()
+    with pytest.raises(DispatchIdUnavailableError):
+        hx.openai_tool_context()
