@@ -367,3 +367,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         text = str(report.longrepr)
         if _sendable(text) != text:
             report.longrepr = _sendable(text)
+
+
+#: The agent SDKs the recovery-contract suites run the scenario app's agent in (``tests/scenarios/app.py``,
+#: ``SCENARIO_SDK``): an ``hx.Agent`` over a pydantic-ai model, and an OpenAI Agents SDK ``agents.Agent``.
+SCENARIO_SDKS = ("pydantic_ai", "openai_agents")
+
+
+@pytest.fixture(params=SCENARIO_SDKS)
+def scenario_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """One SDK per test; every process the test starts inherits it (``SCENARIO_SDK``)."""
+    monkeypatch.setenv("SCENARIO_SDK", str(request.param))
+    return str(request.param)

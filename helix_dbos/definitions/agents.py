@@ -13,10 +13,12 @@ import pydantic
 
 from ..errors import ConfigurationError
 from .context import RunScope
+from .model_requests import Asking, StreamEvents
 from .model_retries import ModelRetries
 from .tools import Tool
 
 if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when agents are defined
+    from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
     from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import ToolDefinition
@@ -143,7 +145,7 @@ class Agent:
         if isinstance(entries, tuple):
             setattr(self, field_name, list(entries))
 
-    # --- per-run hooks: no-ops here; an adapted pydantic-ai agent (pydantic_agent.py) fills them ---
+    # --- per-run hooks: no-ops here; an adapter's agent (helix_dbos/adapters/) fills them ---
 
     async def refresh(self, scope: RunScope) -> None:
         """Bring ``tools`` up to date for this run before the runtime reads them (list toolsets)."""
@@ -164,6 +166,33 @@ class Agent:
     def uses_scope(self) -> bool:
         """Whether the hooks need a ``RunScope`` (a deps read): plain agents skip the read."""
         return False
+
+    async def request(self, messages: list[ModelMessage], instructions: str | None, scope: RunScope) -> ModelResponse:
+        """Ask the model once: pydantic-ai's direct request with this agent's tools (``model_requests.py``)."""
+        from . import model_requests
+
+        return await model_requests.request(self._asking(), messages, instructions)
+
+    async def stream(self, messages: list[ModelMessage], instructions: str | None, scope: RunScope, events: StreamEvents) -> ModelResponse:
+        """``request``, streamed to ``events`` (live output). A subclass that overrides ``request``
+        and not this is asked through its ``request`` (it streams nothing): overriding ``stream`` is
+        optional for an adapter, answering with another SDK's request is never the default."""
+        if type(self).request is not Agent.request:
+            return await self.request(messages, instructions, scope)
+        from . import model_requests
+
+        return await model_requests.stream(self._asking(), messages, instructions, events)
+
+    def _asking(self) -> Asking:
+        """The model, settings and offered tools of a request, read now (tools may have been refreshed)."""
+        definitions = [t.definition() for t in self.tools] + [s.definition() for s in self.sub_agents]
+        return Asking(self.resolved_model(), self.model_settings, definitions, self.output_definition())
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        """Whether ``request`` raising ``exc`` is worth another request in the same step."""
+        from . import model_requests
+
+        return model_requests.is_retryable(exc)
 
     def resolved_model(self) -> Model:
         if self._model is None:

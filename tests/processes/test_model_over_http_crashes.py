@@ -146,10 +146,15 @@ def kill(proc: subprocess.Popen[str]) -> None:
     proc.wait(30)
 
 
-@pytest.mark.parametrize(("wire", "live"), [*((w, False) for w in WIRES), ("chat", True), ("messages", True)],
-                         ids=[*WIRES, "chat-live", "messages-live"])
+#: The OpenAI Agents SDK's own model classes on the same wires (``wire_app --sdk openai_agents``).
+SDK_WIRES = [("chat", "openai_agents"), ("responses", "openai_agents")]
+
+
+@pytest.mark.parametrize(("wire", "live", "sdk"), [*((w, False, "pydantic_ai") for w in WIRES), ("chat", True, "pydantic_ai"),
+                                                   ("messages", True, "pydantic_ai"), *((w, False, sdk) for w, sdk in SDK_WIRES)],
+                         ids=[*WIRES, "chat-live", "messages-live", "openai_agents-chat", "openai_agents-responses"])
 @pytest.mark.kills
-def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_url: str, tmp_path: Path, wire: str, live: bool) -> None:
+def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_url: str, tmp_path: Path, wire: str, live: bool, sdk: str) -> None:
     """Step 1's reply asked for an unsafe ``charge`` and a safe ``lookup``; both ran and were saved;
     the app is SIGKILLed while the step-2 request is held at the provider. A request in flight has
     no saved reply, so the relaunch asks step 2 again (with the same tool results) and nothing
@@ -160,7 +165,7 @@ def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_
         held = Held(Text("done", usage=(190, 23)))
         server.script(STEP1, held)
         server.always(Text("done", usage=(200, 30)))
-        app = App(db_url, tmp_path, server.root, wire, extra=("--live",) if live else ())
+        app = App(db_url, tmp_path, server.root, wire, extra=("--sdk", sdk, *(("--live",) if live else ())))
         proc = app.spawn()
         wait_for("the step-2 request at the provider", lambda: app.alive(proc) and len(server.requests()) == 2)
         kill(proc)
@@ -177,12 +182,14 @@ def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_
 
 
 @pytest.mark.kills
-@pytest.mark.parametrize("wire", WIRES)
-def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp_path: Path, wire: str) -> None:
+@pytest.mark.parametrize(("wire", "sdk"), [*((w, "pydantic_ai") for w in WIRES), *SDK_WIRES],
+                         ids=[*WIRES, "openai_agents-chat", "openai_agents-responses"])
+def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp_path: Path, wire: str, sdk: str) -> None:
     """The app is SIGKILLed while ``charge`` (unsafe) blocks mid-body: the relaunch never runs it again,
     and the model, asked step 2 once, reads ``outcome_unknown`` as the call's result (read from the
-    request body at the provider); step 1 is not asked again."""
-    app, out, requests = killed_mid_charge(db_url, tmp_path, wire)
+    request body at the provider); step 1 is not asked again. For pydantic-ai's model classes and for
+    the OpenAI Agents SDK's own (the same agent as an ``agents.Agent``)."""
+    app, out, requests = killed_mid_charge(db_url, tmp_path, wire, extra=("--sdk", sdk))
     assert out is not None and (out["status"], out["output"]) == ("completed", "done"), out
     assert [step_of(r) for r in requests] == [0, 1]
     told = tool_results(requests[1].body, wire)

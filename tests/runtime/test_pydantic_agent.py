@@ -22,7 +22,7 @@ import sqlalchemy as sa
 import helix_dbos as hx
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from helix_dbos.definitions.pydantic_agent import resolve_policy
+from helix_dbos.adapters.pydantic_ai.agent import resolve_policy
 from helix_dbos.errors import ConfigurationError, UnsupportedFeatureError, ValidationError
 
 

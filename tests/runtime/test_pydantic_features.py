@@ -18,7 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
-from helix_dbos.definitions.pydantic_capabilities import VERDICTS
+from helix_dbos.adapters.pydantic_ai.capabilities import VERDICTS
 from helix_dbos.errors import ConfigurationError, UnsupportedFeatureError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "pydantic-ai.md"

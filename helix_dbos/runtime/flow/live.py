@@ -21,7 +21,6 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from dbos import DBOS
 from dbos import error as dbos_error
-from pydantic_ai.direct import model_request_stream
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -32,9 +31,9 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolCallPartDelta,
 )
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.settings import ModelSettings
 
+from ...definitions import Agent
+from ...definitions.context import RunScope
 from ...ledger.names import LIVE_STREAM
 
 FLUSH_SEC = 0.1
@@ -100,25 +99,14 @@ async def _write(value: LiveValue) -> None:
         log.debug("live output write failed", exc_info=True)
 
 
-async def streamed_request(
-    model: Model,
-    messages: list[ModelMessage],
-    settings: ModelSettings | None,
-    parameters: ModelRequestParameters,
-    step: int,
-) -> ModelResponse:
-    """The model request, streamed; the reply is the same ``ModelResponse`` a plain request returns.
-
-    A model that cannot stream (a ``FunctionModel`` without ``stream_function``) makes a plain request.
-    """
-    from pydantic_ai.direct import model_request
-    from pydantic_ai.models.function import FunctionModel
-
-    if isinstance(model, FunctionModel) and model.stream_function is None:
-        return await model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
+async def streamed_request(agent: Agent, messages: list[ModelMessage], instructions: str | None, scope: RunScope, step: int) -> ModelResponse:
+    """The model request, streamed through the agent (``Agent.stream``); the reply is the same
+    ``ModelResponse`` a plain request returns. An agent that cannot stream makes a plain request and
+    hands no event: then nothing is written (no ``start`` without an ``end``)."""
     request = uuid.uuid4().hex[:12]
     buffer: list[LiveDelta] = []
     flushed = time.monotonic()
+    started = False
 
     def value(kind: Literal["start", "deltas", "end"]) -> LiveValue:
         out: LiveValue = {"best_effort": True, "step": step, "request": request, "type": kind}
@@ -126,16 +114,21 @@ async def streamed_request(
             out["deltas"] = buffer
         return out
 
-    await _write(value("start"))
-    async with model_request_stream(model, messages, model_settings=settings, model_request_parameters=parameters) as stream:
-        async for event in stream:
-            delta = _delta(event)
-            if delta is not None:
-                buffer.append(delta)
-            if buffer and time.monotonic() - flushed >= FLUSH_SEC:
-                await _write(value("deltas"))
-                buffer, flushed = [], time.monotonic()
-        response = stream.get()
+    async def events(event: object) -> None:
+        nonlocal buffer, flushed, started
+        if not started:  # a model that cannot stream makes a plain request and sends no event
+            started = True
+            await _write(value("start"))
+        delta = _delta(event)
+        if delta is not None:
+            buffer.append(delta)
+        if buffer and time.monotonic() - flushed >= FLUSH_SEC:
+            await _write(value("deltas"))
+            buffer, flushed = [], time.monotonic()
+
+    response = await agent.stream(messages, instructions, scope, events)
+    if not started:
+        return response
     if buffer:
         await _write(value("deltas"))
     await _write(value("end"))

@@ -15,11 +15,10 @@ record is read in the same breath, so a stop lands before the next model request
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import sqlalchemy as sa
 
@@ -39,46 +38,7 @@ from .planning import plan_calls
 log = logging.getLogger("helix_dbos")
 
 if TYPE_CHECKING:
-    from pydantic_ai.messages import ModelMessage, ModelResponse
-    from pydantic_ai.models import ModelRequestParameters
-    from pydantic_ai.settings import ModelSettings
-
-
-def request_parameters(agent: Agent) -> ModelRequestParameters:
-    from pydantic_ai.models import ModelRequestParameters
-
-    output = agent.output_definition()
-    return ModelRequestParameters(
-        function_tools=[t.definition() for t in agent.tools] + [s.definition() for s in agent.sub_agents],
-        output_tools=[output] if output else [],
-        allow_text_output=output is None,
-        output_mode="tool" if output else "text",
-    )
-
-
-def _settings(agent: Agent) -> ModelSettings | None:
-    """The agent's model settings with the provider SDK's own retries off (``max_retries=0``): the
-    step's retry budget is the only one, so it counts requests as the provider sees them. A model
-    that says it ignores ``max_retries`` (and would warn) is sent the settings as they are."""
-    model = agent.resolved_model()
-    ignores = getattr(model, "_unsupported_settings", None)
-    if callable(ignores) and "max_retries" in ignores():
-        return agent.model_settings
-    return cast("ModelSettings", {**(agent.model_settings or {}), "max_retries": 0})
-
-
-def _with_instructions(messages: list[ModelMessage], instructions: str | None) -> list[ModelMessage]:
-    """Instructions come from the agent as the code defines it now, never from storage."""
-    if not instructions:
-        return messages
-    from pydantic_ai.messages import ModelRequest
-
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, ModelRequest):
-            messages[i] = dataclasses.replace(m, instructions=instructions)
-            break
-    return messages
+    from pydantic_ai.messages import ModelResponse
 
 
 def _usage(response: ModelResponse) -> ReplyUsage:
@@ -150,8 +110,10 @@ async def ask(e: Env, run_id: str, session_id: str, agent_name: str, step: int) 
     them: the provider SDK's own retries are off (``_settings``). A retryable provider error waits
     at least what the provider asked for (``Retry-After``/``retry-after-ms``), with jitter; when the
     budget is spent, or the provider asks to wait past ``max_retry_after``, the step fails with the
-    provider error's typed code (``provider_errors.typed``)."""
-    policy = e.agent(agent_name).retry_policy()
+    provider error's typed code (``provider_errors.typed``). Which errors are worth another request
+    is the agent's to say (``is_retryable``): its adapter knows its SDK's errors."""
+    agent = e.agent(agent_name)
+    policy = agent.retry_policy()
     started = time.monotonic()
     attempt = 0
     while True:
@@ -160,7 +122,7 @@ async def ask(e: Env, run_id: str, session_id: str, agent_name: str, step: int) 
             return await one_request(e, run_id, session_id, agent_name, step)
         except ModelRequestFailed as failed:
             cause = failed.cause
-            wait = policy.wait(attempt, provider_errors.retry_after(cause)) if attempt < policy.attempts and provider_errors.is_retryable(cause) else None
+            wait = policy.wait(attempt, provider_errors.retry_after(cause)) if attempt < policy.attempts and agent.is_retryable(cause) else None
             if wait is None:
                 typed = provider_errors.typed(cause, attempt, time.monotonic() - started)
                 if typed is None:
@@ -319,25 +281,19 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     loaded += transcript.load([body for _, body in rows])
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
-    await agent.refresh(scope)  # a pydantic-ai agent lists its toolsets for this run
-    messages = transcript.for_model(_with_instructions(list(loaded), await agent.instructions_for(scope)))
-    parameters = request_parameters(agent)  # before the grant: all that can be built is built
-    model = agent.resolved_model()
+    await agent.refresh(scope)  # an adapter's agent lists its tools for this run
+    messages = transcript.for_model(list(loaded))
+    instructions = await agent.instructions_for(scope)
     began = await _rate_turn(e, agent.name, run_id)
     await _sendable(e, agent.name, run_id, began)
+    # Asked through the agent (helix_dbos/adapters/base.py): how the model is asked and its reply
+    # read is its adapter's; the reply is a pydantic-ai ``ModelResponse`` whatever the SDK.
     if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
         from .live import streamed_request
 
-        response = await streamed_request(model, messages, _settings(agent), parameters, step)
+        response = await streamed_request(agent, messages, instructions, scope, step)
     else:
-        from pydantic_ai.direct import model_request
-
-        response = await model_request(
-            model,
-            messages,
-            model_settings=_settings(agent),
-            model_request_parameters=parameters,
-        )
+        response = await agent.request(messages, instructions, scope)
     # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
     # The agent's ``review_plan`` hook is public API: it sees the plan as plain dicts, the keys a

@@ -1,10 +1,11 @@
-"""A model provider's error, read: worth another request or not, how long it asked to wait, and the
+"""A model provider's error, read: how long it asked to wait, and the
 typed error a run fails with when the step gives up (``model_rate_limited``, ``model_unavailable``,
 ``model_auth_failed``, ``model_request_invalid``), keeping the provider's status and request id.
 
 pydantic-ai has already sorted the SDK's exception into its categories (``ModelRateLimitError``,
 ``ModelAuthenticationError``...), read ``Retry-After``/``retry-after-ms`` into ``retry_after`` and kept
-the response headers; the SDK's own exception is its ``__cause__``.
+the response headers; the SDK's own exception is its ``__cause__``. Whether one is worth another request is the agent's
+to say (``Agent.is_retryable``: ``definitions/model_requests.py`` for a pydantic-ai model).
 """
 
 from __future__ import annotations
@@ -18,23 +19,6 @@ from ...errors import (
     ModelRateLimitedError,
     ModelRequestInvalidError,
 )
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Provider errors worth another request in the same step: rate limits, overload, 5xx, network, timeouts."""
-    from pydantic_ai.exceptions import (
-        ModelConnectionError,
-        ModelHTTPError,
-        ModelRateLimitError,
-        ModelRequestTimeout,
-        ModelServerError,
-        ModelUnavailableError,
-    )
-
-    retryable = (ModelRateLimitError, ModelUnavailableError, ModelServerError, ModelConnectionError, ModelRequestTimeout)
-    if isinstance(exc, retryable):
-        return True
-    return isinstance(exc, ModelHTTPError) and (exc.status_code in (408, 429) or exc.status_code >= 500)
 
 
 def retry_after(exc: BaseException) -> float | None:

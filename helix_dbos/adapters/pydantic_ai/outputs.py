@@ -15,8 +15,8 @@ import types
 import typing
 from typing import Any
 
-from ..errors import UnsupportedFeatureError
-from .agents import FINISH_TOOL
+from ...definitions.agents import FINISH_TOOL
+from ...errors import UnsupportedFeatureError
 
 _ONE_TOOL = f"the runtime offers structured output as one {FINISH_TOOL!r} tool, recorded as the run's output"
 

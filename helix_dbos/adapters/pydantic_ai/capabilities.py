@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from pydantic_ai.settings import ModelSettings
 
-from ..errors import UnsupportedFeatureError
+from ...errors import UnsupportedFeatureError
 
 #: Capabilities whose only effect is static model settings, merged into every model request.
 SETTINGS_ONLY = frozenset({"Caching", "Citations", "Thinking"})

@@ -18,7 +18,7 @@ import sys
 from types import FrameType
 from typing import Any
 
-from ..errors import ConfigurationError
+from ...errors import ConfigurationError
 
 _OWN_PACKAGE = __name__.split(".")[0]
 

@@ -29,21 +29,21 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from ..errors import (
+from ...definitions import home
+from ...definitions.agents import Agent, SubAgent
+from ...definitions.context import RunScope, ToolContext
+from ...definitions.model_retries import ModelRetries
+from ...definitions.tools import ApprovalRule, Tool
+from ...errors import (
     ConfigurationError,
     DispatchIdUnavailableError,
     ToolServerError,
     ToolTimeoutError,
     UnsupportedFeatureError,
 )
-from . import home
-from .agents import Agent, SubAgent
-from .context import RunScope, ToolContext
-from .model_retries import ModelRetries
-from .pydantic_capabilities import check_capabilities
-from .pydantic_names import infer_agent_name
-from .pydantic_outputs import read_output_type
-from .tools import ApprovalRule, Tool
+from .capabilities import check_capabilities
+from .names import infer_agent_name
+from .outputs import read_output_type
 
 if TYPE_CHECKING:
     from pydantic_ai.settings import ModelSettings
