@@ -65,14 +65,17 @@ def head_columns(run_id: Any, session_id: Any, status_of: StatusOf, *, sqlite: b
     ]
 
 
-def locked_head(run_id: Any, status_of: StatusOf) -> Any:
+def locked_head(run_id: Any, status_of: StatusOf, *carried: Any) -> Any:
     """The fence's conditions as a Postgres CTE that takes the session row's lock, for a statement
     that locks rows of its own after it. Its columns are ``CALLS_HEAD_KEYS``.
 
     The session row is locked before any row of the outer statement: the outer rows are locked at
     the top of its plan, after the join that first scans this CTE. That is the fence's order (the
     session first), which the result write keeps too, so two transactions of one session never
-    hold each other's rows."""
+    hold each other's rows.
+
+    ``carried``: labelled values the CTE hands on as columns, for the outer statement to join on
+    (``_calls_pg``)."""
     return (
         sa.select(
             t.runs.c.status.label("fence_status"),
@@ -80,6 +83,7 @@ def locked_head(run_id: Any, status_of: StatusOf) -> Any:
             sa.select(t.stops.c.kind).where(t.stops.c.run_id == run_id).scalar_subquery().label("fence_stop"),
             status_of(run_id, sqlite=False).label("fence_dbos"),
             t.runs.c.agent_name.label("fence_agent"),
+            *carried,
         )
         .select_from(t.runs.join(t.sessions, t.sessions.c.session_id == t.runs.c.session_id))
         .where(t.runs.c.run_id == run_id)
@@ -117,11 +121,20 @@ def _calls_sqlite(status_of: StatusOf) -> sa.Select[Any]:
 
 @functools.cache
 def _calls_pg(status_of: StatusOf, for_update: bool) -> sa.Select[Any]:
-    head = locked_head(sa.bindparam("w_run_id"), status_of)
+    """The step's calls are joined on the saver and step the CTE carries, not compared with the
+    parameters themselves: the CTE is materialized (it locks), so the planner estimates the calls
+    of a step the same way whatever the values, and the server's plan cache keeps one generic plan.
+    Compared with the parameters, a custom plan looked cheaper than the generic one whenever the
+    calls' statistics predated the run (a new run id is no value the statistics hold: ~1 row, the
+    generic plan ~rows / distinct run ids), so under a growing ledger the statement was planned
+    again at each of its ~20 executions a run (``docs/benchmarks.md``)."""
+    saver = sa.cast(sa.bindparam("w_saver"), sa.String).label("fence_saver")
+    step = sa.cast(sa.bindparam("w_step"), sa.Integer).label("fence_step")
+    head = locked_head(sa.bindparam("w_run_id"), status_of, saver, step)
+    on = sa.and_(t.calls.c.run_id == head.c.fence_saver, t.calls.c.step == head.c.fence_step)
     stmt = (
         sa.select(t.calls, tx_marks.escaped_column(), *(head.c[k] for k in CALLS_HEAD_KEYS))
-        .select_from(t.calls.join(head, sa.true()))
-        .where(t.calls.c.run_id == sa.bindparam("w_saver"), t.calls.c.step == sa.bindparam("w_step"))
+        .select_from(head.join(t.calls, on))
         .order_by(t.calls.c.position)
     )
     return stmt.with_for_update(of=t.calls) if for_update else stmt
