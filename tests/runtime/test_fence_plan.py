@@ -25,7 +25,7 @@ from helix_dbos.ledger import fence_reads
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime.floor import fence
-from tests.test_core_run import scripted
+from tests.runtime.test_core_run import scripted
 
 #: Runs whose calls the statistics hold (every one of their run ids a most-common value), the calls
 #: each saved, and the runs saved since: the generic plan estimates a step's calls as rows / distinct
