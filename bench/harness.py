@@ -170,11 +170,12 @@ def _dbos_launched() -> bool:
     return dbos_launched()
 
 
-async def probe(runners: Mapping[str, Runner], spec: WorkloadSpec, tag: str) -> dict[str, dict[str, Any]]:
-    """One identified run per runner: check the answer and count the checkpointed steps DBOS recorded."""
-    expected = expected_answer(spec)
+async def probe(runners: Mapping[str, Runner], spec: WorkloadSpec, tag: str, answers: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """One identified run per runner: check the answer (``answers``: a runner's own expected answer,
+    else the pydantic-ai script's) and count the checkpointed steps DBOS recorded."""
     out: dict[str, dict[str, Any]] = {}
     for name, runner in runners.items():
+        expected = (answers or {}).get(name) or expected_answer(spec)
         wid = f"probe-{tag}-{name}"
         if hasattr(runner, "last_run_id"):  # helix_dbos picks its own workflow id: the run id
             answer = await _call(runner)

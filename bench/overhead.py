@@ -47,14 +47,52 @@ class OverheadResult:
     probe: dict[str, dict[str, Any]]
 
 
-def run_overhead(url: str, n: int, warmup: int, spec: WorkloadSpec | None = None) -> OverheadResult:
-    """Interleaved per-run wall time of the three runners on one DBOS launch."""
+def openai_agents_installed() -> bool:
+    """Whether the OpenAI Agents SDK and its DBOS integration are here (``pip install -e ".[test]"``)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("agents", "dbos_openai_agents"))
+
+
+def _with_openai_agents(spec: WorkloadSpec) -> tuple[dict[str, Any], dict[str, str]]:
+    """The three runners plus the OpenAI Agents SDK pair: ``dbos_openai_agents`` (its DBOS
+    integration) and ``helix_openai_agents`` (the same SDK agent on the helix runner's runtime, added
+    once it is built: one runtime per process)."""
+    from bench.systems import helix as helix_system
+    from bench.systems import openai_agents as oai
+
+    factories = _factories()
+
+    def helix_with_sdk_agent(spec: WorkloadSpec) -> Any:
+        return helix_system.HelixRunner(spec, agents=[oai.make_agent(spec, safe=True)])
+
+    helix_with_sdk_agent.LAUNCHES_DBOS = True  # type: ignore[attr-defined]
+    factories["helix_dbos"] = helix_with_sdk_agent
+    factories["dbos_openai_agents"] = oai.make_peer_runner
+    answer = oai.expected_answer(spec)
+    return factories, {"dbos_openai_agents": answer, "helix_openai_agents": answer}
+
+
+def run_overhead(url: str, n: int, warmup: int, spec: WorkloadSpec | None = None, openai_agents: bool | None = None) -> OverheadResult:
+    """Interleaved per-run wall time of the runners on one DBOS launch: the three pydantic-ai shapes,
+    and (``openai_agents``, default: when installed) the OpenAI Agents SDK under its DBOS
+    integration and under helix."""
     spec = spec or WorkloadSpec()
-    runners = setup_runners(url, _factories(), spec, reset=False)  # fresh database
+    if openai_agents is None:
+        openai_agents = openai_agents_installed()
+    answers: dict[str, str] = {}
+    factories = _factories()
+    if openai_agents:
+        factories, answers = _with_openai_agents(spec)
+    runners = setup_runners(url, factories, spec, reset=False)  # fresh database
+    if openai_agents:
+        from bench.systems.openai_agents import HelixOpenAIRunner
+
+        runners["helix_openai_agents"] = HelixOpenAIRunner(spec, runners["helix_dbos"])
     tag = "sqlite" if url.startswith("sqlite") else "pg"
 
     async def go() -> OverheadResult:
-        info = await probe(runners, spec, tag)
+        info = await probe(runners, spec, tag, answers)
         stats = await ameasure(runners, n, warmup)
         return OverheadResult(stats, info)
 

@@ -176,6 +176,12 @@ def overhead_section(results: dict[str, Any], n: int, warmup: int) -> str:
                          x["mean_ms"] / s["pydantic_ai_dbos"]["mean_ms"]])
         parts.append(f"**{DB_LABEL[db]}**\n")
         parts.append(_table(["runner", "n", "mean ms", "p50 ms", "p95 ms", "x bare (mean)", "x bare (p50)", "x pydantic-ai (mean)"], rows, nd=2))
+        if "helix_openai_agents" in s and "dbos_openai_agents" in s:
+            h, p = s["helix_openai_agents"], s["dbos_openai_agents"]
+            parts.append(f"\nOpenAI Agents SDK, the same workload through its own types (a scripted `agents.Model`, the bodies as "
+                         f"`@function_tool`s): helix_openai_agents / dbos_openai_agents = **{h['mean_ms'] / p['mean_ms']:.2f}x** mean, "
+                         f"{h['p50_ms'] / p['p50_ms']:.2f}x p50 (dbos-openai-agents leaves function tools as workflow code: "
+                         "nothing of a tool call is recorded; helix gates and records each).")
         checks = "; ".join(f"{k}: {'answer OK' if v['answer_ok'] else 'WRONG ANSWER'}, {v['steps']} DBOS steps" for k, v in data["probe"].items())
         parts.append(f"\nProbe run: {checks}.\n")
     return "\n".join(parts)

@@ -6,8 +6,6 @@ This only keeps the bench from rotting while the runtime changes under it.
 
 from __future__ import annotations
 
-import time
-
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +30,8 @@ def test_bench_runs_on_sqlite(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
     assert "helix_dbos" in text and "answer OK" in text and "WRONG" not in text
+    # the OpenAI Agents SDK pair (installed by the test extra) ran beside them, each answering right
+    assert "| dbos_openai_agents |" in text and "| helix_openai_agents |" in text and "helix_openai_agents / dbos_openai_agents" in text
     assert "Overhead targets: before and now" in text and "Worker loss" in text
 
 
