@@ -55,6 +55,14 @@ class SubAgent:
             raise UnsupportedFeatureError(
                 f"sub-agent {self.agent.name!r}: a pydantic-ai agent runs as a remote or companion sub-agent, not local"
             )
+        if self.mode == "local" and type(self.agent).request is not Agent.request:
+            from ..errors import UnsupportedFeatureError
+
+            # a local child is pydantic-ai's own loop over the agent's pydantic-ai model
+            # (runtime/flow/local_child.py): an agent that asks its model its own way has none
+            raise UnsupportedFeatureError(
+                f"sub-agent {self.agent.name!r}: an agent of another SDK runs as a remote or companion sub-agent, not local"
+            )
 
     @property
     def tool_name(self) -> str:
