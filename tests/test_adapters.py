@@ -213,3 +213,13 @@ def test_an_agent_asking_its_model_its_own_way_is_no_local_sub_agent() -> None:
     with pytest.raises(UnsupportedFeatureError, match="remote or companion"):
         hx.local_agent(toy)
     assert hx.remote_agent(toy).mode == "remote"
+
+
+def test_the_service_checks_an_adapters_model_through_the_seam() -> None:
+    """The service builds every agent's model before it takes a request (``check_model``): an
+    agent asking its model its own way is not resolved as a pydantic-ai model name."""
+    from helix_dbos.service.providers import check_models
+
+    check_models({"toy": ToyDefinition(name="toy", model="toy")})
+    with pytest.raises(ConfigurationError, match="cannot use model 'toy'"):
+        check_models({"plain": hx.Agent(name="plain", model="toy")})

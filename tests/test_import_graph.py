@@ -1,5 +1,6 @@
 """The tree's import graph: no circles anywhere (bench included), the CLI never reaches the service,
-and the runtime's four layers import only downwards: process -> floor -> flow -> face.
+the runtime's four layers import only downwards: process -> floor -> flow -> face, and the agent
+SDK adapters sit beside definitions, reached by the runtime only through the seam.
 
 Read from the source, not from a run: every import counts, also one inside a function (a circle
 hidden in a function is still a circle that decides import order) and one under ``TYPE_CHECKING``

@@ -103,6 +103,12 @@ class AgentSeam(Protocol):
         overload, 5xx, network, timeout): only the adapter knows its SDK's error types."""
         ...
 
+    def check_model(self) -> None:
+        """Build or check the model now, raising what a missing provider package or key raises: the
+        service calls it before taking requests, so such an agent refuses the start instead of
+        failing every run."""
+        ...
+
 
 @runtime_checkable
 class StreamingSeam(AgentSeam, Protocol):

@@ -191,6 +191,13 @@ class Agent:
 
         return await model_requests.stream(self._asking(), messages, instructions, events)
 
+    def check_model(self) -> None:
+        """Build the model now: the service calls it before it takes a request, so a missing provider
+        package or key refuses the start instead of failing every run. An agent that asks its model
+        its own way (``request`` overridden) checks its own model, or nothing, here."""
+        if type(self).request is Agent.request:
+            self.resolved_model()
+
     def _asking(self) -> Asking:
         """The model, settings and offered tools of a request, read now (tools may have been refreshed)."""
         definitions = [t.definition() for t in self.tools] + [s.definition() for s in self.sub_agents]
