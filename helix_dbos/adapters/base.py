@@ -106,7 +106,8 @@ class AgentSeam(Protocol):
     def check_model(self) -> None:
         """Build or check the model now, raising what a missing provider package or key raises: the
         service calls it before taking requests, so such an agent refuses the start instead of
-        failing every run."""
+        failing every run; and every model step calls it before its rate grant, so a first build (a
+        provider's import) is not paid between grant and send. Cheap once built."""
         ...
 
 
