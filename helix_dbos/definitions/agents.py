@@ -153,7 +153,8 @@ class Agent:
         if isinstance(entries, tuple):
             setattr(self, field_name, list(entries))
 
-    # --- per-run hooks: no-ops here; an adapter's agent (helix_dbos/adapters/) fills them ---
+    # --- the hooks the runtime calls (helix_dbos/adapters/base.py AgentSeam): a pydantic-ai model's
+    # --- defaults here; an adapter's agent (helix_dbos/adapters/<sdk>/) overrides what its SDK does
 
     async def refresh(self, scope: RunScope) -> None:
         """Bring ``tools`` up to date for this run before the runtime reads them (list toolsets)."""
