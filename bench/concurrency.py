@@ -256,22 +256,14 @@ def run_two_workers(url: str, sessions: int = 200, workers: int = 2, timeout: fl
             def enqueue_helix(_: int) -> str:
                 with engine.begin() as conn:
                     opened = entries.open_run(
-                        conn,
-                        entry="start",
-                        session_id=None,
-                        agent_name=AGENT_NAME,
-                        message=spec.prompt,
-                        checkpoint_id=None,
-                        agents=agents,
-                        profile="full",
-                        executor_id=None,
+                        conn, entries.EntryRequest(entry="start", session_id=None, agent_name=AGENT_NAME, message=spec.prompt), entries.Admission(agents, "full", None)
                     )
                     client.enqueue_in_transaction(
                         conn,
-                        {"queue_name": "helix_runs", "workflow_name": "helix.run", "workflow_id": opened["run_id"], "app_version": APP_VERSION},
-                        opened["run_id"],
+                        {"queue_name": "helix_runs", "workflow_name": "helix.run", "workflow_id": opened.run_id, "app_version": APP_VERSION},
+                        opened.run_id,
                     )
-                return str(opened["run_id"])
+                return str(opened.run_id)
 
             t0 = time.time()
             with ThreadPoolExecutor(max_workers=5) as pool:

@@ -1,4 +1,4 @@
-"""API keys as the service stores them: only a SHA-256 digest, never the key.
+"""Internal: API keys as the service stores them: only a SHA-256 digest, never the key.
 
 Shared by the service (which checks keys) and the CLI (``helix-dbos api-key``, which mints them), so
 neither imports the other. A key is 32 random bytes, so a single fast hash is enough: there is no

@@ -1,4 +1,4 @@
-"""Typed errors: every refusal a caller can meet has its own class and a stable ``code``.
+"""Public: typed errors: every refusal a caller can meet has its own class and a stable ``code``.
 
 The HTTP service maps ``status`` straight onto the response, and ``error`` is written to be shown to
 an end user while ``detail`` carries the developer-facing specifics. Bad input never changes the

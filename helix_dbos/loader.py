@@ -1,4 +1,4 @@
-"""Finding the user's runtime: ``HELIX_DBOS_APP=package.module:attr`` names a ``hx.Runtime`` or a factory.
+"""Internal: finding the user's runtime: ``HELIX_DBOS_APP=package.module:attr`` names a ``hx.Runtime`` or a factory.
 
 The service and the CLI resolve the app the same way, so ``helix-dbos resume`` acts with exactly the
 agents the service serves. Unset, the bundled example agents are served.

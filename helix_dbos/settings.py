@@ -1,10 +1,10 @@
-"""Every environment variable helix-dbos reads, read here and nowhere else, into one frozen object.
+"""Internal: every environment variable helix-dbos reads, read here and nowhere else, into one frozen object.
 
 Why one module: the variables were read in seventeen places, each with its own parsing and its
 own idea of a bad value (one warned and went on, others raised later, in a thread), and the docs'
 table drifted from the defaults. Here each is a field of ``EnvSettings`` that names its variable,
 its default and its meaning (``dataclasses.field`` metadata), so docs/operations.md's table is
-checked against this class (tests/test_settings_docs.py) and a bad value is a
+checked against this class (tests/runtime/test_settings_docs.py) and a bad value is a
 ``ConfigurationError`` naming the variable when the object is built: at a ``Runtime``'s
 construction and launch, the service's start, a CLI command's start, never later in a run.
 

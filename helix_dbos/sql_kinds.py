@@ -1,4 +1,4 @@
-"""The statement kinds a transactional tool may opt into (``@hx.tool(transactional=True, sql_allows=...)``).
+"""Internal: the statement kinds a transactional tool may opt into (``@hx.tool(transactional=True, sql_allows=...)``).
 
 Without an opt-in a body runs queries and plain DML on its own tables only (``ledger/body_guard.py``).
 These are the only other kinds a tool can name: DDL on its own tables. Nothing else can be opted into

@@ -1,4 +1,4 @@
-"""Blocking user code (a sync tool body, a sync reconcile check) in a thread nobody waits for at exit.
+"""Internal: blocking user code (a sync tool body, a sync reconcile check) in a thread nobody waits for at exit.
 
 ``asyncio.to_thread`` runs on the event loop's default executor, whose worker threads Python joins
 when the interpreter exits: a check that loops forever was answered ``outcome_unknown`` after its

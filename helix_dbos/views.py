@@ -1,4 +1,4 @@
-"""What a read of the ledger gives back: plain value types, apart from the queries that build them.
+"""Internal: what a read of the ledger gives back: plain value types, apart from the queries that build them.
 
 The reader (``runtime/face/reader.py``) is the one place that fills these; the runtime returns them, the
 CLI prints them and the HTTP schema (``wire.py``) is derived from their fields, so a field added
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
-from .definitions.tools import ReplayPolicy
 from .errors import CallNotFoundError, RunFailedError
 from .ledger.records import CallRow
 from .ledger.statuses import (
@@ -24,6 +23,7 @@ from .ledger.statuses import (
     DecidedBy,
     EntryKind,
     MessageKind,
+    ReplayPolicy,
     RunStatus,
     SessionStatus,
     StopKind,

@@ -1,4 +1,4 @@
-"""The views in their JSON form: the response models HTTP publishes and ``--json`` prints.
+"""Internal: the views in their JSON form: the response models HTTP publishes and ``--json`` prints.
 
 Each model is derived from a view in ``views.py`` (its fields, types, defaults and field notes),
 never written out again by hand, so the OpenAPI document, the CLI's JSON and the Python objects

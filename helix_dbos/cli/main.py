@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 # Only typer, rich and the light parts of helix_dbos load at import: ``--help`` (and a typo) answer
 # at once. DBOS, SQLAlchemy, pydantic-ai and the runtime load inside the commands that use them
-# (tests/test_cli_imports.py holds the line; bench/imports.py times it).
+# (tests/processes/test_cli_imports.py holds the line; bench/imports.py times it).
 
 app = typer.Typer(
     name="helix-dbos",

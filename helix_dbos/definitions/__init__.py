@@ -1,4 +1,8 @@
-"""Definitions: tools, agents and sub-agents, as plain data the runtime resolves by name."""
+"""Internal: definitions: tools, agents and sub-agents, as plain data the runtime resolves by name.
+
+``__all__`` names what the runtime imports from the package; users reach these names as ``hx.*``:
+the public surface is ``helix_dbos``'s ``__all__``.
+"""
 
 from .agents import FINISH_TOOL, SUBAGENT_PREFIX, Agent, SubAgent, companion_agent, local_agent, remote_agent
 from .context import CheckContext, ToolContext

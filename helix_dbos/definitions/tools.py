@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 import pydantic
 
 from ..errors import ConfigurationError
+from ..ledger.statuses import ReplayPolicy
 from ..sql_kinds import SQL_OPT_INS, normalized
 from ..threads import in_daemon_thread
 from . import home
@@ -26,7 +27,6 @@ from .reconcile import ReconcileCheck
 if TYPE_CHECKING:  # pydantic-ai loads when a run first asks a model, not when tools are defined
     from pydantic_ai.tools import ToolDefinition
 
-ReplayPolicy = Literal["safe", "unsafe"]
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 #: Seconds a ``reconcile`` check may take before recovery counts it as "cannot tell".
 DEFAULT_RECONCILE_TIMEOUT = 10.0

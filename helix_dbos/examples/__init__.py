@@ -1,4 +1,4 @@
-"""Example agents, served by the service and the CLI when ``HELIX_DBOS_APP`` names no other app.
+"""Public: example agents, served by the service and the CLI when ``HELIX_DBOS_APP`` names no other app.
 
 They use scripted pydantic-ai ``FunctionModel``s, so everything runs offline and deterministically:
 ``concierge`` (an approval and a client-tool round trip) and ``errands`` (the crash demo's agent).

@@ -11,7 +11,9 @@ import zlib
 
 import sqlalchemy as sa
 
-_PG_KEY = zlib.crc32(b"helix.transactional")
+from .names import TRANSACTIONAL_LOCK
+
+_PG_KEY = zlib.crc32(TRANSACTIONAL_LOCK.encode())
 _TRY = sa.text("SELECT pg_try_advisory_xact_lock(:k)")
 
 

@@ -12,7 +12,7 @@ the checker and the reader only. Fields follow the columns of ``tables.py``, in 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from .statuses import (
     AttemptOutcome,
@@ -24,14 +24,12 @@ from .statuses import (
     EntryKind,
     MessageKind,
     PairedBy,
+    ReplayPolicy,
     RunStatus,
     SessionStatus,
     StopKind,
     Verdict,
 )
-
-if TYPE_CHECKING:  # a type only: the ledger imports nothing of the layers above it
-    from ..definitions.tools import ReplayPolicy
 
 
 class SessionRow(TypedDict):

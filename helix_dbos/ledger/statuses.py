@@ -36,6 +36,9 @@ CALL_UNRESOLVED: Final[frozenset[CallStatus]] = frozenset({"saved", "running"})
 CALL_IN_DOUBT: Final[frozenset[CallStatus]] = frozenset({"outcome_unknown", "replay_limit_reached"})
 
 CallKind = Literal["tool", "client", "remote", "local", "companion", "finish", "invalid"]
+#: A tool's replay policy (``Tool.replay``), saved on each of its calls (``calls.replay``): whether
+#: recovery may run a body that started and left no result again.
+ReplayPolicy = Literal["safe", "unsafe"]
 
 #: What a checkpoint marks (the type of ``views.CheckpointRecord.kind``).
 CheckpointKind = Literal["append", "step", "suspension"]

@@ -6,7 +6,7 @@ those is a ``TypedDict`` (a row, or a value a workflow records as JSON) or a fro
 narrower type would be true: a tool's arguments as the model wrote them, a tool's result or error
 as the model reads it, pydantic-ai's messages in their JSON form, a YAML file's contents. Naming
 each edge once keeps ``dict[str, Any]`` out of the runtime's own signatures
-(``tests/test_single_sources.py`` fails when a raw one appears in ``helix_dbos/runtime/``).
+(``tests/unit/test_single_sources.py`` fails when a raw one appears in ``helix_dbos/runtime/``).
 """
 
 from __future__ import annotations

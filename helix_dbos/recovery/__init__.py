@@ -1,4 +1,7 @@
-"""Recovery: what to do with each call of a saved step. Pure; the runtime does the I/O."""
+"""Internal: recovery: what to do with each call of a saved step. Pure; the runtime does the I/O.
+
+``__all__`` names what the runtime imports from the package; the public surface is ``helix_dbos``'s ``__all__`` (docs/recovery.md describes the rules).
+"""
 
 from .decide import MAX_BODIES, Decision, Entry, Profile, SavedCall, ToolNow, decide
 from .lanes import lanes

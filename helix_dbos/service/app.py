@@ -55,7 +55,7 @@ def refusals(path: str, method: str) -> dict[str, str]:
     """The refusals an operation can answer whatever its route declares, by where each comes from
     (``errors.API_ERROR_CODES``): the Host check and the query check (400), the last-resort handler
     (500), authentication (401), a POST's media type (415) and its CSRF check (403), and the store
-    (503). Routes declare only their own (``routes._errors``); tests/test_openapi_errors.py provokes
+    (503). Routes declare only their own (``routes._errors``); tests/runtime/test_openapi_errors.py provokes
     each against the live service and fails on one the schema does not list."""
     out = {
         "400": "Bad Request: validation_error (a bad parameter or body, an unknown query parameter) or host_not_allowed",

@@ -1,4 +1,4 @@
-"""What tests/test_forkserver.py compares between a forked and a fresh ``python -m``: argv, the
+"""What tests/processes/test_forkserver.py compares between a forked and a fresh ``python -m``: argv, the
 environment, the working directory, ``__name__``, atexit, and each way a process ends."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ DEFAULT_CAPABILITIES = frozenset({"ToolSearch", "PendingMessageDrainCapability"}
 _LOOP = "it hooks into pydantic-ai's own run loop, which does not run here"
 
 #: name -> None when it runs under the contract, else why it is refused. Keep in step with the
-#: capabilities table in docs/pydantic-ai.md (tests/test_pydantic_features.py checks both).
+#: capabilities table in docs/pydantic-ai.md (tests/runtime/test_pydantic_features.py checks both).
 VERDICTS: dict[str, str | None] = {
     "Caching": None,
     "Citations": None,

@@ -7,8 +7,9 @@ concurrent entries into one session exactly one wins and the other gets ``AgentA
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import sqlalchemy as sa
 
@@ -59,97 +60,124 @@ def _pending_unanswered(conn: sa.Connection, cp: CheckpointRow | None) -> list[C
     return [c for c in calls if c["status"] == "pending" and awaits_answer(c["kind"], c["requires_approval"], c["approved"])]
 
 
-def open_run(
-    conn: sa.Connection,
-    *,
-    entry: EntryKind,
-    session_id: str | None,
-    agent_name: str | None,
-    message: str | None,
-    checkpoint_id: str | None,
-    agents: Mapping[str, Agent],
-    profile: Profile,
-    executor_id: str | None,
-    is_dead: LivenessCheck = lambda run, conn: None,
-    owner: str | None = None,
-    queued: Callable[[str], bool] = lambda agent_name: False,
-    run_id: str | None = None,
-    new_session_id: str | None = None,
-) -> OpenedRun:
-    """Validate the entry against the session's state, win the gate, and write the run's row.
+def _alive(run: RunRow, conn: sa.Connection) -> str | None:
+    return None
 
-    A session whose run is still live refuses the entry. A run whose workflow can no longer finish
-    (never started, cancelled, or pending on an executor that is gone: ``is_dead``) is ended
-    ``failed``/``executor_lost`` here, without pairing its calls, so this entry recovers its saved
-    step from the ledger in a new workflow.
+
+def _never_queued(agent_name: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryRequest:
+    """One entry as its caller asks for it: the kind, the session (None: a start of a new one), the
+    agent a start names, the message, the checkpoint a rewind starts from, and the caller's principal.
 
     ``owner`` stamps a new session; on an existing one it must match, or the session does not exist
     for this caller (checked under the row lock, so a race on a chosen session id cannot hand one
     principal a turn in another's session).
 
-    ``queued(agent_name)``: whether this run waits on a queue for a worker (the caller enqueues it in
-    this same transaction); a session whose run is ``queued`` refuses another entry like a running one.
-
     ``run_id`` (and ``new_session_id``, the id of the session a start without ``session_id``
-    creates) are best minted by the caller before its first try: a try whose commit's
-    acknowledgement was lost then finds its run by id (``opened_run``).
+    creates; None: minted in the transaction) are minted with the request, before its first try: a
+    try whose commit's acknowledgement was lost then finds its run by id (``opened_run``).
     """
-    run_id = run_id or new_id()
+
+    entry: EntryKind
+    session_id: str | None
+    agent_name: str | None = None
+    message: str | None = None
+    checkpoint_id: str | None = None
+    owner: str | None = None
+    run_id: str = field(default_factory=new_id)
+    new_session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What the admitting process brings to every entry it admits.
+
+    ``agents`` and ``profile``: the process's agents and recovery profile; ``executor_id``: the one
+    a run started here is stamped with (None: a front end's entry, which a worker takes).
+
+    ``is_dead``: whether a live run's workflow can no longer finish (``LivenessCheck``).
+
+    ``queued(agent_name)``: whether a run of that agent waits on a queue for a worker (the caller
+    enqueues it in the same transaction); a session whose run is ``queued`` refuses another entry
+    like a running one.
+    """
+
+    agents: Mapping[str, Agent]
+    profile: Profile
+    executor_id: str | None
+    is_dead: LivenessCheck = _alive
+    queued: Callable[[str], bool] = _never_queued
+
+
+def open_run(conn: sa.Connection, request: EntryRequest, admission: Admission) -> OpenedRun:
+    """Validate the entry against the session's state, win the gate, and write the run's row.
+
+    A session whose run is still live refuses the entry. A run whose workflow can no longer finish
+    (never started, cancelled, or pending on an executor that is gone: ``admission.is_dead``) is
+    ended ``failed``/``executor_lost`` here, without pairing its calls, so this entry recovers its
+    saved step from the ledger in a new workflow.
+    """
+    req, agents = request, admission.agents
+    session_id = req.session_id
     session = get_session(conn, session_id, for_update=True) if session_id else None
-    if session is not None and owner is not None and session["owner"] != owner:
+    if session is not None and req.owner is not None and session["owner"] != req.owner:
         raise SessionNotFoundError(f"no session {session_id!r}")
     if session is None:
-        if entry != "start":
+        if req.entry != "start":
             raise SessionNotFoundError(f"no session {session_id!r}")
-        if agent_name not in agents:
-            raise UnknownAgentError(f"no agent named {agent_name!r}")
-        session_id = session_id or new_session_id or new_id()
-        waits = queued(str(agent_name))
-        if checkpoint_id is not None:  # a new session has no checkpoint (the same refusal _check_entry gives)
-            raise CheckpointNotFoundError(f"no checkpoint {checkpoint_id!r} in session {session_id!r}")
+        if req.agent_name is None or req.agent_name not in agents:
+            raise UnknownAgentError(f"no agent named {req.agent_name!r}")
+        session_id = session_id or req.new_session_id or new_id()
+        waits = admission.queued(req.agent_name)
+        if req.checkpoint_id is not None:  # a new session has no checkpoint (the same refusal _check_entry gives)
+            raise CheckpointNotFoundError(f"no checkpoint {req.checkpoint_id!r} in session {session_id!r}")
         session = open_first_run(
-            conn, session_id=session_id, agent_name=str(agent_name), owner=owner,
-            opening=RunOpening(run_id=run_id, entry=entry, message=message, max_steps=agents[str(agent_name)].max_steps,
-                               recovery=profile, executor_id=executor_id, queued=waits),
+            conn, session_id=session_id, agent_name=req.agent_name, owner=req.owner,
+            opening=RunOpening(run_id=req.run_id, entry=req.entry, message=req.message, max_steps=agents[req.agent_name].max_steps,
+                               recovery=admission.profile, executor_id=admission.executor_id, queued=waits),
         )
         if session is None:
             # Another start of this new session id created it between our read and our insert: it
             # won the session's first run, as the gate's compare-and-set decides between turns.
             raise AgentAlreadyRunningError(f"session {session_id!r} was created by a concurrent start")
-        return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": str(agent_name), "owner": session["owner"], "queued": waits}
+        return OpenedRun(req.run_id, session_id, req.entry, req.agent_name, session["owner"], waits)
+    entry = req.entry
     if entry == "start":
-        if agent_name is not None and agent_name != session["agent_name"]:
-            raise ValidationError(f"session {session_id!r} belongs to agent {session['agent_name']!r}, not {agent_name!r}")
+        if req.agent_name is not None and req.agent_name != session["agent_name"]:
+            raise ValidationError(f"session {session_id!r} belongs to agent {session['agent_name']!r}, not {req.agent_name!r}")
         entry = "turn"
     if session["agent_name"] not in agents:
         raise UnknownAgentError(f"no agent named {session['agent_name']!r} is defined in this process")
     assert session_id is not None
     previous = get_run(conn, session["current_run_id"]) if session["current_run_id"] else None
     if session["status"] in RUN_LIVE:
-        dead = is_dead(previous, conn) if previous is not None else None
+        dead = admission.is_dead(previous, conn) if previous is not None else None
         if previous is not None and dead is None:
             raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": session["current_run_id"]})
         if previous is not None and dead == "cancelled":
             # DBOS cancelled it while no process of ours could notice: settle it as the cancel meant.
-            commits.settle_cancel(conn, previous["run_id"], agents, profile)
+            commits.settle_cancel(conn, previous["run_id"], agents, admission.profile)
             previous = get_run(conn, previous["run_id"])
         elif previous is not None:
             end_run(conn, previous["run_id"], "failed", error_code="executor_lost", error="the run's workflow can no longer finish; a new entry took over")
             previous = get_run(conn, previous["run_id"])
         session = get_session(conn, session_id, for_update=True)
         assert session is not None
-    _check_entry(conn, entry, session, _applied(conn, previous), message, checkpoint_id)
+    _check_entry(conn, entry, session, _applied(conn, previous), req.message, req.checkpoint_id)
 
     agent_name = session["agent_name"]
-    agent = agents[agent_name]
-    waits = queued(agent_name)
+    waits = admission.queued(agent_name)
     opened = open_run_row(conn, session, RunOpening(
-        run_id=run_id, entry=entry, message=message, checkpoint_id=checkpoint_id,
-        max_steps=agent.max_steps, recovery=profile, executor_id=executor_id, queued=waits,
+        run_id=req.run_id, entry=entry, message=req.message, checkpoint_id=req.checkpoint_id,
+        max_steps=agents[agent_name].max_steps, recovery=admission.profile, executor_id=admission.executor_id, queued=waits,
     ))
     if not opened:
         raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
-    return {"run_id": run_id, "session_id": session_id, "entry": entry, "agent_name": agent_name, "owner": session["owner"], "queued": waits}
+    return OpenedRun(req.run_id, session_id, entry, agent_name, session["owner"], waits)
 
 
 def opened_run(conn: sa.Connection, run_id: str, queued: Callable[[str], bool]) -> OpenedRun | None:
@@ -166,8 +194,7 @@ def opened_run(conn: sa.Connection, run_id: str, queued: Callable[[str], bool]) 
         return None
     session = get_session(conn, run["session_id"])
     assert session is not None  # a run's session is never deleted
-    return {"run_id": run_id, "session_id": run["session_id"], "entry": run["entry"], "agent_name": run["agent_name"],
-            "owner": session["owner"], "queued": queued(run["agent_name"])}
+    return OpenedRun(run_id, run["session_id"], run["entry"], run["agent_name"], session["owner"], queued(run["agent_name"]))
 
 
 def _applied(conn: sa.Connection, run: RunRow | None) -> RunRow | None:
@@ -209,23 +236,29 @@ def _check_entry(
 # --- answers -------------------------------------------------------------------------------------
 
 
-def answer(
-    conn: sa.Connection,
-    *,
-    session_id: str,
-    dispatch_id: str,
-    kind: str,
-    approved: bool | None = None,
-    reason: str | None = None,
-    actor: str | None = None,
-    result: Any = None,
-    error: str | None = None,
-    at: datetime | None = None,
-) -> Answered:
-    """Record one answer, bound to the kind of pending call and fenced on the run that suspended.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerRequest:
+    """One answer to a pending call: an approval's decision (``kind="approval"``: ``approved``,
+    ``reason``, ``actor``) or a client tool's result (``kind="client"``: ``result``, or ``error``).
 
-    ``at``: the answer's time (the call's ``answered_at``), minted by the caller before its first
-    try, so a try whose commit's acknowledgement was lost is found by ``answered``."""
+    ``at``: the answer's time (the call's ``answered_at``), minted with the request, before its
+    first try, so a try whose commit's acknowledgement was lost is found by ``answered``."""
+
+    session_id: str
+    dispatch_id: str
+    kind: Literal["approval", "client"]
+    approved: bool | None = None
+    reason: str | None = None
+    actor: str | None = None
+    result: Any = None
+    error: str | None = None
+    at: datetime | None = None
+
+
+def answer(conn: sa.Connection, request: AnswerRequest) -> Answered:
+    """Record one answer, bound to the kind of pending call and fenced on the run that suspended."""
+    session_id, dispatch_id, kind, at = request.session_id, request.dispatch_id, request.kind, request.at
+    approved, reason, actor, result, error = request.approved, request.reason, request.actor, request.result, request.error
     session = get_session(conn, session_id, for_update=True)
     if session is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
@@ -271,7 +304,7 @@ def answer(
         else:
             settle_call(conn, fresh, "ok", run_id=run_id, paired_by="answer", result=value)
     remaining = _pending_unanswered(conn, latest)
-    return {"run_id": run_id, "all_answered": not remaining, "remaining": [c["dispatch_id"] for c in remaining]}
+    return Answered(run_id, not remaining, [c["dispatch_id"] for c in remaining])
 
 
 def answered(conn: sa.Connection, *, session_id: str, dispatch_id: str, at: datetime) -> Answered | None:
@@ -291,7 +324,7 @@ def answered(conn: sa.Connection, *, session_id: str, dispatch_id: str, at: date
         return c["dispatch_id"] != dispatch_id and (c["kind"] == "client" or bool(c["requires_approval"])) and (when is None or later)
 
     remaining = [c["dispatch_id"] for c in pairing.calls_of_step(conn, call["run_id"], call["step"]) if unanswered_then(c)]
-    return {"run_id": str(session["current_run_id"]), "all_answered": not remaining, "remaining": remaining}
+    return Answered(str(session["current_run_id"]), not remaining, remaining)
 
 
 def _stale_reason(call: CallRow, session: SessionRow) -> str:
@@ -333,15 +366,15 @@ def stop(
         emit(conn, session_id, run_id, "run_withdrawn", {"kind": kind, "requested_by": requested_by})
         end_run(conn, run_id, status, error_code="run_stopped" if kind == "abort" else None,
                       error="stopped while queued: no worker ran it" if kind == "abort" else None)
-        return {"run_id": run_id, "stopped": True, "status": status}
+        return StopRequested(run_id, True, status)
     if session["status"] == "suspended_client_tool":
         # No workflow is live to notice the record: the stop completes in this transaction.
         run = get_run(conn, run_id)
         assert run is not None
         # the caller's agents and profile: a front end has no launched runtime to read them from
         out = commits.settle_stop(conn, run, kind, agent_named(agents, run["agent_name"]), profile)
-        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, out.status)}  # a stop ends the run: never "committed"
-    return {"run_id": run_id, "stopped": False, "status": "stop_requested" if first else "stop_already_requested"}
+        return StopRequested(run_id, True, cast(RunStatus, out.status))  # a stop ends the run: never "committed"
+    return StopRequested(run_id, False, "stop_requested" if first else "stop_already_requested")
 
 
 def stopped(conn: sa.Connection, *, session_id: str, at: datetime) -> StopRequested | None:
@@ -356,5 +389,5 @@ def stopped(conn: sa.Connection, *, session_id: str, at: datetime) -> StopReques
     run = get_run(conn, run_id)
     assert run is not None
     if run["status"] in ("interrupted", "failed"):
-        return {"run_id": run_id, "stopped": True, "status": cast(RunStatus, run["status"])}
-    return {"run_id": run_id, "stopped": False, "status": "stop_requested"}
+        return StopRequested(run_id, True, cast(RunStatus, run["status"]))
+    return StopRequested(run_id, False, "stop_requested")

@@ -11,9 +11,9 @@ import sqlalchemy as sa
 
 from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
+from ...ledger.names import ENTRY_QUEUE, RUN_WORKFLOW
 from ...settings import EnvSettings
 from ..floor.records import OpenedRun
-from ..flow import workflow
 from ..process import dbos_private, fleet_limits, pools, queues
 from ..process.config import Settings, resolve_app_version, resolve_database_url
 from .launched import LaunchedParts, Mode
@@ -71,19 +71,19 @@ class Modes(LaunchedParts):
         (~6 ms of worker CPU per run at 1,000 sessions on 2 workers, docs/benchmarks.md)."""
         entry = sorted({queues.entry_queue(name, self.limits) for name in self.limits if queues.limited(name, self.limits)})
         if self._mode == "worker":
-            return None if self.serve_queue else [queues.ENTRY_QUEUE, *entry]
+            return None if self.serve_queue else [ENTRY_QUEUE, *entry]
         if self.serve_queue:
             return None if not entry else [self.queue_name, *entry]
         return entry
 
     def _enqueue(self, conn: sa.Connection, opened: OpenedRun, priority: int | None) -> None:
         options: EnqueueOptions = {
-            "queue_name": queues.entry_queue(opened["agent_name"], self.limits),
-            "workflow_name": workflow.RUN_WORKFLOW,
-            "workflow_id": opened["run_id"],
+            "queue_name": queues.entry_queue(opened.agent_name, self.limits),
+            "workflow_name": RUN_WORKFLOW,
+            "workflow_id": opened.run_id,
             "app_version": self.launched_settings.app_version,
-            "queue_partition_key": queues.partition_key(opened["owner"]),
+            "queue_partition_key": queues.partition_key(opened.owner),
         }
         if priority is not None:
             options["priority"] = priority
-        self._client.enqueue_in_transaction(conn, options, opened["run_id"])
+        self._client.enqueue_in_transaction(conn, options, opened.run_id)

@@ -53,7 +53,7 @@ class Reader:
     CLI's bare reader): one try, the driver's error as it is, for the CLI to explain.
     """
 
-    def __init__(self, engine: sa.Engine, *, store_retry_window: float | None = None, settled: Handoff[str, Any] | None = None) -> None:
+    def __init__(self, engine: sa.Engine, *, store_retry_window: float | None = None, settled: Handoff[str, RunResult] | None = None) -> None:
         self.engine = engine
         self.store_retry_window = store_retry_window
         #: The launched runtime's results of runs brought to rest here: a wait wakes on them.

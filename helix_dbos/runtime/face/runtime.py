@@ -25,6 +25,7 @@ from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, StoreUnavailableError, ValidationError
 from ...ledger.engine import ensure_sqlite_wal, is_sqlite
 from ...ledger.migrate import upgrade
+from ...ledger.names import RUNS_QUEUE
 from ...ledger.rows import new_id, now
 from ...ledger.runs import end_run, get_run
 from ...ledger.statuses import RUN_LIVE, EntryKind
@@ -161,7 +162,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         executor_id: str | None = None,
         application_version: str | None = None,
         app_name: str = DEFAULT_APP_NAME,
-        queue_name: str = "helix_runs",
+        queue_name: str = RUNS_QUEUE,
         auto_continue: bool = True,
         serve_queue: bool | None = None,
         store_retry_window: float | None = None,
@@ -428,39 +429,30 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         def admit(conn: sa.Connection) -> OpenedRun:
             opened = entries.open_run(
                 conn,
-                entry=entry,
-                session_id=session_id,
-                agent_name=agent_name,
-                message=message,
-                checkpoint_id=checkpoint_id,
-                agents=self.agents,
-                profile=self.recovery,
-                executor_id=None if self._mode == "client" else self.executor_id,
-                is_dead=self._run_is_dead,
-                owner=owner,
-                queued=self._enqueues,
-                run_id=run_id,
-                new_session_id=new_session_id,
+                entries.EntryRequest(entry=entry, session_id=session_id, agent_name=agent_name, message=message, checkpoint_id=checkpoint_id,
+                                     owner=owner, run_id=run_id, new_session_id=new_session_id),
+                entries.Admission(agents=self.agents, profile=self.recovery, executor_id=None if self._mode == "client" else self.executor_id,
+                                  is_dead=self._run_is_dead, queued=self._enqueues),
             )
             if deps is not None:  # in the admitting transaction: the run reads exactly what its start stored
                 from ..flow.scopes import store_deps
 
-                store_deps(conn, opened["session_id"], opened["run_id"], deps)
-            if opened["queued"]:  # the workflow's row in the same transaction: admitted iff queued
+                store_deps(conn, opened.session_id, opened.run_id, deps)
+            if opened.queued:  # the workflow's row in the same transaction: admitted iff queued
                 self._enqueue(conn, opened, priority)
             return opened
 
         opened = self._entry_tx(f"admitting a {entry} entry", admit, lambda conn: entries.opened_run(conn, run_id, self._enqueues))
-        if opened["queued"]:
-            return RunHandle(self, opened["run_id"], opened["session_id"])
+        if opened.queued:
+            return RunHandle(self, opened.run_id, opened.session_id)
         try:
-            handle = admitted_start.start(self._launched_registry(), self.engine, self.store_retry_window, opened["run_id"], opened["session_id"])
+            handle = admitted_start.start(self._launched_registry(), self.engine, self.store_retry_window, opened.run_id, opened.session_id)
         except StoreUnavailableError:
             raise  # the store is gone: no release could be written either (see admitted_start.start)
         except Exception as exc:  # release the gate at once rather than leave an orphan for 30 s
-            self._release(opened["run_id"], f"{type(exc).__name__}: {exc}")
+            self._release(opened.run_id, f"{type(exc).__name__}: {exc}")
             raise
-        return RunHandle(self, opened["run_id"], opened["session_id"], handle)
+        return RunHandle(self, opened.run_id, opened.session_id, handle)
 
     def _release(self, run_id: str, failed: str) -> None:
         """End ``run_id`` ``start_failed``, if it is still live (its workflow never started): a retry
@@ -533,12 +525,12 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         check_text("dispatch_id", dispatch_id, 64)
         check_priority(priority)
         at = now()  # the answer's time, minted before the first try: a retry finds its answer by it
-        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, session_id=session_id, dispatch_id=dispatch_id, at=at, **kw),
+        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, entries.AnswerRequest(session_id=session_id, dispatch_id=dispatch_id, at=at, **kw)),
                              lambda conn: entries.answered(conn, session_id=session_id, dispatch_id=dispatch_id, at=at))
         run = None
-        if out["all_answered"] and self.auto_continue:
+        if out.all_answered and self.auto_continue:
             run = self._enter("resume_continue", session_id=session_id, priority=priority)
-        return AnswerReceipt(session_id, dispatch_id, out["remaining"], run)
+        return AnswerReceipt(session_id, dispatch_id, out.remaining, run)
 
     def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None, *, priority: int | None = None) -> AnswerReceipt:
         """Decide a pending approval; the last answer continues the run (approved bodies then run),
@@ -567,7 +559,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         out = self._entry_tx("recording a stop", lambda conn: entries.stop(
             conn, session_id=session_id, kind=kind, requested_by=requested_by, agents=self.agents, profile=self.recovery, at=at),
             lambda conn: entries.stopped(conn, session_id=session_id, at=at))
-        return StopReceipt(session_id=session_id, run_id=out["run_id"], kind=kind, stopped=out["stopped"], status=out["status"])
+        return StopReceipt(session_id=session_id, run_id=out.run_id, kind=kind, stopped=out.stopped, status=out.status)
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -638,7 +630,7 @@ class Runtime(Modes, ExecutorLeases, Stopping):
         any process reads them: a front end (which launches no DBOS) through its ``DBOSClient``."""
         check_text("run_id", run_id)
         self.engine  # noqa: B018 - ConfigurationError before launch, as every read
-        # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/test_import_cost.py)
+        # imported here: it brings pydantic-ai, which waits for a run that needs it (tests/processes/test_import_cost.py)
         from ..flow import live as live_stream
 
         return live_stream.read(run_id, timeout, client=self._client if self.is_front_end else None)

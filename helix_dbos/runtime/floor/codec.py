@@ -24,7 +24,11 @@ from typing import Any, Final, TypeVar, cast
 from ...errors import HelixError
 from ...ledger.user_json import JsonObject
 from .records import (
+    ChildDone,
     ChildGate,
+    ChildLost,
+    ChildOutcome,
+    ChildWaiting,
     DoneGate,
     EntryPlan,
     GateOutcome,
@@ -37,6 +41,7 @@ from .records import (
     RunGate,
     StepOutcome,
     StoppedReply,
+    TurnBegun,
 )
 
 R = TypeVar("R")
@@ -203,6 +208,47 @@ def _decode_record_outcome(data: object) -> RecordOutcome:
         raise RecordShapeError(f"a recorded RecordOutcome lacks {missing}: {dict(d)!r:.300}") from None
 
 
+# --- a child's outcome, a companion's turn --------------------------------------------------------
+
+
+def _encode_child_outcome(o: ChildOutcome) -> JsonObject:
+    if isinstance(o, ChildDone):
+        return {"state": "done", "status": o.status, "output": o.output, "error_code": o.error_code, "error": o.error,
+                "child_session_id": o.child_session_id}
+    if isinstance(o, ChildLost):
+        return {"state": "lost", "cause": o.cause, "message": o.message}
+    return {"state": "waiting"}
+
+
+def _decode_child_outcome(data: object) -> ChildOutcome:
+    d = _mapping(ChildOutcome, data)
+    try:
+        state = d["state"]
+        if state == "done":
+            return ChildDone(d["status"], d["output"], d["error_code"], d["error"], d["child_session_id"])
+        if state == "lost":
+            return ChildLost(d["cause"], d["message"])
+    except KeyError as missing:
+        raise RecordShapeError(f"a recorded child outcome lacks {missing}: {dict(d)!r:.300}") from None
+    if state != "waiting":
+        raise RecordShapeError(f"a recorded child outcome's state is done, lost or waiting, not {state!r}")
+    return ChildWaiting()
+
+
+def _encode_turn_begun(t: TurnBegun) -> JsonObject:
+    out: JsonObject = {"action": t.action}
+    if t.queue is not None:
+        out.update(queue=t.queue, partition=t.partition)
+    return out
+
+
+def _decode_turn_begun(data: object) -> TurnBegun:
+    d = _mapping(TurnBegun, data)
+    if d.get("action") not in ("run", "await", "answered", "dropped"):
+        raise RecordShapeError(f"a recorded TurnBegun's action is run, await, answered or dropped: {dict(d)!r:.300}")
+    return TurnBegun(d["action"], d.get("queue"), d.get("partition"))
+
+
 # --- the table ----------------------------------------------------------------------------------
 
 _ENCODERS: Final[dict[type[Any], Callable[[Any], object]]] = {
@@ -214,6 +260,10 @@ _ENCODERS: Final[dict[type[Any], Callable[[Any], object]]] = {
     RaisedReply: lambda r: {"raised": [r.error_code, r.error]},
     EntryPlan: _encode_entry_plan,
     RecordOutcome: _encode_record_outcome,
+    ChildDone: _encode_child_outcome,
+    ChildLost: _encode_child_outcome,
+    ChildWaiting: _encode_child_outcome,
+    TurnBegun: _encode_turn_begun,
 }
 _DECODERS: Final[dict[type[Any], Callable[[object], Any]]] = {
     StepOutcome: _decode_step_outcome,
@@ -222,6 +272,8 @@ _DECODERS: Final[dict[type[Any], Callable[[object], Any]]] = {
     ReplyRecord: _decode_reply,
     EntryPlan: _decode_entry_plan,
     RecordOutcome: _decode_record_outcome,
+    ChildOutcome: _decode_child_outcome,
+    TurnBegun: _decode_turn_begun,
 }
 
 
@@ -240,7 +292,8 @@ def encode(value: R) -> object:
 def decode(kind: type[R], data: object) -> R:
     """``data`` (what ``encode`` gave, or what the code before this record was a dataclass recorded)
     as a ``kind``; ``RecordShapeError`` when it has not that shape. ``ReplyRecord`` reads a model
-    request's record as the reply, stop or failure its keys say."""
+    request's record as the reply, stop or failure its keys say, ``ChildOutcome`` a child's as the
+    done, lost or waiting its ``state`` says."""
     if isinstance(data, kind):
         return data
     decoder = _DECODERS.get(kind)

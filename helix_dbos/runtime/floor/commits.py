@@ -41,6 +41,7 @@ from ...ledger.checkpoints import (
 )
 from ...ledger.events import emit
 from ...ledger.messages import insert_message
+from ...ledger.names import PREPARE_TX
 from ...ledger.records import RunRow
 from ...ledger.rows import new_id
 from ...ledger.runs import end_run, start_queued_run
@@ -53,7 +54,6 @@ from .pairing import (
     calls_of_step,
     checks_to_ask,
     decisions,
-    fenced_step,
     open_steps,
     saved_call,
     step_ref,
@@ -91,8 +91,6 @@ def _pair_left_behind(conn: sa.Connection, run_id: str, agent: Agent, profile: P
         # a superseded branch asks no check: no run or model reaches it again
         apply_pairings(conn, run_id, calls, decisions(agent, profile, calls, "redirect", ask_checks=False), "rewind")
 
-
-PREPARE_TX = "helix.prepare"
 
 
 def redirect_checks(conn: sa.Connection, env: Env, run_id: str) -> list[CheckTarget]:
@@ -278,8 +276,8 @@ def commit_after_bodies(conn: sa.Connection, env: Env, run_id: str, sid: str, re
     """The step commit after the bodies: one request answering every call, or a suspension.
 
     The fence and the step's calls are one read, or the full fence and then the calls when it
-    would refuse (``pairing.fenced_step``)."""
-    head, calls = fenced_step(conn, run_id, ref["run_id"], ref["step"], "step commit")
+    would refuse (``fence.step_calls``)."""
+    head, calls = fence.step_calls(conn, run_id, ref["run_id"], ref["step"], "step commit")
     checkpoint_id = new_checkpoint_id()
     if any(c["status"] not in CALL_SETTLED for c in calls):
         rows = step_rows.StepRows(sid, run_id, ref["step"], checkpoint=(checkpoint_id, "suspension"))
@@ -361,8 +359,8 @@ def settle_cancel(conn: sa.Connection, run_id: str, agents: Mapping[str, Agent],
     (nothing to settle). A queued run cancelled on its queue is never dequeued, so this is its only
     end: like a stop that withdraws it (``entries.stop``), it ends without having applied its entry.
     """
-    reason, run = fence.why_refused(conn, run_id, None, admit_queued=True)
-    if reason is not None or run is None:
+    run = fence.live_run(conn, run_id)
+    if run is None:
         return None
     request_stop(conn, run["session_id"], run_id, "abort", "dbos workflow cancel")
     emit(conn, run["session_id"], run_id, "run_cancelled", {"run_id": run_id, "by": "dbos workflow cancel"})

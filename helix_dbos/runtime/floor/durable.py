@@ -29,6 +29,7 @@ from dbos import DBOS, StepOptions
 
 from ...ledger import tx_outputs
 from ...ledger.escape import escape_json, unescape_json
+from ...ledger.names import REPLY_TX
 from ..process import dbos_private, trace_export
 from . import codec
 from .records import RecordedReply, ReplyRecord
@@ -109,12 +110,6 @@ def keep_pending_on_shutdown(fn: Callable[..., Coroutine[Any, Any, Any]], regist
     return workflow
 
 
-
-
-#: A model request's record (``record_reply``): its reply, the failure it raised, or the stop it read.
-REPLY: Final = "helix.reply"
-
-
 async def replayed_reply() -> RecordedReply | None:
     """The model reply this point of the workflow recorded before, when replaying; else None.
 
@@ -127,7 +122,7 @@ async def replayed_reply() -> RecordedReply | None:
     ops = _ops.get()
     if ops is None or not ops[_REPLAYING]:
         return None
-    workflow_id, op = DBOS.workflow_id, f"{REPLY}#{ops[REPLY]}"
+    workflow_id, op = DBOS.workflow_id, f"{REPLY_TX}#{ops[REPLY_TX]}"
 
     engine = serving_registry().env.tx_engine
 
@@ -138,7 +133,7 @@ async def replayed_reply() -> RecordedReply | None:
 
     found = await retrying("reading a recorded model reply", lambda: off_loop(look), math.inf, _try_bound())
     if found is not None:
-        ops[REPLY] += 1
+        ops[REPLY_TX] += 1
     return found
 
 
@@ -148,7 +143,7 @@ def _the_reply(conn: sa.Connection, reply: ReplyRecord) -> ReplyRecord:
 
 async def record_reply(reply: Rec) -> Rec:
     """Record a model request's outcome, exactly once, before anything acts on it (the ``after_model`` boundary)."""
-    return cast(Rec, await tx(REPLY, _the_reply, reply, read_as=ReplyRecord))
+    return cast(Rec, await tx(REPLY_TX, _the_reply, reply, read_as=ReplyRecord))
 
 
 async def tx_with_reply(reply: ReplyRecord, name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
@@ -166,8 +161,8 @@ async def tx_with_reply(reply: ReplyRecord, name: str, fn: Callable[[sa.Connecti
     ops = _ops.get()
     if workflow_id is None or ops is None:
         raise RuntimeError(f"{name}: ledger transactions need a workflow and its operation counter")
-    op = f"{REPLY}#{ops[REPLY]}"
-    ops[REPLY] += 1
+    op = f"{REPLY_TX}#{ops[REPLY_TX]}"
+    ops[REPLY_TX] += 1
 
     def work(conn: sa.Connection, *a: *Ts) -> T:
         tx_outputs.record(conn, workflow_id, op, codec.encode(reply))
@@ -312,6 +307,25 @@ async def plain_tx(fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     window = registry.env.settings.store_retry_window
     engine = registry.env.tx_engine
     return await retrying(f"running {getattr(fn, '__name__', 'a ledger transaction')}", lambda: off_loop(_short_tx, engine, fn, *args), window, window)
+
+
+class Tries:
+    """How many times one ``plain_tx`` (or ``group_commit.write``) has run its transaction function.
+
+    Made by the caller and passed as one of the function's arguments, so every try sees the same
+    count: a try after the first may follow a commit whose acknowledgement was lost, and looks for
+    its own earlier write (the attempt gate by its token, the result write by its answer), which
+    the first try, the only one almost every write makes, never has to."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def begin(self) -> bool:
+        """Count the try that begins now; True when one ran before it (its write may have committed)."""
+        self.count += 1
+        return self.count > 1
 
 
 def recorded(value: Any) -> Any:

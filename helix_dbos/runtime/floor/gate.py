@@ -20,7 +20,8 @@ from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ...ledger.statuses import CALL_SETTLED, CallKind, CallStatus
 from ...recovery.decide import BodyAction
 from . import fence
-from .pairing import FenceHead, calls_of_step, decisions, fenced_step, mark_proved
+from .fence import FenceHead
+from .pairing import calls_of_step, decisions, mark_proved
 from .records import CheckRecorded, ChildGate, DoneGate, GateOutcome, ReconcileGate, RecordOutcome, RunGate
 from .registry import Env
 
@@ -103,9 +104,9 @@ def _decide(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token:
 def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tuple[str, int] | None) -> tuple[FenceHead, list[CallRow]]:
     """The fence (the run's ``agent_name`` and ``stop_kind`` are what the gate reads of it) and the
     calls of the step ``dispatch_id`` belongs to, locked, the saver and step given by the workflow (a
-    delegating call's gate looks them up): ``pairing.fenced_step``, one read when the fence passes."""
+    delegating call's gate looks them up): ``fence.step_calls``, one read when the fence passes."""
     if where is not None:
-        return fenced_step(conn, run_id, where[0], where[1], "attempt gate", for_update=True)
+        return fence.step_calls(conn, run_id, where[0], where[1], "attempt gate", for_update=True)
     fenced = fence.check(conn, run_id, "attempt gate")
     saver = call_rows.step_of(conn, dispatch_id)
     assert saver is not None
@@ -164,14 +165,13 @@ def record(
     short path (``attempts.record_result_fenced``: the fence inside the write); one that does not, or a
     workflow that is not the run's own (a fork), takes the full one, which says why.
     """
-    workflow_id = fence.current_workflow_id()
     if (
         tool_name is not None
-        and workflow_id in (None, run_id)
+        and fence.is_own_workflow(run_id)
         and attempt_rows.record_result_fenced(conn, dispatch_id, attempt, run_id, status, tool_name, result=result, error=error)
     ):
         return RecordOutcome(status, written=True)
-    reason, _ = fence.why_refused(conn, run_id, workflow_id)
+    reason = fence.refused(conn, run_id)
     if reason is not None:
         attempt_rows.refuse_attempt(conn, dispatch_id, attempt)
         return RecordOutcome("refused", written=False, refused=f"result write refused: {reason}")

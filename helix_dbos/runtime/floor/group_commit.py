@@ -21,26 +21,41 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, TypeVar, TypeVarTuple
+
+import sqlalchemy as sa
 
 from ...errors import StoreUnavailableError
 from .durable import plain_tx
-from .registry import GroupKey, GroupQueue, PendingWrite, Registry
+from .registry import Registry
+from .write_queue import GroupKey, GroupQueue, PendingWrite, Raised, Wrote
 
 log = logging.getLogger("helix_dbos")
 
-_YOUR_TURN: Final = object()
-"""What a waiting write's future is set to when its batch is next: its task runs the batch."""
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+#: A write's outcome as its group's commit hands it out (the group's writes return different types).
+_Outcome = Wrote[Any] | Raised
 
 
-def _all(conn: Any, writes: list[PendingWrite]) -> list[Any]:
-    return [w.fn(conn, *w.args) for w in writes]
+def _all(conn: sa.Connection, writes: list[PendingWrite[Any]]) -> list[Any]:
+    return [w.work(conn) for w in writes]
 
 
 _all.__name__ = "a group of ledger writes"
 
 
-async def write(registry: Registry, run_id: str, workflow_id: str | None, fn: Callable[..., Any], *args: Any) -> Any:
+def _bound(fn: Callable[[sa.Connection, *Ts], T], args: tuple[*Ts]) -> Callable[[sa.Connection], T]:
+    """``fn`` bound to its arguments, named as ``fn`` (what a retried ``plain_tx`` logs)."""
+
+    def work(conn: sa.Connection) -> T:
+        return fn(conn, *args)
+
+    work.__name__ = getattr(fn, "__name__", "a ledger write")
+    return work
+
+
+async def write(registry: Registry, run_id: str, workflow_id: str | None, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     """``plain_tx(fn, *args)``, sharing its transaction with the run's writes issued in the same
     event-loop turn (or while the run's previous group was in flight). The queues are
     ``registry``'s (the launch running the run), never a module's."""
@@ -48,21 +63,21 @@ async def write(registry: Registry, run_id: str, workflow_id: str | None, fn: Ca
     key = (id(loop), workflow_id, run_id)
     queues = registry.group_queues
     queue = queues.setdefault(key, GroupQueue())
-    mine = PendingWrite(fn, args, loop.create_future())
+    mine: PendingWrite[T] = PendingWrite(_bound(fn, args), loop.create_future())
     queue.waiting.append(mine)
     if queue.busy:
         try:
-            value = await mine.future
+            await mine.future
         except asyncio.CancelledError:
-            if mine.future.done() and not mine.future.cancelled():  # its turn came as it was cancelled
+            if mine.future.done() and not mine.future.cancelled() and mine.outcome is None:  # its turn came as it was cancelled
                 queue.waiting = [w for w in queue.waiting if w is not mine]
                 _hand_over(queues, key, queue)
             raise
-        if value is not _YOUR_TURN:
-            return value
+        if mine.outcome is not None:  # its group ran under another write's task
+            return mine.outcome.unwrap()
     else:
         queue.busy = True
-    group: list[PendingWrite] = []
+    group: list[PendingWrite[Any]] = []
     try:
         if len(queue.waiting) == 1:
             await asyncio.sleep(0)  # the siblings woken in this turn join
@@ -84,47 +99,39 @@ async def write(registry: Registry, run_id: str, workflow_id: str | None, fn: Ca
     finally:
         queue.waiting = [w for w in queue.waiting if w is not mine]  # cancelled before its group formed
         _hand_over(queues, key, queue)
-    return _unwrap(_deliver_outcomes(group, mine, outcomes))
+    _deliver_outcomes(group, mine, outcomes)
+    if mine.outcome is None:
+        raise RuntimeError("group commit lost its own write")
+    return mine.outcome.unwrap()
 
 
-def _unwrap(outcome: tuple[bool, Any]) -> Any:
-    ok, value = outcome
-    if not ok:
-        raise value
-    return value
-
-
-def _deliver_outcomes(group: list[PendingWrite], mine: PendingWrite, outcomes: list[tuple[bool, Any]]) -> tuple[bool, Any]:
-    """Hand every other write its outcome; return the runner's own."""
-    own: tuple[bool, Any] = (False, RuntimeError("group commit lost its own write"))
+def _deliver_outcomes(group: list[PendingWrite[Any]], mine: PendingWrite[Any], outcomes: list[_Outcome]) -> None:
+    """Every write of the group its outcome, the runner's own included; the others are woken."""
     for w, outcome in zip(group, outcomes, strict=True):
         if w is mine:
-            own = outcome
+            w.outcome = outcome
         elif not w.future.done():
-            if outcome[0]:
-                w.future.set_result(outcome[1])
-            else:
-                w.future.set_exception(outcome[1])
-    return own
+            w.outcome = outcome
+            w.future.set_result(None)
 
 
-def _deliver(group: list[PendingWrite], mine: PendingWrite, done: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+def _deliver(group: list[PendingWrite[Any]], mine: PendingWrite[Any], done: asyncio.Future[list[_Outcome]]) -> None:
     """A cancelled runner's group, once its transaction ended: each other write gets its outcome."""
     if done.cancelled():
-        outcomes: list[tuple[bool, Any]] = [(False, asyncio.CancelledError())] * len(group)
-    elif done.exception() is not None:
-        outcomes = [(False, done.exception())] * len(group)
+        outcomes: list[_Outcome] = [Raised(asyncio.CancelledError())] * len(group)
+    elif (error := done.exception()) is not None:
+        outcomes = [Raised(error)] * len(group)
     else:
         outcomes = done.result()
     _deliver_outcomes(group, mine, outcomes)
 
 
 def _hand_over(queues: dict[GroupKey, GroupQueue], key: GroupKey, queue: GroupQueue) -> None:
-    """The next group's first live write runs it; with none left the queue goes."""
+    """The next group's first live write runs it (woken with no outcome); with none left the queue goes."""
     while queue.waiting:
         first = queue.waiting[0]
         if not first.future.done():
-            first.future.set_result(_YOUR_TURN)
+            first.future.set_result(None)
             return
         queue.waiting.pop(0)  # its task was cancelled while it waited
     queue.busy = False
@@ -132,20 +139,20 @@ def _hand_over(queues: dict[GroupKey, GroupQueue], key: GroupKey, queue: GroupQu
         del queues[key]
 
 
-async def _commit(group: list[PendingWrite]) -> list[tuple[bool, Any]]:
-    """Every write's outcome, ``(True, value)`` or ``(False, exception)``: one transaction for the
-    group, or one each once the group's raised (its transaction rolled back: nothing of it is left)."""
+async def _commit(group: list[PendingWrite[Any]]) -> list[_Outcome]:
+    """Every write's outcome: one transaction for the group, or one each once the group's raised
+    (its transaction rolled back: nothing of it is left)."""
     if len(group) > 1:
         try:
-            return [(True, v) for v in await plain_tx(_all, group)]
+            return [Wrote(v) for v in await plain_tx(_all, group)]
         except StoreUnavailableError as exc:  # the store is gone for all of them alike
-            return [(False, exc)] * len(group)
+            return [Raised(exc)] * len(group)
         except Exception:
             log.debug("a group of %d writes rolled back; writing each alone", len(group), exc_info=True)
-    outcomes: list[tuple[bool, Any]] = []
+    outcomes: list[_Outcome] = []
     for w in group:
         try:
-            outcomes.append((True, await plain_tx(w.fn, *w.args)))
+            outcomes.append(Wrote(await plain_tx(w.work)))
         except Exception as exc:  # noqa: BLE001 - handed to the write's own caller
-            outcomes.append((False, exc))
+            outcomes.append(Raised(exc))
     return outcomes

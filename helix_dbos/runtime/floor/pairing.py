@@ -8,7 +8,7 @@ ends all pair calls through here, so a call is answered the same way whichever o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict, cast
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -16,20 +16,11 @@ from ...definitions import Agent
 from ...ledger import attempts as attempt_rows
 from ...ledger import calls as call_rows
 from ...ledger import checkpoints as checkpoint_rows
-from ...ledger import fence_reads
 from ...ledger.records import CallRow, CheckpointRow, RunRow
 from ...ledger.statuses import CALL_SETTLED
 from ...recovery import Decision, Profile, SavedCall, ToolNow, decide
-from . import fence
 from .records import CheckTarget, StepRef
 from .registry import Env
-
-
-class FenceHead(TypedDict):
-    """What a step's transaction reads of the fence it passed: the run's agent and its stop record."""
-
-    agent_name: str
-    stop_kind: str | None
 
 
 def tools_now(agent: Agent) -> dict[str, ToolNow]:
@@ -68,37 +59,6 @@ def saved_call(row: CallRow) -> SavedCall:
 def calls_of_step(conn: sa.Connection, run_id: str, step: int, *, for_update: bool = False) -> list[CallRow]:
     """The calls one run saved at one step (a run is linear, so (run, step) names one reply)."""
     return call_rows.of_step(conn, run_id, step, for_update=for_update)
-
-
-def fenced_calls_of_step(conn: sa.Connection, run_id: str, saver: str, step: int, *, for_update: bool = False) -> tuple[FenceHead | None, list[CallRow]]:
-    """The fence for ``run_id`` and the calls ``saver`` saved at ``step``, in one statement
-    (``ledger.fence_reads.calls_beside_fence``: on Postgres the session row locked first).
-
-    Returns the run's ``agent_name`` and ``stop_kind`` when the fence let this workflow through,
-    else None: the caller takes ``fence.check`` (which says why, and raises) and reads the calls
-    itself (``fenced_step`` does both). A step with no calls also returns None (there is nothing to
-    read the fence beside)."""
-    if fence.current_workflow_id() not in (None, run_id):
-        return None, []
-    rows = fence_reads.calls_beside_fence(conn, run_id, saver, step, fence.STATUS_OF, for_update=for_update)
-    if not rows or not fence.head_passes(rows[0], run_id):
-        return None, []
-    head: FenceHead = {"agent_name": rows[0]["fence_agent"], "stop_kind": rows[0]["fence_stop"]}
-    for r in rows:
-        for k in fence_reads.CALLS_HEAD_KEYS:
-            del r[k]
-    return head, cast("list[CallRow]", rows)
-
-
-def fenced_step(conn: sa.Connection, run_id: str, saver: str, step: int, operation: str, *, for_update: bool = False) -> tuple[FenceHead, list[CallRow]]:
-    """Pass the fence for ``run_id`` and read the calls ``saver`` saved at ``step``: one read
-    (``fenced_calls_of_step``), or the full fence (``fence.check``, which raises a refusal for
-    ``operation``) and then the calls, when the fused read would not let it through."""
-    head, calls = fenced_calls_of_step(conn, run_id, saver, step, for_update=for_update)
-    if head is not None:
-        return head, calls
-    row = fence.check(conn, run_id, operation)
-    return {"agent_name": row["agent_name"], "stop_kind": row["stop_kind"]}, calls_of_step(conn, saver, step, for_update=for_update)
 
 
 def decisions(agent: Agent, profile: Profile, calls: Sequence[CallRow], entry: str, *, ask_checks: bool = True) -> dict[str, Decision]:

@@ -6,12 +6,16 @@ and its calls ``CallBrief``s (ordered into lanes as ``LaneCall``s). The gate (``
 one of three types (each with its ``action``): a body (or a child) goes ahead under a committed
 attempt (``RunGate``), a reconcile check must be asked first (``ReconcileGate``), or the call is
 answered without a body (``DoneGate``); a delegating call's is a ``ChildGate`` holding one. The result write
-answers a ``RecordOutcome``, a step commit or a run's end a ``StepOutcome``.
+answers a ``RecordOutcome``, a step commit or a run's end a ``StepOutcome``. A parent waiting on a child
+reads a ``ChildOutcome``; a companion's turn begins with a ``TurnBegun``; the API side's entries answer
+``OpenedRun``, ``Answered`` or ``StopRequested``, and the entry's prepare hands the first model request
+a ``Preread``.
 
 A record is a frozen dataclass (the reply and its planned calls, the entry's plan, the gate's answers,
-``ChildGate``, ``StepOutcome``, the result write's ``RecordOutcome``, ``LaneCall``); one a workflow records (a ``tx`` output, a model
-reply, a DBOS step's output, the run workflow's result) crosses the durable boundary through ``codec.py``, which writes
-the dict the code recorded before the record was a dataclass and reads it back, so a run started on
+``ChildGate``, ``StepOutcome``, the result write's ``RecordOutcome``, ``LaneCall``, the others above); one a
+workflow records (a ``tx`` output, a model reply, a DBOS step's output, the run workflow's result)
+crosses the durable boundary through ``codec.py``, which writes the dict the code recorded before the
+record was a dataclass and reads it back, so a run started on
 older code recovers on newer. Rows (the
 ledger's, ``ledger/records.py``; ``CallBrief``, ``Appended``, ``StepRef``, ``ReplyUsage``) are
 ``TypedDict``s, plain dicts at runtime recorded as JSON as they are: a replay hands back the same
@@ -22,16 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, final
+from typing import Any, Literal, TypedDict, final
 
 from ...ledger.records import CheckVerdict, NewCallRow
-from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, RunStatus
+from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, ReplayPolicy, RunStatus
 from ...ledger.user_json import JsonObject, ToolArgs
 from ...recovery.decide import BodyAction
 from ...views import StopStatus
-
-if TYPE_CHECKING:
-    from ...definitions.tools import ReplayPolicy
 
 #: The gate's answers: a body action of the recovery rules, ``reconcile``, or ``done`` (answered).
 GateAction = Literal[BodyAction, "reconcile", "done"]
@@ -139,6 +140,20 @@ class EntryPlan:
     mode: Literal["model", "recover"]
     recover: StepRef | None
     step: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Preread:
+    """The first model request's read (``model_request.preread``), made by the entry's prepare in its
+    own transaction and handed over in memory (``Env.prereads``, by run id), never recorded."""
+
+    step: int
+    base: int  # the last message number the read started after (-1: the session read whole)
+    stop: str | None
+    superseded: int
+    #: The active messages after ``base``: (message number, stored body).
+    rows: list[tuple[int, Any]]
 
 
 class CheckRequest(TypedDict):
@@ -340,7 +355,9 @@ class StepOutcome:
         return self.status == "committed"
 
 
-class OpenedRun(TypedDict):
+@final
+@dataclass(frozen=True, slots=True)
+class OpenedRun:
     """``entries.open_run``: the run an entry admitted, and the entry it was taken as."""
 
     run_id: str
@@ -352,7 +369,9 @@ class OpenedRun(TypedDict):
     queued: bool
 
 
-class Answered(TypedDict):
+@final
+@dataclass(frozen=True, slots=True)
+class Answered:
     """``entries.answer``: the suspended run, and the calls it still waits on."""
 
     run_id: str
@@ -360,12 +379,63 @@ class Answered(TypedDict):
     remaining: list[str]
 
 
-class StopRequested(TypedDict):
+@final
+@dataclass(frozen=True, slots=True)
+class StopRequested:
     """``entries.stop``: whether the run stopped here (it was suspended) and its status or the stop's."""
 
     run_id: str
     stopped: bool
     status: StopStatus
+
+
+class ChildOutcome:
+    """Where a child run stands as its parent waits (``child_outcome.child_state``): ``ChildDone``,
+    ``ChildLost`` or ``ChildWaiting``, told apart by type. Recorded as a DBOS step's output
+    (``helix.child_wait``) through ``codec``, as the dict it was before it was a dataclass, whose
+    ``state`` key says which."""
+
+    __slots__ = ()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ChildDone(ChildOutcome):
+    """The child run's row is at rest: its status, output and error, and its session."""
+
+    status: RunStatus
+    output: Any
+    error_code: str | None
+    error: str | None
+    child_session_id: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ChildLost(ChildOutcome):
+    """The child can no longer finish (``cause``: why, as ``subagent_lost`` reports it)."""
+
+    cause: str
+    message: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ChildWaiting(ChildOutcome):
+    """The child may still finish: the parent waits another slice."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class TurnBegun:
+    """``companions._begin_turn``: run the turn, await the run a duplicate began, or it is answered or
+    no longer needed; ``queue``/``partition``: the companion agent's entry queue when it has
+    ``max_running`` (``children.placement``), both None otherwise. Recorded (``helix.companion.begin``)
+    through ``codec`` as the dict it was before it was a dataclass."""
+
+    action: Literal["run", "await", "answered", "dropped"]
+    queue: str | None = None
+    partition: str | None = None
 
 
 __all__ = [
@@ -377,7 +447,11 @@ __all__ = [
     "CheckRequest",
     "CheckTarget",
     "CheckVerdict",
+    "ChildDone",
     "ChildGate",
+    "ChildLost",
+    "ChildOutcome",
+    "ChildWaiting",
     "DoneGate",
     "DoneOutcome",
     "EntryPlan",
@@ -387,6 +461,7 @@ __all__ = [
     "NewCallRow",
     "OpenedRun",
     "PlannedCall",
+    "Preread",
     "RaisedReply",
     "ReconcileGate",
     "RecordOutcome",
@@ -397,4 +472,5 @@ __all__ = [
     "StepOutcome",
     "StopRequested",
     "StoppedReply",
+    "TurnBegun",
 ]

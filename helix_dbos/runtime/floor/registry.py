@@ -22,7 +22,7 @@ Where the process-wide lookup (``current()``, ``env()``, ``installed()``) remain
 - the executor lock: the run's code asks the registry it holds (``registry.lock_held()``); there
   is no process-wide lookup for it.
 - ``runtime/flow`` and ``runtime/floor`` never call ``current()``, ``env()`` or ``installed()``
-  (``tests/test_single_sources.py`` counts them): the run's code reads the registry it was handed,
+  (``tests/unit/test_single_sources.py`` counts them): the run's code reads the registry it was handed,
   and the durable operations the ``serving`` one.
 
 ``install`` refuses a second registry while one is live, so a second ``Runtime`` in one process
@@ -33,7 +33,6 @@ one launch, and marks the registry ``stopping`` (its workflows' next ledger oper
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -47,32 +46,15 @@ from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError, RuntimeAlreadyLaunchedError, UnknownAgentError
 from ...recovery import Profile
 from ...settings import EnvSettings
+from ...views import RunResult
 from ..process.config import Settings
 from .handoff import Handoff
+from .records import Preread
 from .transcript import TranscriptCache
+from .write_queue import GroupKey, GroupQueue
 
 if TYPE_CHECKING:
     from ..process.executor_lock import ExecutorLock
-
-@dataclass
-class PendingWrite:
-    """A ledger write waiting for its group (``group_commit.write``)."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    future: asyncio.Future[Any]
-
-
-@dataclass
-class GroupQueue:
-    """One run's group-commit queue on one event loop (``group_commit.py``)."""
-
-    waiting: list[PendingWrite] = field(default_factory=list)
-    busy: bool = False
-
-
-#: A group-commit queue's key: (event loop, workflow, run).
-GroupKey = tuple[int, str | None, str]
 
 
 @dataclass
@@ -93,9 +75,9 @@ class Env:
     #: What each run driven here has loaded of its transcript (``transcript.TranscriptCache``).
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     #: The first model request's read, made by the entry's prepare (by run id: ``handoff.py``).
-    prereads: Handoff[str, Any] = field(default_factory=Handoff)
+    prereads: Handoff[str, Preread] = field(default_factory=Handoff)
     #: A run's result as the transaction that brought it to rest read it (by run id: ``handoff.py``).
-    settled: Handoff[str, Any] = field(default_factory=lambda: Handoff(size=256))
+    settled: Handoff[str, RunResult] = field(default_factory=lambda: Handoff(size=256))
 
     def agent(self, name: str) -> Agent:
         return agent_named(self.agents, name)

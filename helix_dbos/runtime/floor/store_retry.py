@@ -156,10 +156,14 @@ class Backoff:
     def next_delay(self, exc: BaseException, started: float | None = None) -> float:
         """How long to wait before the next try (``started``: when the failed try began, or last
         checked a connection out of the pool); raises
-        ``StoreUnavailableError`` once the window is spent. A pool checkout that timed out before
-        any outage began is tried again at once and opens no window (``is_pool_wait``)."""
+        ``StoreUnavailableError`` once the window is spent. A pool checkout that timed out is tried
+        again at once, and neither opens the window nor ends it (``is_pool_wait``): every connection
+        is held by a try that the database answers or that fails within its own bound, so the wait
+        ends either with a connection or with the next try meeting the outage itself. Ending it on a
+        pool wait turned 200 starts racing on one SQLite file into ``store_unavailable`` once a
+        busy lock had opened the window, while the database answered every one of them."""
         now = time.monotonic()
-        if self.deadline is None and is_pool_wait(exc):
+        if is_pool_wait(exc):
             log.info("no pooled connection free while %s (every one in use): still waiting for one", self.what)
             return 0.0
         if self.deadline is None:

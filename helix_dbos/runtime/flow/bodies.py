@@ -32,7 +32,7 @@ from ...ledger import calls as call_rows
 from ...ledger.statuses import CallStatus
 from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
-from ..floor.durable import plain_tx
+from ..floor.durable import Tries, plain_tx
 from ..floor.records import (
     BodyOutcome,
     DoneGate,
@@ -66,10 +66,9 @@ class _Gated:
     policy: str | None
 
 
-def _gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: str, tries: list[int], where: tuple[str, int] | None) -> _Gated:
+def _gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: str, tries: Tries, where: tuple[str, int] | None) -> _Gated:
     """The attempt gate, plus the call's tool and saved policy (for the span)."""
-    tries[0] += 1
-    out = gate.gate(conn, env, run_id, dispatch_id, token, retried=tries[0] > 1, where=where)
+    out = gate.gate(conn, env, run_id, dispatch_id, token, retried=tries.begin(), where=where)
     if isinstance(out, RunGate):  # the body goes ahead: its answer names both
         return _Gated(out, out.tool_name, out.replay)
     if isinstance(out, DoneGate) and out.settled_before:  # a replay reaching it: no span
@@ -91,15 +90,15 @@ async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tup
     """
     started = time.time_ns()
     await _hold_executor_lock(registry)  # no attempt is recorded by a process that lost its executor id
-    gated: _Gated = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+    gated = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, Tries(), where)
     answer = gated.answer
     while isinstance(answer, ReconcileGate):  # once: the verdict is on the row when the gate runs again
         await reconcile.ask_and_record(registry, run_id, dispatch_id, answer.check_request())
-        gated = await plain_tx(_gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, [0], where)
+        gated = await plain_tx(_gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, Tries(), where)
         answer = gated.answer
     if isinstance(answer, DoneGate) and answer.settled_before:
         return DoneOutcome(answer.status)
-    with tracing.span_since("helix.body_attempt", run_id, started, dispatch_id=dispatch_id, tool=gated.tool,
+    with tracing.span_since(tracing.BODY_ATTEMPT_SPAN, run_id, started, dispatch_id=dispatch_id, tool=gated.tool,
                             policy=gated.policy, decision=answer.action, attempt=answer.attempt if isinstance(answer, RunGate) else None) as s:
         out = await _body(registry, run_id, dispatch_id, answer)
         tracing.annotate(s, status=out.status)
@@ -157,7 +156,7 @@ async def _body(registry: Registry, run_id: str, dispatch_id: str, answer: DoneG
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
     written: BodyOutcome = await group_commit.write(
-        registry, run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate.attempt, status, result, error, [0], gate.tool_name
+        registry, run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate.attempt, status, result, error, Tries(), gate.tool_name
     )
     fence.raise_if_refused(written)
     crash_point("after_result", name)
@@ -165,7 +164,6 @@ async def _body(registry: Registry, run_id: str, dispatch_id: str, answer: DoneG
 
 
 def _record(
-    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, tries: list[int], tool_name: str | None = None
+    conn: sa.Connection, run_id: str, dispatch_id: str, attempt: int, status: CallStatus, result: Any, error: Any, tries: Tries, tool_name: str | None = None
 ) -> RecordOutcome:
-    tries[0] += 1
-    return gate.record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries[0] > 1, tool_name=tool_name)
+    return gate.record_once(conn, run_id, dispatch_id, attempt, status, result, error, retried=tries.begin(), tool_name=tool_name)

@@ -17,18 +17,27 @@ import asyncio
 import functools
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, Literal, Required, TypedDict
+from typing import TYPE_CHECKING, Final
 
 import sqlalchemy as sa
 
+from ...ledger.names import CHILD_WAIT_STEP
 from ...ledger.records import RunRow
 from ...ledger.runs import end_run, get_run
-from ...ledger.statuses import RUN_AT_REST, RUN_LIVE, RunStatus
+from ...ledger.statuses import RUN_AT_REST, RUN_LIVE
 from ...ledger.stops import request_stop, stop_of
 from ...ledger.user_json import JsonObject
 from ..floor import commits, fence, gate
 from ..floor.durable import DBOS_TERMINAL, plain_tx, poll_interval, step
-from ..floor.records import ChildGate, DoneGate, RecordOutcome
+from ..floor.records import (
+    ChildDone,
+    ChildGate,
+    ChildLost,
+    ChildOutcome,
+    ChildWaiting,
+    DoneGate,
+    RecordOutcome,
+)
 from ..process.dbos_private import workflow_status as dbos_status
 
 if TYPE_CHECKING:
@@ -37,38 +46,14 @@ if TYPE_CHECKING:
 #: Seconds one recorded wait step polls before it records "still waiting" and the next one starts.
 WAIT_SLICE: Final = 30.0
 
-class Outcome(TypedDict, total=False):
-    """Where a child run stands: ``done`` (its run row at rest: status, output, error), ``lost``
-    (``cause``, ``message``) or ``waiting``. Recorded as a DBOS step's output, so a plain dict."""
-
-    state: Required[Literal["done", "lost", "waiting"]]
-    status: RunStatus
-    output: Any
-    error_code: str | None
-    error: str | None
-    child_session_id: str
-    cause: str
-    message: str
-
 UNSUPPORTED_SUSPENSION = (
     "the sub-agent suspended on a client tool or an approval; sub-agents run unattended, so their "
     "client tools and approval-gated tools are not supported (its run was aborted)"
 )
 
 
-def _done(run: RunRow) -> Outcome:
-    return {
-        "state": "done",
-        "status": run["status"],
-        "output": run["output"],
-        "error_code": run["error_code"],
-        "error": run["error"],
-        "child_session_id": run["session_id"],
-    }
-
-
-def lost(cause: str, message: str) -> Outcome:
-    return {"state": "lost", "cause": cause, "message": message}
+def _done(run: RunRow) -> ChildDone:
+    return ChildDone(run["status"], run["output"], run["error_code"], run["error"], run["session_id"])
 
 
 def _propagate_stop(conn: sa.Connection, parent_run_id: str, child: RunRow | None) -> None:
@@ -80,7 +65,7 @@ def _propagate_stop(conn: sa.Connection, parent_run_id: str, child: RunRow | Non
         request_stop(conn, child["session_id"], child["run_id"], kind, f"parent run {parent_run_id}")
 
 
-def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> Outcome:
+def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> ChildOutcome:
     """Where the child run ``dispatch_id`` stands: done (its ledger row at rest), lost, or waiting.
 
     ``host_workflow_id`` is the companion workflow that will start the turn (None for a remote child,
@@ -96,32 +81,32 @@ def child_state(conn: sa.Connection, parent_run_id: str, dispatch_id: str, host_
         return _done(child)
     if own is not None:
         if own in DBOS_TERMINAL:
-            return lost(f"workflow_{own.lower()}", f"the sub-agent's workflow ended {own} without an outcome")
+            return ChildLost(f"workflow_{own.lower()}", f"the sub-agent's workflow ended {own} without an outcome")
     elif host_workflow_id is None:
-        return lost("not_found", "the sub-agent's workflow cannot be found")
+        return ChildLost("not_found", "the sub-agent's workflow cannot be found")
     elif host is None or host in DBOS_TERMINAL:
-        return lost("companion_gone", f"the companion's workflow ended ({host or 'not found'}) before it took this turn")
+        return ChildLost("companion_gone", f"the companion's workflow ended ({host or 'not found'}) before it took this turn")
     _propagate_stop(conn, parent_run_id, child)
-    return {"state": "waiting"}
+    return ChildWaiting()
 
 
-async def _wait_slice(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> Outcome:
+async def _wait_slice(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None) -> ChildOutcome:
     deadline = time.monotonic() + WAIT_SLICE
     delay = 0.01
     while True:
-        state: Outcome = await plain_tx(child_state, parent_run_id, dispatch_id, host_workflow_id)
-        if state["state"] != "waiting" or time.monotonic() >= deadline:
+        state = await plain_tx(child_state, parent_run_id, dispatch_id, host_workflow_id)
+        if not isinstance(state, ChildWaiting) or time.monotonic() >= deadline:
             return state
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, poll_interval(registry))
 
 
-async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None = None) -> Outcome:
+async def wait_for_child(registry: Registry, parent_run_id: str, dispatch_id: str, host_workflow_id: str | None = None) -> ChildDone | ChildLost:
     """Workflow code: recorded wait steps until the child is done or lost (never an endless single wait)."""
     wait_slice = functools.partial(_wait_slice, registry)
     while True:
-        state: Outcome = await step({"name": "helix.child_wait"}, wait_slice, parent_run_id, dispatch_id, host_workflow_id)
-        if state["state"] != "waiting":
+        state = await step({"name": CHILD_WAIT_STEP}, wait_slice, parent_run_id, dispatch_id, host_workflow_id, read_as=ChildOutcome)
+        if isinstance(state, ChildDone | ChildLost):
             return state
 
 
@@ -139,7 +124,7 @@ def _error(kind: str, message: str, **extra: str | None) -> JsonObject:
     return {"type": kind, "message": message, **{k: v for k, v in extra.items() if v is not None}}
 
 
-def record_outcome(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attempt: int, state: Outcome) -> RecordOutcome:
+def record_outcome(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attempt: int, state: ChildDone | ChildLost) -> RecordOutcome:
     """Answer the parent call from the child's outcome, fenced by the call's attempt.
 
     completed → the child's output is the tool result (structured when it has an ``output_type``);
@@ -147,12 +132,12 @@ def record_outcome(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str,
     ``subagent_unsupported``; lost → ``subagent_lost``, and a child run still marked running is ended
     ``failed`` so its session does not stay "running" forever.
     """
-    sid = state.get("child_session_id")
     child = get_run(conn, dispatch_id)
-    if state["state"] == "done":
-        status = state["status"]
+    if isinstance(state, ChildDone):
+        sid = state.child_session_id
+        status = state.status
         if status == "completed":
-            return gate.record(conn, run_id, dispatch_id, attempt, "ok", state["output"], None)
+            return gate.record(conn, run_id, dispatch_id, attempt, "ok", state.output, None)
         if status == "suspended_client_tool":
             error = _error("subagent_unsupported", UNSUPPORTED_SUSPENSION, child_session_id=sid)
         elif status == "interrupted":
@@ -160,16 +145,16 @@ def record_outcome(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str,
         else:
             error = _error(
                 "subagent_failed",
-                state.get("error") or "the sub-agent's run failed",
-                code=state.get("error_code"),
+                state.error or "the sub-agent's run failed",
+                code=state.error_code,
                 child_session_id=sid,
             )
     else:
         error = _error(
             "subagent_lost",
-            state["message"],
+            state.message,
             code="subagent_lost",
-            cause=state["cause"],
+            cause=state.cause,
             child_session_id=child["session_id"] if child is not None else None,
         )
     out = gate.record(conn, run_id, dispatch_id, attempt, "error", None, error)
@@ -178,6 +163,6 @@ def record_outcome(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str,
         if child["status"] == "suspended_client_tool":
             request_stop(conn, child["session_id"], dispatch_id, "abort", f"parent run {run_id}")
             commits.settle_stop(conn, child, "abort", env.agent(child["agent_name"]), env.profile)
-        elif child["status"] in RUN_LIVE and state["state"] == "lost":
-            end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state["message"])
+        elif child["status"] in RUN_LIVE and isinstance(state, ChildLost):
+            end_run(conn, dispatch_id, "failed", error_code="subagent_lost", error=state.message)
     return out

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, Literal, Required, TypedDict
+from typing import TYPE_CHECKING, Final, Literal, TypedDict
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
@@ -45,15 +45,24 @@ from ...ledger import calls as call_rows
 from ...ledger import companions as companion_rows
 from ...ledger import runs as run_rows
 from ...ledger import sessions as session_rows
+from ...ledger.names import (
+    COMPANION_BEGIN_TX,
+    COMPANION_CLOSE_TX,
+    COMPANION_END_TX,
+    COMPANION_GATE_TX,
+    COMPANION_RESULT_TX,
+    COMPANION_WORKFLOW,
+    TURN_TOPIC,
+)
 from ...ledger.statuses import CALL_SETTLED, RUN_AT_REST, RUN_LIVE
 from ..floor import durable, fence
 from ..floor.durable import DBOS_TERMINAL, tx
 from ..floor.gate import child_gate
-from ..floor.records import ChildGate, RecordOutcome
+from ..floor.records import ChildDone, ChildGate, ChildLost, RecordOutcome, TurnBegun
 from ..floor.runs import RunOpening, open_run_row
 from ..process.dbos_private import workflow_status as dbos_status
 from ..process.faults import crash_point, fail_point
-from .child_outcome import Outcome, record_outcome, unavailable, wait_for_child
+from .child_outcome import record_outcome, unavailable, wait_for_child
 from .children import Placement, enqueue_child, placement
 
 if TYPE_CHECKING:
@@ -61,8 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("helix_dbos")
 
-COMPANION_WORKFLOW: Final = "helix.companion"
-TURN_TOPIC: Final = "helix.turn"
 #: Turns one incarnation serves before it ends (when idle) and the next call starts a fresh one: a DBOS
 #: workflow replays its whole history on recovery, so an incarnation's history is kept short.
 MAX_TURNS_PER_INCARNATION: Final = 100
@@ -80,15 +87,6 @@ class Served(TypedDict):
 
     status: Literal["closed"]
     turns: int
-
-
-class TurnBegun(TypedDict, total=False):
-    """``_begin_turn``: run the turn, await the run a duplicate began, or it is answered/no longer needed;
-    ``queue``/``partition``: the companion agent's entry queue when it has ``max_running`` (``children.placement``)."""
-
-    action: Required[Literal["run", "await", "answered", "dropped"]]
-    queue: str
-    partition: str
 
 
 class TurnEnded(TypedDict):
@@ -167,7 +165,7 @@ def _parent_gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, i
 
 async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name: str) -> ChildGate:
     """Workflow code: gate, start the incarnation if it is new, send the turn (idempotent by dispatch id)."""
-    gate = await tx("helix.companion.gate", _parent_gate, registry.env, run_id, dispatch_id, registry.env.environment.companion_idle_seconds, read_as=ChildGate)
+    gate = await tx(COMPANION_GATE_TX, _parent_gate, registry.env, run_id, dispatch_id, registry.env.environment.companion_idle_seconds, read_as=ChildGate)
     crash_point("child_gated", tool_name)  # bound to its companion, not yet sent
     if gate.action == "done" or gate.attach != "send":
         return gate
@@ -182,11 +180,11 @@ async def dispatch(registry: Registry, run_id: str, dispatch_id: str, tool_name:
     return gate
 
 
-def _record(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attempt: int, state: Outcome, workflow_id: str) -> RecordOutcome:
+def _record(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, attempt: int, state: ChildDone | ChildLost, workflow_id: str) -> RecordOutcome:
     out = record_outcome(conn, env, run_id, dispatch_id, attempt, state)
     if out.refused:
         return out
-    if state["state"] == "lost" and state["cause"] == "companion_gone":
+    if isinstance(state, ChildLost) and state.cause == "companion_gone":
         companion_rows.mark_lost(conn, workflow_id)
     return out
 
@@ -197,7 +195,7 @@ async def settle(registry: Registry, run_id: str, gate: ChildGate) -> None:
     assert workflow_id is not None  # a companion's gate that goes ahead names its incarnation
     state = await wait_for_child(registry, run_id, dispatch_id, workflow_id)
     fail_point("child_result")
-    fence.raise_if_refused(await tx("helix.companion.result", _record, registry.env, run_id, dispatch_id, gate.attempt, state, workflow_id, read_as=RecordOutcome))
+    fence.raise_if_refused(await tx(COMPANION_RESULT_TX, _record, registry.env, run_id, dispatch_id, gate.attempt, state, workflow_id, read_as=RecordOutcome))
 
 
 # --- the companion's side --------------------------------------------------------------------------
@@ -209,11 +207,11 @@ def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: s
     comp = companion_rows.get(conn, companion_session_id=companion_session_id)
     where = placement(conn, comp["parent_session_id"], turn["agent_name"] if turn else comp["agent_name"], registry.env.limits) if comp else Placement()
     if turn is not None:
-        return {"action": "await" if turn["status"] in RUN_LIVE else "answered", **where}
+        return TurnBegun("await" if turn["status"] in RUN_LIVE else "answered", where.queue, where.partition)
     call = call_rows.get_call(conn, dispatch_id)
     if call is None or call["child_session_id"] != companion_session_id or call["status"] in CALL_SETTLED:
         # The parent stopped waiting (its call was answered for it): nobody needs this turn any more.
-        return {"action": "dropped"}
+        return TurnBegun("dropped")
     session = session_rows.get_session(conn, companion_session_id, for_update=True)
     assert session is not None
     env = registry.env
@@ -221,10 +219,10 @@ def _begin_turn(conn: sa.Connection, registry: Registry, companion_session_id: s
     claimed = open_run_row(conn, session, RunOpening(
         run_id=dispatch_id, entry="start" if int(session["run_count"]) == 0 else "turn",
         message=(call["args"] or {}).get("message", ""), max_steps=agent.max_steps, recovery=env.profile,
-        executor_id=env.settings.executor_id, queued="queue" in where,
+        executor_id=env.settings.executor_id, queued=where.queue is not None,
     ))
     assert claimed, "the companion session is only entered by its own workflow, under its row lock"
-    return {"action": "run", **where}
+    return TurnBegun("run", where.queue, where.partition)
 
 
 def _end_turn(conn: sa.Connection, companion_session_id: str, dispatch_id: str) -> TurnEnded:
@@ -258,18 +256,18 @@ async def _companion(registry: Registry, companion_session_id: str, idle: float)
     served = 0
     while True:
         full = served >= MAX_TURNS_PER_INCARNATION
-        if full and (await tx("helix.companion.close", _close_if_idle, companion_session_id, me))["closed"]:
+        if full and (await tx(COMPANION_CLOSE_TX, _close_if_idle, companion_session_id, me))["closed"]:
             return {"status": "closed", "turns": served}
         message = await DBOS.recv_async(TURN_TOPIC, timeout_seconds=idle)
         if message is None:
-            if (await tx("helix.companion.close", _close_if_idle, companion_session_id, me))["closed"]:
+            if (await tx(COMPANION_CLOSE_TX, _close_if_idle, companion_session_id, me))["closed"]:
                 return {"status": "closed", "turns": served}
             continue
         dispatch_id = str(message["dispatch_id"])
-        begun = await tx("helix.companion.begin", _begin_turn, registry, companion_session_id, dispatch_id)
-        if begun["action"] in ("run", "await"):
-            if "queue" in begun:  # the agent's limit counts its turns: they wait on its entry queue
-                handle = await enqueue_child(registry, dispatch_id, begun["queue"], begun.get("partition"))
+        begun = await tx(COMPANION_BEGIN_TX, _begin_turn, registry, companion_session_id, dispatch_id, read_as=TurnBegun)
+        if begun.action in ("run", "await"):
+            if begun.queue is not None:  # the agent's limit counts its turns: they wait on its entry queue
+                handle = await enqueue_child(registry, dispatch_id, begun.queue, begun.partition)
             else:
                 with SetWorkflowID(dispatch_id):
                     handle = await DBOS.start_workflow_async(registry.run_workflow, dispatch_id)
@@ -277,8 +275,8 @@ async def _companion(registry: Registry, companion_session_id: str, idle: float)
                 await handle.get_result(polling_interval_sec=durable.poll_interval(registry))
             except Exception:  # cancelled or dead-lettered turn: _end_turn answers it as lost
                 log.warning("companion %s: turn %s ended without a result", companion_session_id, dispatch_id, exc_info=True)
-        await tx("helix.companion.end", _end_turn, companion_session_id, dispatch_id)
+        await tx(COMPANION_END_TX, _end_turn, companion_session_id, dispatch_id)
         served += 1
 
 
-__all__ = ["COMPANION_WORKFLOW", "TURN_TOPIC", "dispatch", "register", "settle"]
+__all__ = ["dispatch", "register", "settle"]

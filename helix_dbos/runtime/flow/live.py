@@ -34,8 +34,8 @@ from pydantic_ai.messages import (
 
 from ...definitions import Agent
 from ...definitions.context import RunScope
+from ...ledger.names import LIVE_STREAM
 
-LIVE_KEY = "helix.live"
 FLUSH_SEC = 0.1
 log = logging.getLogger("helix_dbos")
 
@@ -94,7 +94,7 @@ def _delta(event: object) -> LiveDelta | None:
 
 async def _write(value: LiveValue) -> None:
     try:
-        await DBOS.write_stream_async(LIVE_KEY, value)
+        await DBOS.write_stream_async(LIVE_STREAM, value)
     except Exception:  # best effort: a lost delta never fails the model step
         log.debug("live output write failed", exc_info=True)
 
@@ -145,8 +145,8 @@ def read(run_id: str, timeout: float | None = None, client: Any = None) -> Itera
     ``client``: a ``DBOSClient`` to read through, for a front end (``mode="client"``), which launches
     no DBOS; the stream is rows of the system database either way. ``timeout`` bounds the wait for
     each value (``TimeoutError`` past it, whichever reads)."""
-    values = DBOS.read_stream(run_id, LIVE_KEY, timeout_seconds=timeout) if client is None else (
-        client.read_stream(run_id, LIVE_KEY, timeout_seconds=timeout, polling_interval_sec=CLIENT_POLL_SEC))
+    values = DBOS.read_stream(run_id, LIVE_STREAM, timeout_seconds=timeout) if client is None else (
+        client.read_stream(run_id, LIVE_STREAM, timeout_seconds=timeout, polling_interval_sec=CLIENT_POLL_SEC))
     try:
         yield from values
     except dbos_error.DBOSStreamTimeoutError as exc:
@@ -155,8 +155,8 @@ def read(run_id: str, timeout: float | None = None, client: Any = None) -> Itera
 
 async def read_async(run_id: str, timeout: float | None = None, client: Any = None) -> AsyncIterator[LiveValue]:
     """``read`` for an event loop (the service's server-sent events)."""
-    values = DBOS.read_stream_async(run_id, LIVE_KEY, timeout_seconds=timeout) if client is None else (
-        client.read_stream_async(run_id, LIVE_KEY, timeout_seconds=timeout, polling_interval_sec=CLIENT_POLL_SEC))
+    values = DBOS.read_stream_async(run_id, LIVE_STREAM, timeout_seconds=timeout) if client is None else (
+        client.read_stream_async(run_id, LIVE_STREAM, timeout_seconds=timeout, polling_interval_sec=CLIENT_POLL_SEC))
     try:
         async for value in values:
             yield value

@@ -15,7 +15,6 @@ record is read in the same breath, so a stop lands before the next model request
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -25,11 +24,12 @@ import sqlalchemy as sa
 
 from ...definitions import Agent
 from ...errors import StoreUnavailableError
-from ...ledger import fence_reads, rate
+from ...ledger import rate
 from ...ledger import usage as usage_rows
+from ...ledger.names import agent_rate_key
 from ..floor import codec, fence, transcript
 from ..floor.durable import plain_tx
-from ..floor.records import ModelReply, Reply, ReplyUsage, StoppedReply
+from ..floor.records import ModelReply, Preread, Reply, ReplyUsage, StoppedReply
 from ..floor.registry import Env
 from ..process import tracing
 from . import provider_errors, scopes
@@ -51,25 +51,14 @@ def _usage(response: ModelResponse) -> ReplyUsage:
     }
 
 
-def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[Any]]:
+def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> tuple[str | None, int, list[tuple[int, Any]]]:
     """The fence, the stop record, how many of the session's messages are superseded (a rewind
     since the cache was filled changes it), and the active messages after ``after_seq``: one
-    statement, whether or not anything was added.
-
-    The fence's conditions are read unlocked, beside the messages: a read has nothing to protect
-    (the model is paid after this transaction ends, so no lock held here could cover it; the append
-    that saves the reply is the fenced write). Anything the fence would refuse takes the full
-    ``fence.check``, which raises what it raises.
-    """
-    rows = fence_reads.messages_beside_fence(conn, run_id, session_id, after_seq, fence.STATUS_OF)
-    head = rows[0]
-    if fence.head_passes(head, run_id):
-        stop = head.fence_stop
-    else:
-        stop = fence.check(conn, run_id, "model request")["stop_kind"]  # a fork or a superseded run never asks the model
+    statement, whether or not anything was added (``fence.new_messages``)."""
+    stop, rows = fence.new_messages(conn, run_id, session_id, after_seq, "model request")
     if stop is not None:
         return stop, 0, []
-    return None, int(head.superseded), [(int(r.seq), r.body) for r in rows if r.seq is not None]
+    return None, int(rows[0].superseded), [(int(r.seq), r.body) for r in rows if r.seq is not None]
 
 
 def check_usage_limits(limits: Any, used: Mapping[str, int], reply: ModelReply) -> None:
@@ -172,7 +161,7 @@ async def live_model_request_step(e: Env, run_id: str, session_id: str, agent_na
 async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
     """One model request, no retry, inside its ``helix.model_request`` span (not a DBOS step: ``ask``
     retries it, ``live_model_request_step`` makes it one)."""
-    with tracing.span("helix.model_request", run_id, session_id=session_id, agent=agent_name, step=step) as s:
+    with tracing.span(tracing.MODEL_REQUEST_SPAN, run_id, session_id=session_id, agent=agent_name, step=step) as s:
         reply = await _model_request(e, run_id, session_id, agent_name, step)
         if isinstance(reply, ModelReply):
             usage = reply.usage
@@ -181,17 +170,6 @@ async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, ste
         else:
             tracing.annotate(s, stopped=reply.stopped)
         return reply
-
-
-@dataclasses.dataclass(frozen=True)
-class Preread:
-    """The first model request's read, made by the entry's prepare in its own transaction."""
-
-    step: int
-    base: int  # the last message number the read started after (-1: the session read whole)
-    stop: str | None
-    superseded: int
-    rows: list[Any]
 
 
 def preread(conn: sa.Connection, e: Env, run_id: str, session_id: str, step: int) -> Preread:
@@ -252,7 +230,7 @@ async def _rate_turn(e: Env, agent_name: str, run_id: str) -> float | None:
     n, period = lim.model_requests
     while True:
         began = time.monotonic()
-        grant = await plain_tx(rate.try_grant, f"agent:{agent_name}", n, period + SEND_ALLOWANCE, run_id)
+        grant = await plain_tx(rate.try_grant, agent_rate_key(agent_name), n, period + SEND_ALLOWANCE, run_id)
         if grant.epoch is not None:
             return began
         # a stop requested during the wait (which may last a whole period) is honoured within a
@@ -299,7 +277,7 @@ def _stop_kind(conn: sa.Connection, run_id: str) -> str | None:
     return fence.check(conn, run_id, "model request")["stop_kind"]
 
 
-async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[Any]) -> ModelReply:
+async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[tuple[int, Any]]) -> ModelReply:
     loaded += transcript.load([body for _, body in rows])
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)

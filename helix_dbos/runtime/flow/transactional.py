@@ -164,7 +164,7 @@ def _body_and_result(conn: sa.Connection, registry: Registry, run_id: str, dispa
     crash_point("after_body", tool.name)  # dies with the transaction open: the body's writes never commit
     if _escaped(registry, dispatch_id, attempt):
         raise _Escaped()
-    reason, _ = fence.why_refused(conn, run_id, fence.current_workflow_id())
+    reason = fence.refused(conn, run_id)
     if reason is not None:
         raise _Refused(f"result write refused: {reason}")
     call = call_rows.get_call(conn, dispatch_id, for_update=True)

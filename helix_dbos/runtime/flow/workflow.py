@@ -33,6 +33,16 @@ from ...errors import (
     helix_code,
 )
 from ...ledger.engine import without_sql
+from ...ledger.names import (
+    APPEND_TX,
+    COMMIT_TX,
+    FAIL_TX,
+    MODEL_STEP,
+    PREPARE_TX,
+    RUN_WORKFLOW,
+    SAVED_CALLS_TX,
+    STOP_TX,
+)
 from ...ledger.records import FenceRow, RunRow
 from ...ledger.runs import get_run
 from ...ledger.statuses import BODY_KINDS
@@ -47,6 +57,7 @@ from ..floor.records import (
     EntryPlan,
     LaneCall,
     ModelReply,
+    Preread,
     RaisedReply,
     Reply,
     ReplyRecord,
@@ -62,7 +73,6 @@ from . import children, companions, reconcile, scopes
 from .bodies import run_body
 from .model_request import (
     ModelRequestFailed,
-    Preread,
     RecordedFailure,
     ask,
     live_model_request_step,
@@ -70,7 +80,6 @@ from .model_request import (
 )
 from .planning import gives_no_output, starts_a_body
 
-RUN_WORKFLOW = "helix.run"
 #: Call kinds answered by a child workflow rather than a body of the parent.
 CHILD_KINDS: Final = frozenset({"remote", "companion"})
 log = logging.getLogger("helix_dbos")
@@ -139,7 +148,7 @@ async def _run_once(registry: Registry, run_id: str) -> JsonObject:
     e = registry.env
     workflow_id = DBOS.workflow_id
     if workflow_id != run_id:  # a DBOS fork: a new workflow over the run's input is never the run
-        raise await _refused(e, run_id, workflow_id, RunFencedError(f"workflow refused: {fence.why_refused_fork(run_id, workflow_id)}"))
+        raise await _refused(e, run_id, workflow_id, fence.fork_refusal(run_id, workflow_id))
     try:
         return _output(await _drive(registry, run_id))
     except (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
@@ -155,7 +164,7 @@ async def _run_once(registry: Registry, run_id: str) -> JsonObject:
         # DBOS retries this transaction until the store answers: after an outage past the window the
         # failure is written once the database is back, pairing every call the run left unanswered.
         try:
-            return _output(await _ending(e, "helix.fail", commits.fail_run, run_id, code, error))
+            return _output(await _ending(e, FAIL_TX, commits.fail_run, run_id, code, error))
         except Exception as again:
             if fence.is_fenced(again):
                 raise await _refused(e, run_id, workflow_id, again) from None
@@ -203,10 +212,8 @@ def failure(exc: BaseException) -> tuple[str, str]:
 
 
 async def _refused(e: Env, run_id: str, workflow_id: str | None, exc: BaseException) -> RunFencedError:
-    """Record the refusal (one event, no other write) and give the typed error DBOS will record."""
-    message = str(exc) or "refused by the run fence"
-    await durable.off_loop(fence.refuse, e.engine, run_id, workflow_id, message)
-    return exc if isinstance(exc, RunFencedError) else RunFencedError(message)
+    """Record the refusal (one event, no other write) and give the typed error DBOS will record (``fence.refuse``)."""
+    return await durable.off_loop(fence.refuse, e.engine, run_id, workflow_id, exc)
 
 
 async def _settle_cancel(e: Env, run_id: str) -> None:
@@ -229,9 +236,9 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
     # the tool as it is now), and the read is skipped: one transaction fewer per run.
     if _defines_checks(e):
         await reconcile.ask_before(registry, run_id, commits.redirect_checks)
-    prepare_entry = tracing.traced(commits.PREPARE_TX, commits.prepare_entry, run_id, lambda p: {"mode": p.mode, "step": p.step})
+    prepare_entry = tracing.traced(tracing.PREPARE_SPAN, commits.prepare_entry, run_id, lambda p: {"mode": p.mode, "step": p.step})
     plan, first_read = await tx_and_read(
-        commits.PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, e, run_id, plan), e, run_id, read_as=EntryPlan
+        PREPARE_TX, prepare_entry, lambda conn, plan: _first_read(conn, e, run_id, plan), e, run_id, read_as=EntryPlan
     )
     if first_read is not None:
         e.prereads.put(run_id, first_read)
@@ -251,24 +258,24 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
         reply, recorded_already = await _model_reply(e, run_id, sid, agent.name, step_no)
         used += 1
         if isinstance(reply, StoppedReply):
-            return await _ending(e, "helix.stop", commits.stop_run, run_id, reply.stopped)
+            return await _ending(e, STOP_TX, commits.stop_run, run_id, reply.stopped)
         if recorded_already:
             crash_point("after_model")
         planned = reply.planned
         if starts_a_body(planned):
-            append = tracing.traced("helix.append", commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
+            append = tracing.traced(tracing.APPEND_SPAN, commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
             if recorded_already:
-                saved = await tx("helix.append", append, run_id, sid, step_no, reply, planned)
+                saved = await tx(APPEND_TX, append, run_id, sid, step_no, reply, planned)
             else:  # the reply's record and the append commit together (``durable.tx_with_reply``)
-                saved = await durable.tx_with_reply(reply, "helix.append", append, run_id, sid, step_no, reply, planned)
+                saved = await durable.tx_with_reply(reply, APPEND_TX, append, run_id, sid, step_no, reply, planned)
                 crash_point("after_model")
             crash_point("after_append")
             outcome = await _answer_saved_calls(registry, run_id, sid, saved, saved["calls"])
         else:
             crash_point("before_step_commit")
             fail_point("step_commit")
-            commit = tracing.traced("helix.step_commit", commits.commit_without_bodies, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
-            outcome = await _ending(e, "helix.commit", commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
+            commit = tracing.traced(tracing.STEP_COMMIT_SPAN, commits.commit_without_bodies, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
+            outcome = await _ending(e, COMMIT_TX, commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
             crash_point("after_step_commit")
         if not outcome.goes_on:
             return outcome
@@ -296,7 +303,7 @@ async def _model_reply(e: Env, run_id: str, sid: str, agent_name: str, step_no: 
     """
     if e.live_output:
         # the retry budget is the step's own (``model_request.ask``, inside it): DBOS retries nothing
-        options: StepOptions = {"name": "helix.model", "retries_allowed": False}
+        options: StepOptions = {"name": MODEL_STEP, "retries_allowed": False}
         reply = await step(options, functools.partial(live_model_request_step, e), run_id, sid, agent_name, step_no, read_as=ReplyRecord)
         return reply, True  # recorded by DBOS as the reply's JSON (``codec``), read back as the reply
     replayed = await durable.replayed_reply()
@@ -375,7 +382,7 @@ async def _answer_saved_calls(registry: Registry, run_id: str, sid: str, ref: St
     """Bodies for every unanswered call of a saved step (one the ledger holds: the append checkpoint
     just saved it, or a recovered run's), then its step commit."""
     if calls is None:
-        calls = await tx("helix.saved_calls", commits.calls_to_gate, run_id, ref)
+        calls = await tx(SAVED_CALLS_TX, commits.calls_to_gate, run_id, ref)
     calls = [c for c in calls if c["kind"] in BODY_KINDS]
     local = [c for c in calls if c["kind"] not in CHILD_KINDS]
     # Remote children and companion turns: gated, started or sent in reply order (workflow code).
@@ -398,8 +405,8 @@ async def _answer_saved_calls(registry: Registry, run_id: str, sid: str, ref: St
 
     crash_point("before_step_commit")
     fail_point("step_commit")
-    commit = tracing.traced("helix.step_commit", commits.commit_after_bodies, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
-    outcome = await _ending(registry.env, "helix.commit", commit, run_id, sid, ref)
+    commit = tracing.traced(tracing.STEP_COMMIT_SPAN, commits.commit_after_bodies, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
+    outcome = await _ending(registry.env, COMMIT_TX, commit, run_id, sid, ref)
     crash_point("after_step_commit")
     return outcome
 

@@ -3,10 +3,10 @@
 helix_dbos needs a few things DBOS does not offer publicly. Each is one function or constant below,
 with why the public API does not serve, checked against ``CHECKED_AGAINST`` (the installed dbos,
 read in its source). Nothing else in helix_dbos/ or bench/ touches DBOS's private names or tables
-(``tests/test_dbos_private.py`` checks both that and that each of these still has the shape used,
+(``tests/runtime/test_dbos_private.py`` checks both that and that each of these still has the shape used,
 so a DBOS upgrade that moves one fails that test loudly rather than a run quietly).
 
-It is also the one runtime module that writes SQL itself (``tests/test_sql_in_ledger.py`` allows it
+It is also the one runtime module that writes SQL itself (``tests/unit/test_sql_in_ledger.py`` allows it
 by name): DBOS's tables are DBOS's, not the ledger's, so their statements stay beside the rest of
 what helix knows about DBOS's insides instead of moving to ``helix_dbos/ledger/``.
 """

@@ -3,7 +3,8 @@
 DBOS recovers a PENDING workflow by its executor id: two live processes sharing one id re-run each
 other's steps. So each process holds an exclusive lock on its id: a Postgres session advisory lock
 (released by the server when the process dies, however it dies) or an OS file lock beside the
-SQLite file. A process that asked for a specific id fails if it is held; one that did not takes the
+SQLite file: ``AdvisoryBackend`` or ``FileBackend``, one ``_Backend`` chosen by the database when the
+``ExecutorLock`` is built. A process that asked for a specific id fails if it is held; one that did not takes the
 first free slot of the host's default ids, so a restarted worker gets its old id back.
 
 A session lock also goes when its *connection* goes (a Postgres restart, ``pg_terminate_backend``)
@@ -40,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
@@ -95,19 +96,196 @@ def _gone_from_this_host(host: str | None, pid: int | None) -> bool:
     return False
 
 
+class _Backend(Protocol):
+    """Where an executor id's lock lives, chosen once per ``ExecutorLock`` by the database: an OS
+    file lock beside a SQLite file (``FileBackend``), a Postgres session advisory lock (``AdvisoryBackend``)."""
+
+    #: Monotonic time before which a newcomer must not act: an unclean holder's lease plus ``TAKEOVER_MARGIN``.
+    wait_until: float
+
+    def take(self, executor_id: str, lease: float, *, wait: bool) -> bool:
+        """Take the id's lock if free (``wait=False``: not if its last holder may still be alive)."""
+        ...
+
+    def confirm(self, executor_id: str) -> bool:
+        """Whether this process still holds the lock (True: confirmed just now)."""
+        ...
+
+    def regain(self, executor_id: str) -> bool | None:
+        """Re-acquire a lost lock: True done, False someone else took the id, None try again."""
+        ...
+
+    def release(self, executor_id: str | None) -> None:
+        """Give the lock back (a no-op when none is held), marking a clean release where it can."""
+        ...
+
+
+class FileBackend:
+    """An exclusive ``flock`` on a file named after the id, in a directory beside the SQLite file:
+    the OS releases it when the process dies, however it dies."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.wait_until = 0.0  # a file lock is never held by a cut-off process: nobody waits
+        self.fd: int | None = None
+        self.path: Path | None = None
+
+    def take(self, executor_id: str, lease: float, *, wait: bool) -> bool:
+        path = sqlite_path(self.database_url)
+        base = Path(f"{path}.executors") if path else Path(os.environ.get("TMPDIR", "/tmp")) / "helix-executors"
+        base.mkdir(parents=True, exist_ok=True)
+        lock_path = base / f"{hashlib.sha1(executor_id.encode()).hexdigest()}.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd, self.path = fd, lock_path
+        return True
+
+    def confirm(self, executor_id: str) -> bool:
+        """The locked file is still the one at its path (a removed file could be locked anew by another process)."""
+        if self.fd is None:
+            return False
+        try:
+            return self.path is not None and os.fstat(self.fd).st_ino == os.stat(self.path).st_ino
+        except OSError:
+            return False
+
+    def regain(self, executor_id: str) -> bool | None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        return self.take(executor_id, 0.0, wait=True)
+
+    def release(self, executor_id: str | None) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class AdvisoryBackend:
+    """A Postgres session advisory lock on the id's random key (``helix_private.executor_locks``),
+    on a connection of its own: the server releases it when the process or the connection dies."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.wait_until = 0.0
+        self.conn: sa.Connection | None = None
+        self.engine: sa.Engine | None = None
+        self.key: int | None = None
+        self.generation: int | None = None
+
+    def _connect(self) -> sa.Connection:
+        if self.engine is None:
+            self.engine = create_sync_engine(
+                self.database_url,
+                poolclass=sa.pool.NullPool,
+                connect_args={"application_name": APPLICATION_NAME, "connect_timeout": 2, "options": "-c statement_timeout=5000"},
+            )
+        return self.engine.connect()
+
+    def _lock_row(self, conn: sa.Connection, executor_id: str) -> sa.Row[Any]:
+        return executor_locks.lock_row(conn, executor_id, secrets.randbits(63))
+
+    def _take_key(self, conn: sa.Connection, executor_id: str, key: int) -> int | None:
+        """Lock ``key``, or a fresh key if ``key`` is held by a role that is no runtime; None if a runtime holds it."""
+        if executor_locks.try_lock(conn, key):
+            return key
+        if executor_locks.held_by_runtime(conn, key):
+            return None
+        fresh = secrets.randbits(63)  # held by an intruder (or just released): never wait for it
+        executor_locks.set_key(conn, executor_id, fresh)
+        log.warning("executor %s: its lock key was held by a role that is no runtime; drew a new key", executor_id)
+        return fresh if executor_locks.try_lock(conn, fresh) else None
+
+    def take(self, executor_id: str, lease: float, *, wait: bool) -> bool:
+        conn = self.conn = self.conn or self._connect()
+        row = self._lock_row(conn, executor_id)
+        key = self._take_key(conn, executor_id, int(row.lock_key))
+        if key is None:
+            conn.rollback()
+            return False
+        if not wait and row.age is not None and not _gone_from_this_host(row.host, row.pid):
+            last_lease = float(row.lease_seconds) if row.lease_seconds is not None else DEFAULT_LEASE
+            if float(row.age) < last_lease + TAKEOVER_MARGIN:
+                # Its holder may be alive and cut off: leave it everything (generation, marker) as it was.
+                conn.rollback()
+                executor_locks.unlock(conn, key)
+                conn.commit()
+                return False
+        generation = int(row.generation) + 1
+        executor_locks.acquired(conn, executor_id, generation, socket.gethostname(), os.getpid(), lease)
+        conn.commit()
+        self.key, self.generation = key, generation
+        if row.age is not None and not _gone_from_this_host(row.host, row.pid):
+            # the last holder never released it: it may be alive, cut off, and exits within its lease
+            last_lease = float(row.lease_seconds) if row.lease_seconds is not None else DEFAULT_LEASE
+            self.wait_until = time.monotonic() + max(0.0, last_lease + TAKEOVER_MARGIN - float(row.age))
+        return True
+
+    def confirm(self, executor_id: str) -> bool:
+        if self.conn is None or self.key is None:
+            return False
+        try:
+            done = executor_locks.confirm(self.conn, executor_id, self.generation, self.key)
+            self.conn.commit()
+            return done
+        except sa.exc.DBAPIError:
+            return False
+
+    def regain(self, executor_id: str) -> bool | None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:  # a dead connection may fail to close; it is gone either way
+                log.debug("closing the lost lock connection failed", exc_info=True)
+            self.conn = None
+        try:
+            conn = self.conn = self._connect()
+            row = self._lock_row(conn, executor_id)
+            if int(row.generation) != self.generation:
+                conn.rollback()
+                return False  # another process acquired the id since: it may have acted on it
+            key = self._take_key(conn, executor_id, int(row.lock_key))
+            if key is None:
+                conn.rollback()
+                return False
+            executor_locks.regained(conn, executor_id)
+            conn.commit()
+            self.key = key
+            return True
+        except sa.exc.DBAPIError:
+            log.warning("executor %s: could not reach the database to re-acquire its lock", executor_id, exc_info=True)
+            return None
+
+    def release(self, executor_id: str | None) -> None:
+        if self.conn is not None:
+            try:
+                if self.generation is not None and executor_id is not None:
+                    executor_locks.released(self.conn, executor_id, self.generation)
+                    self.conn.commit()
+            except sa.exc.DBAPIError:  # the connection is gone, and the lock with it
+                log.debug("could not mark executor %s released", executor_id, exc_info=True)
+            finally:
+                self.conn.close()
+                self.conn = None
+        if self.engine is not None:
+            self.engine.dispose()
+            self.engine = None
+
+
 class ExecutorLock:
+    """One executor id's lock, held for the process's life and watched (see the module's docstring)."""
+
     def __init__(self, database_url: str, lease: float | None = None) -> None:
         self.database_url = database_url
         #: How long this holder may go unconfirmed before it exits (and a newcomer may act).
         self.lease = lease if lease is not None else from_environ().takeover_after  # HELIX_DBOS_TAKEOVER_AFTER
         self.executor_id: str | None = None
-        self._conn: sa.Connection | None = None
-        self._engine: sa.Engine | None = None
-        self._fd: int | None = None
-        self._path: Path | None = None
-        self._key: int | None = None
-        self._generation: int | None = None
-        self._wait_until: float = 0.0  # monotonic time the newcomer may act (the holder's lease plus TAKEOVER_MARGIN)
+        #: The lock's backend, chosen once by the database (``FileBackend`` for SQLite, else ``AdvisoryBackend``).
+        self.backend: _Backend = FileBackend(database_url) if is_sqlite(database_url) else AdvisoryBackend(database_url)
         self._held = threading.Event()
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by ``held()`` wanting a fresh confirmation, and by release
@@ -126,75 +304,10 @@ class ExecutorLock:
 
     # --- acquiring -------------------------------------------------------------------------------
 
-    def _try_file(self, executor_id: str) -> bool:
-        path = sqlite_path(self.database_url)
-        base = Path(f"{path}.executors") if path else Path(os.environ.get("TMPDIR", "/tmp")) / "helix-executors"
-        base.mkdir(parents=True, exist_ok=True)
-        lock_path = base / f"{hashlib.sha1(executor_id.encode()).hexdigest()}.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._fd, self._path = fd, lock_path
-        return True
-
-    def _connect(self) -> sa.Connection:
-        if self._engine is None:
-            self._engine = create_sync_engine(
-                self.database_url,
-                poolclass=sa.pool.NullPool,
-                connect_args={"application_name": APPLICATION_NAME, "connect_timeout": 2, "options": "-c statement_timeout=5000"},
-            )
-        return self._engine.connect()
-
-    def _lock_row(self, conn: sa.Connection, executor_id: str) -> sa.Row[Any]:
-        return executor_locks.lock_row(conn, executor_id, secrets.randbits(63))
-
-    def _take_key(self, conn: sa.Connection, executor_id: str, key: int) -> int | None:
-        """Lock ``key``, or a fresh key if ``key`` is held by a role that is no runtime; None if a runtime holds it."""
-        if executor_locks.try_lock(conn, key):
-            return key
-        if executor_locks.held_by_runtime(conn, key):
-            return None
-        fresh = secrets.randbits(63)  # held by an intruder (or just released): never wait for it
-        executor_locks.set_key(conn, executor_id, fresh)
-        log.warning("executor %s: its lock key was held by a role that is no runtime; drew a new key", executor_id)
-        return fresh if executor_locks.try_lock(conn, fresh) else None
-
-    def _try_pg(self, executor_id: str, wait: bool = True) -> bool:
-        conn = self._conn = self._conn or self._connect()
-        row = self._lock_row(conn, executor_id)
-        key = self._take_key(conn, executor_id, int(row.lock_key))
-        if key is None:
-            conn.rollback()
-            return False
-        if not wait and row.age is not None and not _gone_from_this_host(row.host, row.pid):
-            lease = float(row.lease_seconds) if row.lease_seconds is not None else DEFAULT_LEASE
-            if float(row.age) < lease + TAKEOVER_MARGIN:
-                # Its holder may be alive and cut off: leave it everything (generation, marker) as it was.
-                conn.rollback()
-                executor_locks.unlock(conn, key)
-                conn.commit()
-                return False
-        generation = int(row.generation) + 1
-        executor_locks.acquired(conn, executor_id, generation, socket.gethostname(), os.getpid(), self.lease)
-        conn.commit()
-        self._key, self._generation = key, generation
-        if row.age is not None and not _gone_from_this_host(row.host, row.pid):
-            # the last holder never released it: it may be alive, cut off, and exits within its lease
-            lease = float(row.lease_seconds) if row.lease_seconds is not None else DEFAULT_LEASE
-            self._wait_until = time.monotonic() + max(0.0, lease + TAKEOVER_MARGIN - float(row.age))
-        return True
-
-    def _try(self, executor_id: str, wait: bool = True) -> bool:
-        return self._try_file(executor_id) if is_sqlite(self.database_url) else self._try_pg(executor_id, wait)
-
     def acquire(self, requested: str | None, *, wait: bool = True) -> str:
         """Take the id (or the first free default one); once this returns, no other live process acts on it."""
         if requested:
-            if not self._try(requested, wait):
+            if not self.backend.take(requested, self.lease, wait=wait):
                 self.release()
                 raise ExecutorIdInUseError(
                     f"executor id {requested!r} is held by another live process",
@@ -204,7 +317,7 @@ class ExecutorLock:
         else:
             host = socket.gethostname()
             for slot in range(MAX_DEFAULT_SLOTS):
-                if self._try(f"{host}-{slot}"):
+                if self.backend.take(f"{host}-{slot}", self.lease, wait=True):
                     chosen = f"{host}-{slot}"
                     break
             else:
@@ -213,7 +326,7 @@ class ExecutorLock:
         self.executor_id = chosen
         self._held.set()
         self._last_ok = time.monotonic()
-        delay = self._wait_until - time.monotonic()
+        delay = self.backend.wait_until - time.monotonic()
         if delay > 0:
             log.info("executor %s was not released cleanly; waiting %.1fs so a cut-off holder stops first", chosen, delay)
             time.sleep(delay)
@@ -286,50 +399,12 @@ class ExecutorLock:
 
     def _confirm(self) -> bool:
         """Whether this process still holds its lock (True: confirmed just now)."""
-        if self._fd is not None:
-            try:
-                return self._path is not None and os.fstat(self._fd).st_ino == os.stat(self._path).st_ino
-            except OSError:
-                return False
-        if self._conn is None or self._key is None:
-            return False
-        try:
-            done = executor_locks.confirm(self._conn, self.executor_id, self._generation, self._key)
-            self._conn.commit()
-            return done
-        except sa.exc.DBAPIError:
-            return False
+        return self.executor_id is not None and self.backend.confirm(self.executor_id)
 
     def _regain(self) -> bool | None:
         """Re-acquire a lost lock: True done, False someone else took the id, None try again."""
         assert self.executor_id is not None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-            return self._try_file(self.executor_id)
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # a dead connection may fail to close; it is gone either way
-                log.debug("closing the lost lock connection failed", exc_info=True)
-            self._conn = None
-        try:
-            conn = self._conn = self._connect()
-            row = self._lock_row(conn, self.executor_id)
-            if int(row.generation) != self._generation:
-                conn.rollback()
-                return False  # another process acquired the id since: it may have acted on it
-            key = self._take_key(conn, self.executor_id, int(row.lock_key))
-            if key is None:
-                conn.rollback()
-                return False
-            executor_locks.regained(conn, self.executor_id)
-            conn.commit()
-            self._key = key
-            return True
-        except sa.exc.DBAPIError:
-            log.warning("executor %s: could not reach the database to re-acquire its lock", self.executor_id, exc_info=True)
-            return None
+        return self.backend.regain(self.executor_id)
 
     def _watch(self) -> None:
         while True:
@@ -392,22 +467,7 @@ class ExecutorLock:
         """Give the id back cleanly: the next holder need not wait for a possibly cut-off one."""
         self.stop_watching()
         self._held.clear()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if self._conn is not None:
-            try:
-                if self._generation is not None and self.executor_id is not None:
-                    executor_locks.released(self._conn, self.executor_id, self._generation)
-                    self._conn.commit()
-            except sa.exc.DBAPIError:  # the connection is gone, and the lock with it
-                log.debug("could not mark executor %s released", self.executor_id, exc_info=True)
-            finally:
-                self._conn.close()
-                self._conn = None
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
+        self.backend.release(self.executor_id)
 
     def __enter__(self) -> ExecutorLock:
         return self

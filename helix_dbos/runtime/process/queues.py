@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...definitions.limits import AgentLimits
+from ...ledger.names import ENTRY_QUEUE, NO_OWNER_PARTITION, agent_entry_queue
 
-ENTRY_QUEUE = "helix_entries"
-#: The partition of sessions without an owner (no authentication): DBOS wants a key on every enqueue.
-NO_OWNER = "-"
 #: Without a per-owner share, a partition's own per-worker limit must still be set (any partition
 #: limit is what makes a DBOS queue partitioned): one no worker reaches.
 UNCAPPED = 1_000_000
@@ -35,11 +33,11 @@ def limited(agent_name: str, limits: Mapping[str, AgentLimits]) -> bool:
 
 def entry_queue(agent_name: str, limits: Mapping[str, AgentLimits]) -> str:
     """The queue ``agent_name``'s entries wait on."""
-    return f"{ENTRY_QUEUE}.{agent_name}" if limited(agent_name, limits) else ENTRY_QUEUE
+    return agent_entry_queue(agent_name) if limited(agent_name, limits) else ENTRY_QUEUE
 
 
 def partition_key(owner: str | None) -> str:
-    return owner if owner else NO_OWNER
+    return owner if owner else NO_OWNER_PARTITION
 
 
 def child_queue(agent_name: str, limits: Mapping[str, AgentLimits]) -> str | None:

@@ -37,6 +37,24 @@ if TYPE_CHECKING:
 
 TRACER = "helix_dbos"
 
+# The span names, for trace viewers and their queries. Not data: nothing helix runs reads one back
+# (the names a restarted process must find again are ``ledger/names.py``'s). A span named like a
+# ledger transaction (``helix.prepare``, ``helix.append``) is the transaction's span, but its own name.
+#: The run's root span, emitted whole by the process whose execution ends the run.
+RUN_SPAN = "helix.run"
+#: An entry's preparation transaction.
+PREPARE_SPAN = "helix.prepare"
+#: One model request.
+MODEL_REQUEST_SPAN = "helix.model_request"
+#: The append checkpoint of a step that starts bodies.
+APPEND_SPAN = "helix.append"
+#: One attempt of one tool body.
+BODY_ATTEMPT_SPAN = "helix.body_attempt"
+#: A step's commit.
+STEP_COMMIT_SPAN = "helix.step_commit"
+#: The prefix of every attribute helix puts on a span.
+ATTRIBUTE_PREFIX = "helix."
+
 C = TypeVar("C")
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -105,14 +123,14 @@ def emit_run_span(run: RunRow, **attrs: object) -> None:
         return
     fields = {"run_id": run["run_id"], "session_id": run["session_id"], "agent": run["agent_name"], "entry": run["entry"],
               "status": run["status"], "steps": run["steps"], "error_code": run["error_code"], **attrs}
-    s = tracer.start_span("helix.run", context=Context(), attributes=_clean(fields), start_time=_ns(run["created_at"]))
+    s = tracer.start_span(RUN_SPAN, context=Context(), attributes=_clean(fields), start_time=_ns(run["created_at"]))
     # ended now, not at ``ended_at``: the span of the transaction that wrote ``ended_at`` ends after it
     s.end(end_time=max(time.time_ns(), _ns(run["created_at"])))
 
 
 def _clean(attrs: Mapping[str, object]) -> dict[str, AttributeValue]:
     """Our attributes under ``helix.``; a value OpenTelemetry cannot carry (None, a dict) is left out."""
-    return {f"helix.{k}": v for k, v in attrs.items() if isinstance(v, (str, bool, int, float))}
+    return {f"{ATTRIBUTE_PREFIX}{k}": v for k, v in attrs.items() if isinstance(v, (str, bool, int, float))}
 
 
 @contextmanager

@@ -4,7 +4,7 @@ Why copies and not the package: the newest ``pydantic-ai-examples`` on PyPI (2.6
 ``pydantic-ai-slim==2.62.0`` and brings about 140 packages (gradio, modal, datasets, pyarrow, ...),
 so installing it would move the whole suite off the pydantic-ai it is tested on. The files are the
 released ones, unchanged: ``RECORD`` below is the wheel's own hash line for each, and
-``tests/test_pydantic_examples.py`` checks every file against it. The MIT licence is in ``LICENSE``.
+``tests/processes/test_pydantic_examples.py`` checks every file against it. The MIT licence is in ``LICENSE``.
 """
 
 #: The wheel's RECORD lines (urlsafe base64 sha256, no padding, and size) for the copied files.
