@@ -8,7 +8,7 @@ real crashed processes; (concurrency) N sessions at once in one process, and on 
 processes sharing Postgres; (idle) an idle runtime's statements per second against an idle bare
 DBOS app; (takeover) a worker SIGKILLed mid-body until a live one has its run under way; then
 (imports) what importing helix_dbos costs. Prints each table as it is measured and rewrites the
-generated region of docs/benchmarks.md, starting with issue 11's figures before and now. Every
+generated region of docs/benchmarks.md, starting with the overhead targets before and now. Every
 section uses a fresh database (Postgres `helix_bench_*` databases on `--pg-url`'s server, SQLite
 files in `--sqlite-dir`).
 """

@@ -49,7 +49,7 @@ def _instrument_launch() -> None:
     """Time the parts of `Runtime.launch()` (ledger migration, executor lock, DBOS, queue)."""
     from dbos import DBOS
 
-    from helix_dbos.runtime.face import runtime as rt_module
+    from helix_dbos.runtime.face import launch as rt_module
     from helix_dbos.runtime.process.executor_lock import ExecutorLock
 
     rt_module.upgrade = _timed("ledger migrations (alembic)", rt_module.upgrade)

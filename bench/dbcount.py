@@ -174,10 +174,9 @@ def attach_standard(counter: DbCounter, runtime: Any = None) -> None:
     """DBOS's system DB, plus (when a helix runtime is launched) its sync engine and datasource engine."""
     counter.attach("dbos_sys", dbos_system_engine())
     if runtime is not None:
-        from helix_dbos.runtime.floor.registry import env
-
         counter.attach("helix_sync", runtime.engine)
-        counter.attach("helix_ds", env().tx_engine)
-        lock = getattr(runtime, "_lock", None)  # Postgres: the executor lock's own connection
+        runner = runtime._launched.runner  # the parts its launch composed (runtime/face/launched.py)
+        counter.attach("helix_ds", runner.tx_engine)
+        lock = runner.lock  # Postgres: the executor lock's own connection
         if lock is not None and getattr(lock, "_engine", None) is not None:
             counter.attach("helix_lock", lock._engine)

@@ -42,8 +42,8 @@ def machine_section(m: dict[str, Any]) -> str:
     return "### Machine\n\n" + _table(["", "value"], rows)
 
 
-#: The figures issue 11 set, with what they were when it was filed ("before": stop 16's main, the
-#: issue's "now" column, SQLite / Postgres), what "done" means and the goal.
+#: The overhead targets, with what they were when first measured ("before", SQLite / Postgres),
+#: what "done" means and the goal.
 TARGETS = (
     ("helix / bare DBOS, per-run (5 steps x 3 calls)", "3.7x / 4.5x", "<= 1.5x", "<= 1.3x"),
     ("helix / Pydantic AI DBOSDurability", "2.5x / 3.4x", "<= 1.1x", "<= 1.0x"),
@@ -103,8 +103,8 @@ def targets_section(results: dict[str, Any], dbs: list[str]) -> str:
     values = {db: _targets_values(results, db) for db in dbs}
     rows = [[t[0], t[1]] + [values[db][i] for db in dbs] + [t[2], t[3]] for i, t in enumerate(TARGETS)]
     return (
-        "### Issue 11's figures: before and now\n\n"
-        "`before` is the issue's measurement (SQLite / Postgres where it gave two); each figure's command is its "
+        "### Overhead targets: before and now\n\n"
+        "`before` is the first measurement (SQLite / Postgres where it gave two); each figure's command is its "
         "section's (`python -m bench --db both --sections NAME`): overhead (ratios), cost (transactions, statements; "
         "\"beyond the model request\" subtracts what bare DBOS pays for one: its DBOS step), concurrency (200 sessions), idle, recovery "
         "(relaunch), imports, storage (step 200 / step 10).\n\n"
@@ -636,4 +636,4 @@ def issue25_table(results: dict[str, Any]) -> str:
         rows.append([f"fairness: a second owner's session behind a burst of {f['burst']:,}, wait / one run's time", f"{f['wait_over_one_run']:.2f} ({f['solo_wait_s']:.2f} s / {f['one_run_s']:.2f} s)"])
     if not rows:
         return ""
-    return "### Issue 25's figures\n\n" + _table(["figure", "measured"], rows, nd=2)
+    return "### Scale targets\n\n" + _table(["figure", "measured"], rows, nd=2)

@@ -55,6 +55,13 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .adapters.openai_agents import (
+        from_openai_agents,
+        openai_dispatch_id,
+        openai_policy,
+        openai_tool_context,
+    )
+    from .adapters.openai_agents.agent import OpenAIAgentsAgent
     from .adapters.pydantic_ai.agent import PydanticAgent, dispatch_id, from_pydantic_ai
     from .definitions import (
         Agent,
@@ -97,6 +104,9 @@ _LAZY = {
     "PydanticAgent": ".adapters.pydantic_ai.agent",
     "dispatch_id": ".adapters.pydantic_ai.agent",
     "from_pydantic_ai": ".adapters.pydantic_ai.agent",
+    # the OpenAI Agents SDK adapter: these four never import the SDK (its agent module does)
+    **{name: ".adapters.openai_agents" for name in ("from_openai_agents", "openai_dispatch_id", "openai_policy", "openai_tool_context")},
+    "OpenAIAgentsAgent": ".adapters.openai_agents.agent",
     **{name: ".runtime" for name in (
         "AnswerReceipt", "CallView", "PendingCall", "RunHandle", "RunResult", "Runtime", "SessionView", "StopReceipt", "Usage",
     )},
@@ -149,6 +159,7 @@ __all__ = [
     "NotApplied",
     "NotFoundError",
     "NothingToResumeError",
+    "OpenAIAgentsAgent",
     "OutputRetriesExceededError",
     "PayloadTooLargeError",
     "PendingCall",
@@ -184,8 +195,12 @@ __all__ = [
     "companion_agent",
     "define_tool",
     "dispatch_id",
+    "from_openai_agents",
     "from_pydantic_ai",
     "local_agent",
+    "openai_dispatch_id",
+    "openai_policy",
+    "openai_tool_context",
     "remote_agent",
     "tool",
 ]

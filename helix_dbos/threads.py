@@ -1,9 +1,9 @@
 """Internal: blocking user code (a sync tool body, a sync reconcile check) in a thread nobody waits for at exit.
 
 ``asyncio.to_thread`` runs on the event loop's default executor, whose worker threads Python joins
-when the interpreter exits: a check that loops forever was answered ``outcome_unknown`` after its
-``reconcile_timeout`` (the await was abandoned), yet its thread kept the process from ever exiting
-(issue 23). Code helix_dbos does not control runs here instead, one daemon thread per call: an
+when the interpreter exits: a check that loops forever is answered ``outcome_unknown`` after its
+``reconcile_timeout`` (the await is abandoned), yet its thread would keep the process from ever exiting.
+Code helix_dbos does not control runs here instead, one daemon thread per call: an
 abandoned one (timed out, or its run's task cancelled by ``runtime.shutdown()``) goes on until it
 returns or the process exits, and the exit does not wait for it. Whatever it does after it was
 abandoned is never recorded: its awaiting side is gone, and the call was answered by the rules

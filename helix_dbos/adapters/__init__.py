@@ -8,10 +8,11 @@ through ``hx.Runtime(agents=[...])`` and the ``hx.*`` names.
 
 from __future__ import annotations
 
-from . import pydantic_ai
+from . import openai_agents, pydantic_ai
 from .base import AgentSeam, FrameworkAdapter, StreamingSeam
 from .registry import adapt, adapt_one, register, registered, unregister
 
 register(pydantic_ai.ADAPTER)
+register(openai_agents.ADAPTER)
 
 __all__ = ["AgentSeam", "FrameworkAdapter", "StreamingSeam", "adapt", "adapt_one", "register", "registered", "unregister"]

@@ -90,8 +90,9 @@ def database_url(explicit: str | None) -> str:
     """The URL to use, refused at once (typed) when it is not a Postgres or SQLite URL."""
     from ..ledger.engine import check_url
     from ..runtime.process.config import resolve_database_url
+    from ..settings import from_environ
 
-    url = resolve_database_url(explicit)
+    url = resolve_database_url(explicit, from_environ())
     check_url(url)
     return url
 
@@ -171,11 +172,14 @@ def ledger(explicit: str | None) -> Iterator[Reader]:
 
 
 @contextmanager
-def launched(explicit: str | None) -> Iterator[Runtime]:
-    """The app's runtime (``HELIX_DBOS_APP``), launched in this process for the command's duration."""
+def launched(explicit: str | None, *, live_output: bool = False) -> Iterator[Runtime]:
+    """The app's runtime (``HELIX_DBOS_APP``), launched in this process for the command's duration;
+    ``live_output`` (``--live``) turns the runtime's live output on for it."""
     from ..loader import load_runtime
 
     runtime = load_runtime(database_url=explicit)
+    if live_output:
+        runtime.live_output = True
     runtime.launch()
     try:
         yield runtime

@@ -10,7 +10,6 @@ from __future__ import annotations
 import getpass
 import json
 import logging
-import os
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -115,12 +114,6 @@ PriorityOption = Annotated[
 ]
 
 
-def _live_env(live: bool) -> None:
-    """``--live`` turns on live output for the runtime this command launches (it runs the run)."""
-    if live:
-        os.environ["HELIX_DBOS_LIVE_OUTPUT"] = "1"
-
-
 def _wait_live(runtime: Runtime, handle: RunHandle, timeout: float, live: bool) -> RunResult:
     """``_wait``, printing the run's text deltas and tool calls as they stream, then a newline."""
     if not live:
@@ -222,8 +215,7 @@ def start(
     check_priority(priority)
     if session is not None:
         check_session_id(session)  # before launching: a refusal costs no DBOS launch
-    _live_env(live)
-    with launched(db) as rt:
+    with launched(db, live_output=live) as rt:
         handle = rt.start(agent, message, session_id=session, priority=priority)
         _print_run(_wait_live(rt, handle, timeout, live and not as_json), as_json)
 
@@ -251,8 +243,7 @@ def resume(
         raise ValidationError("--mode from_checkpoint needs --checkpoint (a saved append, see `helix-dbos show`) and takes no --message")
     check_session_id(session_id)
     session_id, _ = resolve_ids(db, session_id)
-    _live_env(live)
-    with launched(db) as rt:
+    with launched(db, live_output=live) as rt:
         handle = rt.resume(session_id, mode=mode.value, message=message, checkpoint_id=checkpoint, priority=priority)
         _print_run(_wait_live(rt, handle, timeout, live and not as_json), as_json)
 

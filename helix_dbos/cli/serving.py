@@ -44,12 +44,11 @@ def serve(
     # depends on the service (its reads and JSON go through the runtime's reader and wire.py).
     create_app = importlib.import_module("helix_dbos.service.app").create_app
 
-    os.environ["HELIX_DBOS_HOST"] = host  # the service's settings read the bound address from here
-    if insecure:
-        os.environ["HELIX_DBOS_INSECURE"] = "1"
-    if front_end:
-        os.environ["HELIX_DBOS_MODE"] = "client"  # the runtime the app defines resolves its mode from here
-    app_ = create_app(app_spec=app_spec, database_url=database_url(db) if db else None)
+    # Handed over as arguments, read from this one environment: the bound address the service
+    # allows as a Host, and the front end's mode (unless the app's runtime names a mode itself).
+    settings = importlib.import_module("helix_dbos.service.settings").ServiceSettings.from_env(
+        host=host, insecure=True if insecure else None, environment=environment)
+    app_ = create_app(app_spec=app_spec, settings=settings, database_url=database_url(db) if db else None, front_end=front_end)
     # uvicorn at "warning" says nothing once it listens: one line (once it does), so a newcomer knows where to look
     banner = f"helix-dbos: serving on http://{host}:{port} (API at /docs, operator page at /ui); Ctrl-C stops it"
     importlib.import_module("helix_dbos.service.http").serve(app_, host, port, environment.http_log_level, banner=banner)

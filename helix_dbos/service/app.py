@@ -26,6 +26,7 @@ import helix_dbos
 from ..errors import HelixError
 from ..ledger.engine import explain_database_error
 from ..runtime import Runtime
+from ..settings import from_environ
 from . import errors, live, routes, ui
 from .loader import load_runtime
 from .middleware import BodyLimit, Options, TrustedHosts
@@ -142,13 +143,18 @@ def refusal(exc: BaseException) -> HelixError | None:
     return explain_database_error(exc) if type(exc).__module__.startswith(("dbos", "psycopg", "sqlalchemy")) else None
 
 
-def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, settings: ServiceSettings | None = None, database_url: str | None = None) -> FastAPI:
+def create_app(runtime: Runtime | None = None, *, app_spec: str | None = None, settings: ServiceSettings | None = None, database_url: str | None = None,
+               front_end: bool = False) -> FastAPI:
     """The service over ``runtime``, or over the app ``HELIX_DBOS_APP`` (``app_spec``) names.
 
-    ``database_url`` overrides the app's own choice (``helix-dbos serve --db``).
+    ``database_url`` overrides the app's own choice (``helix-dbos serve --db``); ``front_end``
+    (``serve --front-end``) launches a runtime that names no mode as a front end (``mode="client"``).
+    ``settings``: read from the environment here when the caller (the CLI) did not.
     """
-    settings = settings or ServiceSettings.from_env()
+    settings = settings or ServiceSettings.from_env(environment=from_environ())
     target = runtime if runtime is not None else load_runtime(app_spec, database_url=database_url)
+    if front_end and target.mode is None:
+        target.mode = "client"
     check_models(target.agents)  # a provider package that is missing refuses the start, not each session
 
     @asynccontextmanager

@@ -32,7 +32,7 @@ def test_bench_runs_on_sqlite(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
     assert "helix_dbos" in text and "answer OK" in text and "WRONG" not in text
-    assert "Issue 11's figures" in text and "Worker loss" in text
+    assert "Overhead targets: before and now" in text and "Worker loss" in text
 
 
 def test_cost_section_renders_wal_and_postgres_cpu() -> None:

@@ -14,7 +14,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
 from tests.support.crashkit import helix_table, query
-from tests.processes.test_dbos_operator import dbos_cli, wait_for, workflow
+from tests.processes.test_dbos_operator import dbos_cli, workflow
+from tests.support.waiting import wait_for
 
 
 def test_resume_of_a_cancelled_queued_run_is_refused_once_settled(db_url: str) -> None:
@@ -38,7 +39,7 @@ def test_resume_of_a_cancelled_queued_run_is_refused_once_settled(db_url: str) -
         settled = rt.reader.wait_run(run_id, 60)
         assert (settled.status, settled.error_code) == ("failed", "run_stopped"), settled
         dbos_cli(db_url, "resume", run_id)
-        ended = wait_for(lambda: (w := workflow(db_url, run_id)) is not None and w["status"] in ("ERROR", "SUCCESS") and w, what="the resumed workflow's end")
+        ended = wait_for("the resumed workflow's end", lambda: (w := workflow(db_url, run_id)) is not None and w["status"] in ("ERROR", "SUCCESS") and w)
         assert ended["status"] == "ERROR", ended  # refused: run_fenced
     finally:
         rt.shutdown()

@@ -1,4 +1,4 @@
-"""``dbos workflow cancel`` racing a live run, many times per database, counted (issue 23, item 1).
+"""``dbos workflow cancel`` racing a live run, many times per database, counted.
 
 A cancel that DBOS accepted is honoured at the run's next ledger transaction, every time: no model
 request after it, no new body, DBOS's status stays ``CANCELLED``, and the ledger run ends
@@ -24,20 +24,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tests.support.crashkit import helix_table, query, transcript_problems
+from tests.support.crashkit import dbos_table, helix_table, query, transcript_problems
 from tests.support.procs import child_env, run_module
+from tests.support.effects import read_effects
 
 #: Where each run's cancel is spawned from (see the app), and how many runs of each per database.
 MODES: dict[str, int] = {"body": 5, "model0": 4, "model1": 4, "loose": 7}
 
 
-def _lines(folder: Path, kind: str) -> list[dict[str, Any]]:
-    path = folder / f"{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def _dbos_status(db_url: str, run_id: str) -> str:
-    table = "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
+    table = dbos_table(db_url, "workflow_status")
     return str(query(db_url, f"SELECT status FROM {table} WHERE workflow_uuid = :w", w=run_id)[0]["status"])
 
 
@@ -46,7 +42,7 @@ def _ended_before_the_cancel(db_url: str, run_id: str) -> bool:
     cancel's ``updated_at``, epoch ms): the cancel came after the run's last ledger transaction.
     On SQLite under Python 3.11 DBOS stamps whole seconds (``strftime('%s')``), so the end is
     compared at that precision there."""
-    table = "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
+    table = dbos_table(db_url, "workflow_status")
     cancelled_ms = int(query(db_url, f"SELECT updated_at FROM {table} WHERE workflow_uuid = :w", w=run_id)[0]["updated_at"])
     ended = query(db_url, f"SELECT ended_at FROM {helix_table(db_url, 'runs')} WHERE run_id = :r", r=run_id)[0]["ended_at"]
     ended_at = datetime.fromisoformat(ended) if isinstance(ended, str) else ended
@@ -72,10 +68,10 @@ def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_
     assert out.code == 0 and out.result is not None, out.stderr[-4000:]
 
     models: dict[str, Counter[int]] = defaultdict(Counter)
-    for line in _lines(folder, "model"):
+    for line in read_effects(folder, "model"):
         models[line["session"]][line["step"]] += 1
-    bodies = Counter(line["session"] for line in _lines(folder, "bodies"))
-    cancels = {line["session"]: line for line in _lines(folder, "cancels")}
+    bodies = Counter(line["session"] for line in read_effects(folder, "bodies"))
+    cancels = {line["session"]: line for line in read_effects(folder, "cancels")}
     tally: Counter[str] = Counter()
     problems: list[str] = []
     for row in plan:
@@ -114,7 +110,7 @@ def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_
         else:  # a loose cancel: whichever way it went, no request was asked after it committed
             expect(asked.get(0) == 1 and asked.get(1, 0) <= 1, "asked twice")
             if dbos == "CANCELLED" and asked.get(1) and cancel is not None:
-                t1 = next(line["t"] for line in _lines(folder, "model") if line["session"] == sid and line["step"] == 1)
+                t1 = next(line["t"] for line in read_effects(folder, "model") if line["session"] == sid and line["step"] == 1)
                 expect(t1 <= cancel["t"], "asked after the cancel returned")  # asked before the CLI returned: its read came first
     print("cancel race tally:", dict(tally))  # noqa: T201 - what -s shows of where the cancels landed
     assert problems == [], "\n".join(problems)

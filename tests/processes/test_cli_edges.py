@@ -28,7 +28,8 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from tests.support.procs import SETTINGS_VARS, child_env, wait_until_serving
 from tests.processes.test_cli import helix, wide_console  # noqa: F401 (fixtures)
-from tests.processes.test_service import free_port, snapshot
+from tests.processes.test_service import snapshot
+from tests.support.procs import free_port
 
 
 def _refused(args: list[str]) -> tuple[dict[str, Any], str]:

@@ -29,10 +29,11 @@ from helix_dbos.errors import ConfigurationError
 from helix_dbos.runtime.process import pools
 from helix_dbos.settings import from_environ
 from tests.support.backends import BackendSampler, SessionCounter, client_ports
-from tests.support.fleet import WorkerPool, wait_for
+from tests.support.fleet import WorkerPool
 from tests.support.pgbouncer import PgBouncer
 from tests.support.pgbouncer import binary as pgbouncer_binary
 from tests.support.procs import child_env, popen_python_m
+from tests.support.waiting import wait_for
 
 APP = "tests.scenarios.fleet_app:runtime"
 SESSIONS = 150

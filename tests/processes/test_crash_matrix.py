@@ -1,5 +1,5 @@
 """One scenario mixing safe, unsafe, grouped, sequential, transactional and reconciled calls, crashed
-at every fault point in turn.
+at every fault point in turn, with the agent as an ``hx.Agent`` and as an OpenAI Agents SDK agent.
 
 Invariants after the relaunch: unsafe bodies <= 1, safe bodies <= 3, every call answered exactly
 once, a transcript a provider accepts, and the saved step never sent to the model again; the
@@ -28,7 +28,7 @@ import pytest
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.process.faults import STEP_CRASH_POINTS
-from tests.scenarios.app import RAW_ROGUES
+from tests.scenarios.app import RAW_ROGUES, SCENARIOS
 from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 from tests.support.tcpproxy import TcpProxy
 from tests.processes.test_txtools import tx_rows
@@ -89,15 +89,19 @@ def _checks_that_found_nothing(k: Kit) -> Counter[str]:
 
 @pytest.mark.kills
 @pytest.mark.parametrize("point", STEP_CRASH_POINTS)
-def test_crash_matrix(db_url: str, tmp_path: Path, point: str) -> None:
+def test_crash_matrix(db_url: str, tmp_path: Path, point: str, scenario_sdk: str) -> None:
+    """For both agent SDKs (``scenario_sdk``): an OpenAI Agents SDK agent has the same tools but the
+    transactional one, which is an ``hx.tool`` only."""
     k = Kit(db_url, tmp_path, scenario="full")
     k.crash(point)
     result = k.wake().result
     assert result is not None
     check_invariants(k, result)
+    tools = len(SCENARIOS["full"]) - (len(TRANSACTIONAL & set(SCENARIOS["full"])) if scenario_sdk == "openai_agents" else 0)
+    assert len(result["calls"]) == tools, result["calls"]
     if point in ("after_model", "after_append", "before_step_commit", "after_step_commit"):
         # crashed before or after every body: each body ran exactly once, nothing is in doubt
-        assert set(k.bodies().values()) == {1} and len(k.bodies()) == 8
+        assert set(k.bodies().values()) == {1} and len(k.bodies()) == tools
         assert all(c["status"] == "ok" for c in result["calls"])
 
 
@@ -168,7 +172,7 @@ def _under_way(k: Kit, proc: subprocess.Popen[str]) -> None:
 
 
 def _signals(k: Kit, rng: random.Random, *, double: bool) -> str:
-    """One signal at a random moment of the run, or two (issue 23: the second Ctrl-C of an impatient
+    """One signal at a random moment of the run, or two (the second Ctrl-C of an impatient
     operator, or a supervisor's SIGTERM after it), 0.05-2 s apart."""
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "1"})
     _under_way(k, proc)

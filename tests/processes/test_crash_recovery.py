@@ -1,4 +1,4 @@
-"""The recovery contract under real process kills, on SQLite and Postgres.
+"""The recovery contract under real process kills, on SQLite and Postgres, for both agent SDKs.
 
 Each test crashes a real child process at a named durable boundary (``HELIX_DBOS_CRASH_AT``) and
 relaunches it. Body starts and model requests are counted by the application itself, in fsynced
@@ -17,6 +17,11 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import NOT_STARTED, OUTCOME_UNKNOWN, REPLAY_LIMIT_REACHED
 from tests.support.crashkit import Kit, calls_by_tool, transcript_problems
+
+
+@pytest.fixture(autouse=True)
+def _in_each_sdk(scenario_sdk: str) -> None:
+    """Every test here runs with the scenario's agent as an ``hx.Agent`` and as an OpenAI Agents SDK agent."""
 
 
 def kit(db_url: str, tmp_path: Path, scenario: str) -> Kit:

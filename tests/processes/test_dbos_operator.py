@@ -24,7 +24,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
-from tests.support.crashkit import Kit, helix_table, query, transcript_problems
+from tests.support.crashkit import Kit, dbos_table, helix_table, query, transcript_problems
+from tests.support.waiting import wait_for
 
 DBOS_CLI = str(Path(sys.executable).parent / "dbos")
 
@@ -39,12 +40,8 @@ def dbos_cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 helix = helix_table
 
 
-def dbos_table(db_url: str) -> str:
-    return "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
-
-
 def workflow(db_url: str, workflow_id: str) -> dict[str, Any] | None:
-    rows = query(db_url, f"SELECT workflow_uuid, status FROM {dbos_table(db_url)} WHERE workflow_uuid = :w", w=workflow_id)
+    rows = query(db_url, f"SELECT workflow_uuid, status FROM {dbos_table(db_url, 'workflow_status')} WHERE workflow_uuid = :w", w=workflow_id)
     return rows[0] if rows else None
 
 
@@ -52,16 +49,6 @@ def dbos_get(db_url: str, workflow_id: str) -> dict[str, Any]:
     """What ``dbos workflow get`` shows the operator (status, and the recorded error)."""
     out = dbos_cli(db_url, "get", workflow_id).stdout
     return json.loads(out[out.index("{") :])
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 120, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ledger_dump(db_url: str, session_id: str) -> dict[str, Any]:
@@ -125,7 +112,7 @@ def test_fork_of_a_helix_run_is_refused_at_every_step(db_url: str, tmp_path: Pat
             dbos_cli(db_url, "fork", run_id, "-S", str(step), "-f", fork_id)
             forks.append(fork_id)
         for fork_id in forks:
-            wait_for(lambda f=fork_id: _refused(db_url, f), what=f"fork {fork_id} to end")
+            wait_for(f"fork {fork_id} to end", lambda f=fork_id: _refused(db_url, f))
             shown = dbos_get(db_url, fork_id)
             assert shown["status"] == "ERROR" and "refused" in shown["error"] and "fork" in shown["error"], shown
     finally:
@@ -156,7 +143,7 @@ def test_resume_of_a_superseded_run_is_refused(db_url: str, tmp_path: Path) -> N
     server = Server(kit)
     try:
         dbos_cli(db_url, "resume", old_run)
-        wait_for(lambda: (w := workflow(db_url, old_run)) and w["status"] in ("ERROR", "SUCCESS"), what="the resumed run to end")
+        wait_for("the resumed run to end", lambda: (w := workflow(db_url, old_run)) and w["status"] in ("ERROR", "SUCCESS"))
         shown = dbos_get(db_url, old_run)
         assert shown["status"] == "ERROR" and "superseded" in shown["error"], shown
     finally:
@@ -175,7 +162,7 @@ def test_cancel_of_a_running_run_settles_like_an_abort(db_url: str, tmp_path: Pa
     release = tmp_path / "release"  # the body ends once the cancel committed: DBOS's CLI takes seconds to start
     proc = kit.spawn("start", extra_env={"SCENARIO_DELAY": "90", "SCENARIO_RELEASE": str(release)})
     try:
-        wait_for(lambda: kit.bodies()["slow_seq"] == 1, what="the slow body to start")
+        wait_for("the slow body to start", lambda: kit.bodies()["slow_seq"] == 1)
         run_id = query(db_url, f"SELECT current_run_id FROM {helix(db_url, 'sessions')} WHERE session_id = :s", s=kit.session)[0]["current_run_id"]
         dbos_cli(db_url, "cancel", run_id)
         release.touch()
@@ -207,7 +194,7 @@ def test_cancel_of_a_running_run_settles_like_an_abort(db_url: str, tmp_path: Pa
     server = Server(kit)
     try:
         dbos_cli(db_url, "resume", run_id)
-        wait_for(lambda: (w := workflow(db_url, run_id)) and w["status"] in ("ERROR", "SUCCESS"), what="the resumed run to end")
+        wait_for("the resumed run to end", lambda: (w := workflow(db_url, run_id)) and w["status"] in ("ERROR", "SUCCESS"))
         shown = dbos_get(db_url, run_id)
         assert shown["status"] == "ERROR" and "refused" in shown["error"], shown
     finally:
@@ -248,7 +235,7 @@ def test_cancel_while_no_process_runs_it_settles_at_the_wake(db_url: str, tmp_pa
     assert woke.result is not None and woke.result["status"] == "failed" and woke.result["error_code"] == "run_stopped", woke.result
     calls = {c["tool"]: c for c in woke.result["calls"]}
     assert all(c["status"] in ("ok", "run_stopped", "outcome_unknown") for c in calls.values()), calls
-    assert calls["unsafe_send"]["status"] == "outcome_unknown"  # its body ran, its result was never written (issue 23, item 7)
+    assert calls["unsafe_send"]["status"] == "outcome_unknown"  # its body ran, its result was never written
     assert kit.bodies()["unsafe_send"] == 1
     assert kit.model_steps() == {0: 1}
     assert transcript_problems(db_url, kit.session) == []
@@ -290,7 +277,7 @@ def test_fork_of_a_running_run_from_python_is_refused(db_url: str, make_runtime:
             with pytest.raises(Exception, match="refused") as refused:
                 fork.get_result()
             assert "fork" in str(refused.value), refused.value
-            wait_for(lambda f=fork_id: _refused(db_url, f), what=f"fork {fork_id} to end")
+            wait_for(f"fork {fork_id} to end", lambda f=fork_id: _refused(db_url, f))
             assert workflow(db_url, fork_id)["status"] == "ERROR"  # type: ignore[index]
         assert bodies == [bodies[0]] and asked == [0], "a fork asked the model or started a body"
     finally:

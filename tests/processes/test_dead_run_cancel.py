@@ -1,4 +1,4 @@
-"""Stopping or cancelling a run whose executor was SIGKILLed mid-body (issue 23, item 7).
+"""Stopping or cancelling a run whose executor was SIGKILLed mid-body.
 
 The unsafe body started (its attempt committed) and its process died before any result was
 written: it may have taken effect. Whoever settles the run afterwards (its executor's relaunch, or
@@ -19,14 +19,12 @@ from helix_dbos.recovery import OUTCOME_UNKNOWN, RUN_STOPPED
 from tests.support.crashkit import Kit, helix_table, query, transcript_problems
 from tests.support.procs import ROOT, SETTINGS_VARS, child_env
 from tests.processes.test_dbos_operator import dbos_cli, workflow
-from tests.processes.test_signals import wait_for
-
-
+from tests.support.waiting import wait_for
 def _killed_mid_body(kit: Kit) -> str:
     """The app, SIGKILLed while its unsafe body (and nothing after it) runs: the run id."""
     proc = kit.spawn("start", extra_env={"SCENARIO_DELAY": "30"})
     try:
-        wait_for(lambda: kit.bodies()["slow_seq_unsafe"] == 1 or proc.poll() is not None, "the unsafe body to start", timeout=120)
+        wait_for("the unsafe body to start", lambda: kit.bodies()["slow_seq_unsafe"] == 1 or proc.poll() is not None, timeout=120)
     finally:
         proc.kill()
         proc.wait(30)

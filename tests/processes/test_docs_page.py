@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from tests.processes.test_service import Service, start_service
-from tests.processes.test_ui import browser, wait_for  # noqa: F401 (browser is a fixture)
+from tests.processes.test_ui import browser  # noqa: F401 (browser is a fixture)
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_docs_renders_every_operation_offline(service: Service, browser: Any) ->
             for b in blocks
         }
 
-    found = wait_for(lambda: (r := rendered()) >= expected and r, timeout=60, what="Swagger UI to render every operation")
+    found = wait_for("Swagger UI to render every operation", lambda: (r := rendered()) >= expected and r, timeout=60, tolerate=(Exception,))
     assert found == expected
     assert "Unable to render this definition" not in browser.page_source
     assert browser.find_element(By.CSS_SELECTOR, ".info .title").text.startswith("helix-dbos")
@@ -54,7 +55,7 @@ def test_docs_renders_every_operation_offline(service: Service, browser: Any) ->
     # an operation opens with its parameters and its request body's schema
     start = next(b for b in browser.find_elements(By.CSS_SELECTOR, ".opblock") if b.find_element(By.CSS_SELECTOR, ".opblock-summary-path").get_attribute("data-path") == "/sessions" and "opblock-post" in b.get_attribute("class"))
     start.find_element(By.CSS_SELECTOR, ".opblock-summary").click()
-    wait_for(lambda: "StartSession" in start.text or "agent" in start.find_element(By.CSS_SELECTOR, ".opblock-body").text, what="the operation's body schema")
+    wait_for("the operation's body schema", lambda: "StartSession" in start.text or "agent" in start.find_element(By.CSS_SELECTOR, ".opblock-body").text, tolerate=(Exception,))
     assert "start_session" in start.text  # the operation id is shown (displayOperationId)
 
     # everything the page loaded came from the service: it works on a machine with no internet

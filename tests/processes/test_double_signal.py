@@ -1,4 +1,4 @@
-"""A second Ctrl-C (or SIGTERM) while the first one's shutdown is under way (issue 23, item 2).
+"""A second Ctrl-C (or SIGTERM) while the first one's shutdown is under way.
 
 An operator who presses Ctrl-C twice, or a supervisor that sends SIGTERM and then SIGINT, must not
 strand a run: whatever number of signals arrive, at whatever moment, the process leaves the run
@@ -18,9 +18,10 @@ import pytest
 
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from tests.support.crashkit import Kit, transcript_problems
-from tests.processes.test_signals import statuses, wait_for
+from tests.processes.test_signals import statuses
+from tests.support.waiting import wait_for
 
-#: (first, second, ...) signals; the gaps between them are drawn per test (0.7-2 s, as the issue's).
+#: (first, second, ...) signals; the gaps between them are drawn per test (0.7-2 s, as an impatient operator's).
 SEQUENCES = {
     "INT-INT": (signal.SIGINT, signal.SIGINT),
     "INT-TERM": (signal.SIGINT, signal.SIGTERM),
@@ -36,7 +37,7 @@ def test_repeated_signals_during_bodies_leave_the_run_recoverable(db_url: str, t
     rng = random.Random()
     k = Kit(db_url, tmp_path, scenario="slow_pair")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "5"})
-    wait_for(lambda: len(k.lines("bodies")) == 2 or proc.poll() is not None, "both bodies to start", timeout=120)
+    wait_for("both bodies to start", lambda: len(k.lines("bodies")) == 2 or proc.poll() is not None, timeout=120)
     time.sleep(rng.uniform(0.3, 1.0))
     gaps = []
     for i, sig in enumerate(sigs):
@@ -46,7 +47,7 @@ def test_repeated_signals_during_bodies_leave_the_run_recoverable(db_url: str, t
             gaps.append(round(rng.uniform(0.7, 2.0), 2))
             time.sleep(gaps[-1])
         proc.send_signal(sig)
-    wait_for(lambda: proc.poll() is not None, f"the process to exit after {name} (gaps {gaps})", timeout=60)
+    wait_for(f"the process to exit after {name} (gaps {gaps})", lambda: proc.poll() is not None, timeout=60)
     stderr = "".join(p.read_text() for p in tmp_path.glob("spawn-*.stderr"))
     dbos, runs = statuses(db_url)
     assert "cannot schedule new futures" not in stderr, stderr[-3000:]

@@ -102,8 +102,10 @@ def _json(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 @pytest.mark.kills
 def test_a_worker_cut_off_from_its_lock_re_acquires_it_and_the_takeover_is_refused(pg_url: str, tmp_path: Path) -> None:
     k = Kit(pg_url, tmp_path, scenario="slow_pair")
-    # the bodies outlast the cut, the regain and a CLI's whole start on a busy machine
-    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "40", "HELIX_DBOS_TAKEOVER_AFTER": "2"})
+    # the bodies outlast the cut, the regain and a CLI's whole start: they end when the test releases
+    # them after the refused takeover (SCENARIO_DELAY is only their ceiling)
+    release = tmp_path / "release"
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "180", "SCENARIO_RELEASE": str(release), "HELIX_DBOS_TAKEOVER_AFTER": "2"})
     try:
         _wait_bodies(k, proc, {"slow_safe", "slow_unsafe"})
         before = _lock_pids(pg_url)
@@ -119,6 +121,7 @@ def test_a_worker_cut_off_from_its_lock_re_acquires_it_and_the_takeover_is_refus
         assert refused.returncode == 1 and _json(refused)["code"] == "executor_id_in_use", refused.stdout + refused.stderr[-2000:]
         assert _lock_row(pg_url, k.executor).generation == generation  # nobody else held the id in between
         assert not k.lines("body_ends"), "the takeover attempt must have happened while the bodies still ran"
+        release.touch()
         stdout, _ = proc.communicate(timeout=120)
     finally:
         proc.kill()
@@ -305,7 +308,7 @@ def test_a_launched_runtime_watches_its_lock_and_takes_it_back(make_runtime: Any
     Postgres, a removed lock file on SQLite) is re-acquired, so the next body runs and a second
     runtime is still refused."""
     rt = make_runtime([_echo_agent()])
-    lock = rt._lock
+    lock = rt._launched.runner.lock  # type: ignore[union-attr]
     assert lock is not None
     # held() also asks for a recent confirmation (it wakes the watchdog when the last one is stale,
     # as after a slow launch on a busy machine): poll for it rather than expect it at once

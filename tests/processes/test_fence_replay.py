@@ -1,4 +1,4 @@
-"""A fence refusal is recognised by type, also when DBOS replays it from its record (issue 24 item 6).
+"""A fence refusal is recognised by type, also when DBOS replays it from its record.
 
 helix's DBOS serializer is portable JSON: DBOS records a step's error as its name, message, code
 and ``data``, and a replay raises a ``dbos.PortableWorkflowError`` in its place. The refusal's typed
@@ -8,12 +8,10 @@ name or a message that merely reads like a refusal is never taken for one.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from dbos import PortableWorkflowError
@@ -21,12 +19,7 @@ from dbos import PortableWorkflowError
 from helix_dbos.errors import ConflictError, RunFencedError
 from helix_dbos.runtime.floor import fence
 from tests.support.procs import child_env, run_module, spawn_module
-
-
-def _lines(folder: Path, kind: str) -> list[dict[str, Any]]:
-    """The probe's fsynced record (``tests/scenarios/effects.py``)."""
-    path = folder / f"{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+from tests.support.effects import read_effects
 
 
 @pytest.mark.kills
@@ -38,9 +31,9 @@ def test_a_refusal_replayed_from_dboss_record_is_still_a_refusal(db_url: str, tm
         first = spawn_module("tests.scenarios.fence_replay_app", [*args, "start", "--session", session], child_env(), stderr=log)
         try:
             deadline = time.monotonic() + 180  # a launch and a whole run on a loaded machine
-            while not _lines(folder, "caught") and first.poll() is None and time.monotonic() < deadline:
+            while not read_effects(folder, "caught") and first.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert _lines(folder, "caught"), f"the probe never caught its refusal (exit {first.poll()}): {(tmp_path / 'first.stderr').read_text()[-3000:]}"
+            assert read_effects(folder, "caught"), f"the probe never caught its refusal (exit {first.poll()}): {(tmp_path / 'first.stderr').read_text()[-3000:]}"
         finally:
             first.send_signal(signal.SIGKILL)  # killed while the probe waits: DBOS holds it PENDING
             first.wait(timeout=30)
@@ -49,8 +42,8 @@ def test_a_refusal_replayed_from_dboss_record_is_still_a_refusal(db_url: str, tm
     woken = run_module("tests.scenarios.fence_replay_app", [*args, "wake", "--session", session], child_env(), timeout=180)
     assert woken.code == 0 and woken.result == {"probe": "released"}, woken.stderr[-3000:]
 
-    fresh, replayed = _lines(folder, "caught")
-    assert len(_lines(folder, "step_bodies")) == 1, "the relaunch ran the refused step again instead of replaying its record"
+    fresh, replayed = read_effects(folder, "caught")
+    assert len(read_effects(folder, "step_bodies")) == 1, "the relaunch ran the refused step again instead of replaying its record"
     assert fresh["class"] == "helix_dbos.errors.RunFencedError" and fresh["is_fenced"]
     # The replay is DBOS's record of the refusal, not the refusal itself: its class is gone...
     assert replayed["pid"] != fresh["pid"]

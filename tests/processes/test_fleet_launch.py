@@ -21,8 +21,9 @@ from sqlalchemy.engine import make_url
 
 from tests.conftest import PG_URL, _pg_available
 from tests.support.crashkit import query
-from tests.support.fleet import WorkerPool, wait_for
+from tests.support.fleet import WorkerPool
 from tests.support.procs import child_env, run_python_m
+from tests.support.waiting import wait_for
 
 APP = "tests.scenarios.fleet_app:runtime"
 

@@ -57,3 +57,16 @@ def test_the_runtime_loads_pydantic_ai_only_when_a_run_needs_a_message() -> None
     # the registered adapters are loaded with the runtime, their SDKs are not (adapters/base.py)
     assert _loaded_after("import helix_dbos as hx\nhx.Runtime\nimport helix_dbos.adapters\n", ("pydantic_ai", "agents", "openai")) == []
     assert _loaded_after("import helix_dbos as hx\nhx.PydanticAgent\n", ("pydantic_ai",)) == ["pydantic_ai"]
+
+
+def test_the_openai_agents_adapter_never_imports_the_sdk_unless_handed_its_agent() -> None:
+    """The adapter is registered with every runtime, and its policy helpers are public names: neither
+    loads ``agents`` (OpenAI's Agents SDK, with ``openai``) for an app that never imported it."""
+    code = (
+        "import helix_dbos as hx\n"
+        "from helix_dbos import *\n"
+        "from helix_dbos.adapters import registry\n"
+        "registry.adapt([hx.Agent(name='a', model='test')], None, None)\n"
+        "hx.openai_policy(replay='safe')\n"
+    )
+    assert _loaded_after(code, ("agents",)) == []

@@ -24,7 +24,7 @@ import helix_dbos as hx
 from helix_dbos.errors import ConfigurationError
 from tests.support.procs import SETTINGS_VARS, child_env
 from tests.support.tcpproxy import TcpProxy
-from tests.processes.test_service import free_port
+from tests.support.procs import free_port
 
 
 def _agent() -> hx.Agent:

@@ -1,10 +1,9 @@
 """Ctrl-C (or SIGTERM) to the service while a client holds ``/live`` open: the stream ends cleanly.
 
-Seen in issue 23: ``/events`` streams ended at their next poll on a stop signal (d3d9f5d), but a
-``/live`` stream waited on the run's next model value only, so uvicorn held its shutdown for the
-whole 5 s grace, then cancelled it: the client's read broke mid-stream and the service printed
-"Exception in ASGI application" with a traceback. Now ``/live`` sees the stop at its next poll too
-(``service/live.py``) and ends without its ``end`` frame (the run did not end).
+``/events`` streams end at their next poll on a stop signal; a ``/live`` stream that waited on the
+run's next model value only would hold uvicorn's shutdown for the whole 5 s grace, then be
+cancelled: the client's read broken mid-stream and "Exception in ASGI application" with a
+traceback printed. ``/live`` sees the stop at its next poll too (``service/live.py``) and ends without its ``end`` frame (the run did not end).
 
 A real service process (both entries), an app whose model streams a value now and then for
 minutes (``flowing``) or one value and then nothing (``quiet``), a client holding ``/live`` open,
@@ -24,7 +23,7 @@ import httpx
 import pytest
 
 from tests.support.procs import SETTINGS_VARS, child_env, follow_stream, wait_until_serving
-from tests.processes.test_service import free_port
+from tests.support.procs import free_port
 
 APP = '''
 import asyncio

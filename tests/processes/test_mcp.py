@@ -28,6 +28,8 @@ import helix_dbos as hx  # noqa: E402
 from tests.support.crashkit import ROOT, transcript_problems  # noqa: E402
 from tests.scenarios.mcp_app import mcp_toolset  # noqa: E402
 from tests.support.procs import child_env, popen_python_m, run_python_m
+from tests.support.effects import read_effects
+from tests.support.procs import free_port
 
 SERVER = ROOT / "tests" / "scenarios" / "mcp_server.py"
 
@@ -39,19 +41,8 @@ def _bodies(effects: Path) -> Counter[str]:
     return Counter(json.loads(line)["tool"] for line in path.read_text().splitlines() if line.strip())
 
 
-def _lines(effects: Path, kind: str) -> list[dict[str, Any]]:
-    path = effects / f"{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _http_server(effects: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = free_port()
     log = open(effects / "server.stderr", "wb")
     proc = subprocess.Popen([sys.executable, str(SERVER), "--effects", str(effects), "http", "--port", str(port)], stdout=log, stderr=log)
     deadline = time.monotonic() + 60
@@ -88,7 +79,7 @@ def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> 
         app.send_signal(signal.SIGKILL)  # a real kill, both bodies started and unfinished
         app.wait(10)
         if transport == "stdio":  # the app's own server child dies with it, as it would in production
-            for line in _lines(effects, "mcp_bodies"):
+            for line in read_effects(effects, "mcp_bodies"):
                 try:
                     os.kill(line["pid"], signal.SIGKILL)
                 except ProcessLookupError:
@@ -121,7 +112,7 @@ def test_sigkill_mid_mcp_calls(db_url: str, tmp_path: Path, transport: str) -> N
     assert (calls["read_stock"]["replay"], calls["read_stock"]["status"]) == ("safe", "ok")  # readOnlyHint
     assert (calls["delete_item"]["replay"], calls["delete_item"]["status"]) == ("unsafe", "outcome_unknown")
     assert calls["read_stock"]["attempts"] == 2 and calls["delete_item"]["attempts"] == 1
-    model = _lines(effects, "model")
+    model = read_effects(effects, "model")
     assert [m["step"] for m in model] == [0, 1]  # the saved reply was never asked for again
     told = model[1]["seen"]
     assert told["read_stock"] == "k0: 7 in stock" and "outcome_unknown" in told["delete_item"]
@@ -137,7 +128,7 @@ def test_same_agent_under_dbos_durability_runs_both_again(db_url: str, tmp_path:
     effects = out["effects"]
     assert out["output"] == "done"
     assert _bodies(effects) == Counter({"read_stock": 2, "delete_item": 2})
-    model = _lines(effects, "model")
+    model = read_effects(effects, "model")
     assert [m["step"] for m in model] == [0, 1]  # its model requests are DBOS steps too
     assert model[-1]["seen"] == {"read_stock": "k0: 7 in stock", "delete_item": "k1 deleted"}
 

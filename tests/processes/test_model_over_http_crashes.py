@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,8 +34,8 @@ from pydantic_ai import Agent
 import helix_dbos as hx
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.support.fleet import read_effects, wait_for
-from tests.support.procs import Outcome, child_env, popen_python_m, run_module, spawn_module
+from tests.support.effects import read_effects
+from tests.support.procs import Outcome, child_env, free_port, popen_python_m, run_module, spawn_module
 from tests.support.provider_server import (
     WIRES,
     Calls,
@@ -47,8 +46,10 @@ from tests.support.provider_server import (
     Text,
     model_for,
     provider_server,
+    quick_retries,
     read_log,
 )
+from tests.support.waiting import wait_for
 
 #: Step 1's reply: an unsafe ``charge`` (index 0) and a safe ``lookup`` (index 1).
 STEP1 = Calls([("charge", {"card": "c1", "amount": 5}), ("lookup", {"card": "c1"})], usage=(120, 17))
@@ -145,10 +146,15 @@ def kill(proc: subprocess.Popen[str]) -> None:
     proc.wait(30)
 
 
-@pytest.mark.parametrize(("wire", "live"), [*((w, False) for w in WIRES), ("chat", True), ("messages", True)],
-                         ids=[*WIRES, "chat-live", "messages-live"])
+#: The OpenAI Agents SDK's own model classes on the same wires (``wire_app --sdk openai_agents``).
+SDK_WIRES = [("chat", "openai_agents"), ("responses", "openai_agents")]
+
+
+@pytest.mark.parametrize(("wire", "live", "sdk"), [*((w, False, "pydantic_ai") for w in WIRES), ("chat", True, "pydantic_ai"),
+                                                   ("messages", True, "pydantic_ai"), *((w, False, sdk) for w, sdk in SDK_WIRES)],
+                         ids=[*WIRES, "chat-live", "messages-live", "openai_agents-chat", "openai_agents-responses"])
 @pytest.mark.kills
-def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_url: str, tmp_path: Path, wire: str, live: bool) -> None:
+def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_url: str, tmp_path: Path, wire: str, live: bool, sdk: str) -> None:
     """Step 1's reply asked for an unsafe ``charge`` and a safe ``lookup``; both ran and were saved;
     the app is SIGKILLed while the step-2 request is held at the provider. A request in flight has
     no saved reply, so the relaunch asks step 2 again (with the same tool results) and nothing
@@ -159,7 +165,7 @@ def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_
         held = Held(Text("done", usage=(190, 23)))
         server.script(STEP1, held)
         server.always(Text("done", usage=(200, 30)))
-        app = App(db_url, tmp_path, server.root, wire, extra=("--live",) if live else ())
+        app = App(db_url, tmp_path, server.root, wire, extra=("--sdk", sdk, *(("--live",) if live else ())))
         proc = app.spawn()
         wait_for("the step-2 request at the provider", lambda: app.alive(proc) and len(server.requests()) == 2)
         kill(proc)
@@ -176,12 +182,14 @@ def test_killed_with_the_next_request_in_flight_asks_only_that_request_again(db_
 
 
 @pytest.mark.kills
-@pytest.mark.parametrize("wire", WIRES)
-def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp_path: Path, wire: str) -> None:
+@pytest.mark.parametrize(("wire", "sdk"), [*((w, "pydantic_ai") for w in WIRES), *SDK_WIRES],
+                         ids=[*WIRES, "openai_agents-chat", "openai_agents-responses"])
+def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp_path: Path, wire: str, sdk: str) -> None:
     """The app is SIGKILLed while ``charge`` (unsafe) blocks mid-body: the relaunch never runs it again,
     and the model, asked step 2 once, reads ``outcome_unknown`` as the call's result (read from the
-    request body at the provider); step 1 is not asked again."""
-    app, out, requests = killed_mid_charge(db_url, tmp_path, wire)
+    request body at the provider); step 1 is not asked again. For pydantic-ai's model classes and for
+    the OpenAI Agents SDK's own (the same agent as an ``agents.Agent``)."""
+    app, out, requests = killed_mid_charge(db_url, tmp_path, wire, extra=("--sdk", sdk))
     assert out is not None and (out["status"], out["output"]) == ("completed", "done"), out
     assert [step_of(r) for r in requests] == [0, 1]
     told = tool_results(requests[1].body, wire)
@@ -191,17 +199,13 @@ def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp
     assert usage_rows(db_url, out["run_id"]) == [(0, 120, 17), (1, 200, 30)]
 
 
-def _quick() -> hx.ModelRetries:
-    return hx.ModelRetries(attempts=3, first_delay=0.2, backoff=2.0, jitter=0.2)
-
-
 @pytest.mark.parametrize("wire", ["chat", "messages"])
 def test_a_stream_cut_midway_is_asked_again_by_the_steps_budget(make_runtime: Any, db_url: str, wire: str) -> None:
     """Live output on: the provider sends the first events of the stream, then closes the connection.
     The step's budget asks again (2 requests, both streamed) and the run completes with the whole
     answer; usage is the answered request's."""
     with provider_server() as server:
-        agent = hx.from_pydantic_ai(Agent(model_for(wire, server), name=f"cut_{wire}"), model_retries=_quick())
+        agent = hx.from_pydantic_ai(Agent(model_for(wire, server), name=f"cut_{wire}"), model_retries=quick_retries())
         rt = make_runtime([agent], live_output=True)
         server.script(Cut(Text("the whole answer", usage=(11, 3)), events=2), Text("the whole answer", usage=(12, 4)))
         result = rt.start(f"cut_{wire}", "go").result(timeout=180)
@@ -209,12 +213,6 @@ def test_a_stream_cut_midway_is_asked_again_by_the_steps_budget(make_runtime: An
     assert (result.status, result.output) == ("completed", "the whole answer"), result
     assert len(requests) == 2 and all(r.body.get("stream") is True for r in requests)
     assert usage_rows(db_url, result.run_id) == [(0, 12, 4)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _provider_process(port: int, log: Path, script: list[dict[str, Any]], always: str) -> subprocess.Popen[str]:
@@ -262,7 +260,7 @@ def test_a_provider_sigkilled_and_restarted_mid_run_is_ridden_out(make_runtime: 
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    port, log = _free_port(), tmp_path / "provider.jsonl"
+    port, log = free_port(), tmp_path / "provider.jsonl"
     outage = provider_killed_mid_run(port, log, [{"calls": [["lookup", {"card": "c1"}]], "usage": [120, 17]}, {"held": {"text": "lost"}}])
     next(outage)
     try:

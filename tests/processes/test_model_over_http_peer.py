@@ -10,11 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from tests.support.fleet import wait_for
-from tests.support.procs import child_env, run_module
+from tests.support.procs import child_env, free_port, run_module
 from tests.support.provider_server import Cut, Held, Status, Text, provider_server, read_log
 from tests.processes.test_model_over_http_crashes import STEP1, App, kill, killed_mid_charge, step_of, tool_results
+from tests.support.waiting import wait_for
 
 pytest.importorskip("pydantic_ai.durable_exec.dbos")
 
@@ -97,9 +96,7 @@ def test_peer_fails_the_run_on_three_500s(db_url: str, tmp_path: Path) -> None:
 def test_peer_fails_the_run_when_the_provider_is_down(db_url: str, tmp_path: Path) -> None:
     """Connection refused (nothing listens on the port): the run fails after the SDK's retries, with
     the connection error as it is (no typed code)."""
-    from tests.processes.test_model_over_http_crashes import _free_port
-
-    app = App(db_url, tmp_path, f"http://127.0.0.1:{_free_port()}", "chat", module=PEER)
+    app = App(db_url, tmp_path, f"http://127.0.0.1:{free_port()}", "chat", module=PEER)
     out = _run_to_end(app)
     assert out == {"status": "failed", "error": "ModelConnectionError: Connection error."}, out
 
@@ -110,9 +107,9 @@ def test_peer_fails_the_run_when_the_provider_is_killed_and_restarted_mid_run(db
     (``OUTAGE``): the SDK's 2 retries (about 1.5 s of waits) are spent before it is back; the run
     fails ``ModelConnectionError``, where helix's default budget rides it out."""
     from tests.support.procs import last_json
-    from tests.processes.test_model_over_http_crashes import _free_port, provider_killed_mid_run
+    from tests.processes.test_model_over_http_crashes import provider_killed_mid_run
 
-    port, log = _free_port(), tmp_path / "provider.jsonl"
+    port, log = free_port(), tmp_path / "provider.jsonl"
     step1 = {"calls": [["charge", {"card": "c1", "amount": 5}], ["lookup", {"card": "c1"}]], "usage": [120, 17]}
     outage = provider_killed_mid_run(port, log, [step1, {"held": {"text": "lost"}}])
     next(outage)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fleet import wait_for
+from tests.support.waiting import wait_for
 from tests.support.provider_server import Held, Text, provider_server
 from tests.processes.test_model_over_http_crashes import STEP1, App, kill, killed_mid_charge, step_of, tool_results
 

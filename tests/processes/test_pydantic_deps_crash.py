@@ -19,6 +19,7 @@ from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.support.crashkit import transcript_problems
 from tests.support.procs import child_env, run_python_m
+from tests.support.effects import read_effects
 
 
 def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None, tool: str = "remember",
@@ -32,11 +33,6 @@ def _run(db_url: str, effects: Path, executor: str, cmd: str, session: str, cras
         env["HELIX_DBOS_CRASH_AT"] = crash_at
     args = [sys.executable, "-m", "tests.scenarios.deps_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
     return run_python_m(args, env, timeout=240)
-
-
-def _lines(effects: Path, kind: str) -> list[dict[str, Any]]:
-    path = effects / f"{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def _call_row(db_url: str, dispatch_id: str) -> dict[str, Any]:
@@ -61,17 +57,17 @@ def test_recovered_run_rebuilds_its_deps_in_a_fresh_process(db_url: str, tmp_pat
     out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
 
     assert out["status"] == "completed" and out["output"] == "done"
-    deps = _lines(effects, "deps")
+    deps = read_effects(effects, "deps")
     assert [d["data"] for d in deps] == [{"user": "ann", "quota": 3}] * 2  # built once in each process
     assert deps[0]["pid"] != deps[1]["pid"]
-    bodies = _lines(effects, "bodies")
+    bodies = read_effects(effects, "bodies")
     call = out["calls"][0]
     assert len(bodies) == 2 and bodies[0]["pid"] != bodies[1]["pid"]  # safe: it re-ran in the new process
     assert {b["user"] for b in bodies} == {"ann"} and {b["dispatch_id"] for b in bodies} == {call["dispatch_id"]}
     assert call["status"] == "ok" and call["attempts"] == 2 and call["result"]["user"] == "ann"
     row = _call_row(db_url, call["dispatch_id"])  # the mapping's policy is the one saved on the row
     assert (row["replay"], row["concurrency_group"], row["sequential"]) == ("safe", "notes", False)
-    model = _lines(effects, "model")
+    model = read_effects(effects, "model")
     assert [m["step"] for m in model] == [0, 1]  # the saved reply was not asked again
     assert {m["instructions"] for m in model} == {"ann has 3 notes left."}  # dynamic instructions, from deps
     assert transcript_problems(db_url, session) == []
@@ -89,16 +85,16 @@ def test_unsafe_pydantic_tool_killed_mid_body_is_answered_outcome_unknown(db_url
     assert woke.returncode == 0, woke.stderr[-3000:]
     out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
     assert out["status"] == "completed"
-    assert [b["tool"] for b in _lines(effects, "bodies")] == ["charge"]  # one body, ever
+    assert [b["tool"] for b in read_effects(effects, "bodies")] == ["charge"]  # one body, ever
     call = out["calls"][0]
     assert (call["tool"], call["status"], call["attempts"]) == ("charge", "outcome_unknown", 1)
-    model = _lines(effects, "model")
+    model = read_effects(effects, "model")
     assert [m["step"] for m in model] == [0, 1]
     assert "outcome_unknown" in str(model[1]["seen"]["charge"])
     assert model[1]["instructions"] == "ann has 3 notes left."  # deps rebuilt in the new process
     assert transcript_problems(db_url, session) == []
     # one trace across both processes; the recovering process's body span carries the decision
-    spans = _lines(tmp_path, "spans")
+    spans = read_effects(tmp_path, "spans")
     assert len({s["trace_id"] for s in spans}) == 1 and len({s["pid"] for s in spans}) == 2
     decided = [s["attributes"] for s in spans if s["name"] == "helix.body_attempt"]
     # the first process died inside its body span, which never ended: only the recovery's is exported
@@ -124,8 +120,8 @@ def test_reply_with_an_output_tool_killed_mid_body_completes_with_its_output(db_
     assert woke.returncode == 0, woke.stderr[-3000:]
     out = json.loads([ln for ln in woke.stdout.splitlines() if ln.startswith("{")][-1])
     assert out["status"] == "completed" and out["output"] == {"text": "noted"}
-    assert [b["tool"] for b in _lines(effects, "bodies")] == ["charge"]  # one body, ever
-    assert [m["step"] for m in _lines(effects, "model")] == [0]  # the saved reply was not asked again
+    assert [b["tool"] for b in read_effects(effects, "bodies")] == ["charge"]  # one body, ever
+    assert [m["step"] for m in read_effects(effects, "model")] == [0]  # the saved reply was not asked again
     by_tool = {c["tool"]: c for c in out["calls"]}
     assert (by_tool["charge"]["status"], by_tool["charge"]["attempts"]) == ("outcome_unknown", 1)
     finish = by_tool["final_result"]

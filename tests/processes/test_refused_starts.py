@@ -1,8 +1,7 @@
 """Every refused start of every command that serves exits 2, as docs/service.md and docs/cli.md say.
 
-Seen in issue 23: on one bad setting ``helix-dbos serve`` exited 1 where ``python -m helix_dbos.service``
-exited 2; a port in use and a runtime that would not launch exited 3 (uvicorn's own number), and
-``python -m helix_dbos.service --port 99999`` was a traceback with 1. A supervisor or a script tells
+Not 1 for one entry and 2 for another, not uvicorn's own 3 for a port in use or a runtime that
+would not launch, not a traceback with 1 for ``python -m helix_dbos.service --port 99999``: a supervisor or a script tells
 "refused to start" from "ran and failed" by the status, so it is one number for all of them.
 
 Real subprocesses of the three entries (``helix-dbos serve``, ``python -m helix_dbos.service``,
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.procs import SETTINGS_VARS, child_env
-from tests.processes.test_service import free_port
+from tests.support.procs import free_port
 
 ENTRIES = {
     "helix-dbos serve": [sys.executable, "-m", "helix_dbos.cli", "serve"],

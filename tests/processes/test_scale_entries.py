@@ -33,14 +33,11 @@ import helix_dbos as hx
 from bench.stats import max_overlap
 from helix_dbos.errors import ConfigurationError, NothingToResumeError, ValidationError
 from helix_dbos.runtime.process import dbos_private
-from tests.support.crashkit import helix_table, query
-from tests.support.fleet import WorkerPool, wait_for
+from tests.support.crashkit import dbos_table, helix_table, query
+from tests.support.fleet import WorkerPool
+from tests.support.waiting import wait_for
 
 APP = "tests.scenarios.entries_app:runtime"
-
-
-def dbos_table(db_url: str, table: str) -> str:
-    return table if db_url.startswith("sqlite") else f"dbos.{table}"
 
 
 def workflow_rows(db_url: str) -> dict[str, dict[str, Any]]:

@@ -21,8 +21,10 @@ import pytest
 
 from bench.stats import max_in_window, max_overlap
 from tests.support.crashkit import helix_table, query
-from tests.support.fleet import WorkerPool, read_effects, wait_for
+from tests.support.effects import read_effects
+from tests.support.fleet import WorkerPool
 from tests.support.procs import child_env, run_python_m
+from tests.support.waiting import wait_for
 
 APP = "tests.scenarios.fleet_app:runtime"
 LEASE = 3.0

@@ -1,9 +1,8 @@
 """Ctrl-C to the service while a client follows a session's events: the stream ends, no traceback.
 
-Newcomer walk (issue 23 loose ends): ``helix-dbos serve``, a session started over HTTP, its events
-followed over SSE, Ctrl-C: uvicorn waited its whole 5 s grace for the stream, then cancelled it and
-printed "Exception in ASGI application" with a traceback on stderr. Now the stop signal marks the
-app stopping (``service/http.py``) and the stream ends at its next poll; the client's stream closes
+``helix-dbos serve``, a session started over HTTP, its events followed over SSE, Ctrl-C: uvicorn
+would wait its whole 5 s grace for the stream, then cancel it and print "Exception in ASGI
+application" with a traceback on stderr. The stop signal marks the app stopping (``service/http.py``) and the stream ends at its next poll; the client's stream closes
 cleanly and the process exits 0 with nothing on stderr but its own lines. Both entries
 that run the service (``helix-dbos serve`` and ``python -m helix_dbos.service``), real processes
 and a real SIGINT.
@@ -21,7 +20,7 @@ import httpx
 import pytest
 
 from tests.support.procs import SETTINGS_VARS, child_env, follow_stream, wait_until_serving
-from tests.processes.test_service import free_port
+from tests.support.procs import free_port
 
 
 @pytest.mark.kills

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,19 +31,13 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.service import errors as service_errors
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
 # --- a real service process ---------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def descendants(pid: int) -> list[int]:

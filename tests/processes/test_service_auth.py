@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from helix_dbos import apikeys
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.processes.test_service import ROOT, Service, expect_error, free_port, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.processes.test_service import ROOT, Service, expect_error, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
+from tests.support.procs import SETTINGS_VARS, child_env, free_port
 
 KEYS = {name: apikeys.new_key() for name in ("alice", "bob", "ops", "appr")}
 ROLES = {"ops": {"operator"}, "appr": {"approver"}}
@@ -238,7 +238,7 @@ def test_the_ui_cookie_is_httponly_strict_and_only_for_a_valid_key(services: Cal
         # a page on another site cannot post a form as JSON: a text/plain body is refused
         forged = http.post("/sessions", content=b'{"agent": "concierge", "message": "hi"}', headers={"content-type": "text/plain"})
         expect_error(forged, 415, "unsupported_media_type")
-        # nor JSON with the cookie alone: that takes the CSRF token the pages carry (test_doors23.py)
+        # nor JSON with the cookie alone: that takes the CSRF token the pages carry (test_edge_inputs.py)
         expect_error(http.post("/sessions", json={"agent": "concierge", "message": "hi"}), 403, "csrf_failed")
         assert 'Secure' not in signed.headers["set-cookie"]  # on loopback; beyond it the cookie is Secure
         http.post("/ui/logout", json={})

@@ -23,7 +23,7 @@ from helix_dbos.errors import ConfigurationError
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite, sqlite_path
 from tests.support.procs import ROOT, SETTINGS_VARS, child_env
-from tests.processes.test_service import free_port
+from tests.support.procs import free_port
 
 #: provider prefix -> the package pydantic-ai needs for it
 CANDIDATES = {"anthropic": "anthropic", "groq": "groq", "mistral": "mistralai", "cohere": "cohere"}

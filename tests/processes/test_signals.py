@@ -24,19 +24,20 @@ import pytest
 import sqlalchemy as sa
 
 from helix_dbos.ledger import tables as t
-from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
+from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import OUTCOME_UNKNOWN
-from tests.support.crashkit import Kit, transcript_problems
+from tests.support.crashkit import Kit, dbos_table, transcript_problems
 from tests.support.familykit import Family
 from tests.scenarios import family
 from tests.processes.test_service import Service, Stream, alive, contiguous, read_sse, services  # noqa: F401  (fixture)
+from tests.support.waiting import wait_for
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 
 
 def statuses(db_url: str, run_id: str | None = None) -> tuple[list[str], list[str]]:
     """DBOS's workflow statuses and the ledger's run statuses, read straight from the database."""
-    table = "workflow_status" if is_sqlite(db_url) else "dbos.workflow_status"
+    table = dbos_table(db_url, "workflow_status")
     engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
@@ -48,18 +49,11 @@ def statuses(db_url: str, run_id: str | None = None) -> tuple[list[str], list[st
     return dbos, runs
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_signal_mid_body_in_a_script_leaves_the_run_recoverable(db_url: str, tmp_path: Path, sig: int) -> None:
     k = Kit(db_url, tmp_path, scenario="slow_pair")
     proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "20"})
-    wait_for(lambda: len(k.lines("bodies")) == 2 or proc.poll() is not None, "both bodies to start")
+    wait_for("both bodies to start", lambda: len(k.lines("bodies")) == 2 or proc.poll() is not None)
     time.sleep(0.2)
     proc.send_signal(sig)
     proc.wait(30)  # SIGINT: KeyboardInterrupt, then the app's runtime.shutdown(); SIGTERM: gone at once
@@ -132,7 +126,7 @@ def test_signal_to_the_service_mid_body_then_restart_finishes_the_run(
     signalled = time.monotonic()
     service.proc.send_signal(sig)
     service.proc.wait(30)
-    wait_for(lambda: not any(alive(pid) for pid in service.tree), "the service's processes to exit")  # dbos start exits first
+    wait_for("the service's processes to exit", lambda: not any(alive(pid) for pid in service.tree))  # dbos start exits first
     reader.join(30)
     assert not reader.is_alive(), "the SSE stream hung after the service stopped"
     assert time.monotonic() - signalled < 20

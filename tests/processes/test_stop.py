@@ -18,6 +18,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.recovery import RUN_STOPPED
 from tests.scenarios import family
 from tests.support.familykit import Family, dump_ledger
+from tests.support.waiting import wait_for
 
 
 @pytest.mark.parametrize("kind", ["interrupt", "abort"])
@@ -29,8 +30,8 @@ def test_stop_from_another_process_during_a_body_and_during_a_model_request(make
     in_body = rt.start("stopper", "go")
     in_model = rt.start("waiter", "go")
     asking = rt.start("clienty", "ask")
-    fam.wait_for(lambda: fam.bodies("slow"), label="the long body")
-    fam.wait_for(lambda: {m["agent"] for m in fam.lines("model")} >= {"waiter", "clienty"}, label="the model requests")
+    wait_for("the long body", lambda: fam.bodies("slow"))
+    wait_for("the model requests", lambda: {m["agent"] for m in fam.lines("model")} >= {"waiter", "clienty"})
 
     handles = (in_body, in_model, asking)
     out = fam.ok("stop", "--session", ",".join(h.session_id for h in handles), "--kind", kind)  # another process
@@ -78,10 +79,10 @@ def test_a_stop_during_the_final_model_request_ends_the_run_stopped(make_runtime
     rt = make_runtime(family.AGENTS)
     fam.hold("waited")  # the body holds, so the second model request can be held before it starts
     handle = rt.start("waiter", "go")
-    fam.wait_for(lambda: fam.bodies("after"), label="the body")
+    wait_for("the body", lambda: fam.bodies("after"))
     fam.hold("model_waiter")
     fam.release("waited")
-    fam.wait_for(lambda: [m["agent"] for m in fam.lines("model")].count("waiter") == 2, label="the final model request")
+    wait_for("the final model request", lambda: [m["agent"] for m in fam.lines("model")].count("waiter") == 2)
 
     receipt = rt.stop(handle.session_id, kind=kind)
     assert receipt.status == "stop_requested" and not receipt.stopped
@@ -115,7 +116,7 @@ def test_bad_stops_are_typed_and_change_nothing(make_runtime: Any, fam: Family) 
     done = rt.start("local_boss", "hills").result(timeout=60)
     fam.hold("slow1")
     live = rt.start("stopper", "go")
-    fam.wait_for(lambda: fam.bodies("slow"), label="the long body")
+    wait_for("the long body", lambda: fam.bodies("slow"))
     for error, call in [
         (ValidationError, lambda: rt.stop(live.session_id, kind="pause")),
         (SessionNotFoundError, lambda: rt.stop(uuid.uuid4().hex)),

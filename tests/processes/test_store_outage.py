@@ -35,7 +35,6 @@ from helix_dbos.ledger.statuses import CALL_SETTLED
 from helix_dbos.runtime.floor import gate
 from helix_dbos.runtime.floor.durable import Tries
 from helix_dbos.runtime.floor.records import DoneGate, RecordOutcome, RunGate
-from helix_dbos.runtime.floor.registry import env
 from helix_dbos.runtime.flow import bodies
 from tests.support.crashkit import Kit, transcript_problems
 from tests.support.tcpproxy import TcpProxy
@@ -78,6 +77,12 @@ def run_through_outage(k: Kit, proxy: TcpProxy, *, window: float, cut: float, st
 
 def _stderr(k: Kit) -> str:
     return "\n".join(p.read_text()[-3000:] for p in k.workdir.glob("spawn-*.stderr"))
+
+
+def _env(rt: hx.Runtime) -> Any:
+    """The ``Env`` ``rt``'s launch hands its runs (its runner's registry's)."""
+    assert rt._launched is not None and rt._launched.runner is not None
+    return rt._launched.runner.registry.env
 
 
 def test_an_outage_inside_the_window_is_ridden_out(pg_url: str, proxy: TcpProxy, tmp_path: Path) -> None:
@@ -190,9 +195,9 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
     with rt.engine.begin() as conn:
         _seed(conn, "send")
     with rt.engine.begin() as conn:
-        first = gate.gate(conn, env(), "r1", "d1", "token-1")
+        first = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     with rt.engine.begin() as conn:
-        again = gate.gate(conn, env(), "r1", "d1", "token-1")
+        again = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     assert isinstance(first, RunGate) and isinstance(again, RunGate) and first.action == again.action == "run" and again.attempt == first.attempt == 1
     with rt.engine.begin() as conn:
         call = call_rows.get_call(conn, "d1")
@@ -208,9 +213,9 @@ def test_a_gate_retried_after_its_commit_finds_its_own_attempt(make_runtime: Any
 def test_a_retried_gate_hands_the_body_the_calls_approval(make_runtime: Any) -> None:
     """A gate retried after its commit answers what the first try answered, the approval included.
 
-    The retried gate's answer was once built apart from the first one's and lacked ``approved``, so
-    a body run after a lost commit acknowledgement saw ``ToolContext.approved`` None for a call a
-    human had approved (issue 24). The answer is now built in one place (``gate._goes_ahead``)."""
+    A body run after a lost commit acknowledgement sees ``ToolContext.approved`` as the first try
+    would have, for a call a human approved: the retried gate's answer is built in the one place
+    the first one's is (``gate._goes_ahead``)."""
     async def send(ctx: hx.ToolContext) -> str:
         """Send it (unsafe, approved by a human)."""
         return "sent"
@@ -219,9 +224,9 @@ def test_a_retried_gate_hands_the_body_the_calls_approval(make_runtime: Any) -> 
     with rt.engine.begin() as conn:
         _seed(conn, "send", requires_approval=True, approved=True)
     with rt.engine.begin() as conn:
-        first = gate.gate(conn, env(), "r1", "d1", "token-1")
+        first = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     with rt.engine.begin() as conn:
-        again = gate.gate(conn, env(), "r1", "d1", "token-1")
+        again = gate.gate(conn, _env(rt), "r1", "d1", "token-1")
     assert isinstance(first, RunGate) and first.action == "run" and first.approved is True
     assert again == first
 
@@ -236,9 +241,9 @@ def test_a_gate_retried_without_its_token_would_take_itself_for_a_crash(make_run
     with rt.engine.begin() as conn:
         _seed(conn, "send")
     with rt.engine.begin() as conn:
-        assert gate.gate(conn, env(), "r1", "d1").action == "run"
+        assert gate.gate(conn, _env(rt), "r1", "d1").action == "run"
     with rt.engine.begin() as conn:
-        assert gate.gate(conn, env(), "r1", "d1") == DoneGate("outcome_unknown")
+        assert gate.gate(conn, _env(rt), "r1", "d1") == DoneGate("outcome_unknown")
         (attempt,) = attempt_rows.attempts_of(conn, ["d1"])["d1"]
         assert attempt["outcome"] == "lost" and attempt["ended_at"] is not None  # paired: its attempt is closed
 
@@ -256,12 +261,12 @@ def test_the_bodys_gate_counts_its_tries_across_a_lost_acknowledgement(make_runt
         _seed(conn, "send")
     tries = Tries()
     with rt.engine.begin() as conn:
-        first = bodies._gate(conn, env(), "r1", "d1", "token-1", tries, None)
+        first = bodies._gate(conn, _env(rt), "r1", "d1", "token-1", tries, None)
     with rt.engine.begin() as conn:
-        again = bodies._gate(conn, env(), "r1", "d1", "token-1", tries, None)
+        again = bodies._gate(conn, _env(rt), "r1", "d1", "token-1", tries, None)
     assert tries.count == 2 and again == first and isinstance(first.answer, RunGate) and first.answer.action == "run"
     with rt.engine.begin() as conn:
-        assert bodies._gate(conn, env(), "r1", "d1", "token-1", Tries(), None).answer == DoneGate("outcome_unknown")
+        assert bodies._gate(conn, _env(rt), "r1", "d1", "token-1", Tries(), None).answer == DoneGate("outcome_unknown")
 
 
 # --- SQLite: a writer holding the file's lock past busy_timeout -----------------------------------
@@ -298,7 +303,7 @@ def _sqlite_runtime(tmp_path: Path, hold: float, window: float) -> tuple[hx.Runt
     tool = hx.tool(replay="safe", name="take_lock")(take_lock)
     rt = hx.Runtime([hx.Agent("busy", FunctionModel(model), tools=[tool])], database_url=url,
                     executor_id=f"busy-{uuid.uuid4().hex[:8]}", store_retry_window=window).launch()
-    engine = rt._tx_engine  # the ledger transactions' pool: a short busy_timeout, so the lock outlasts it
+    engine = rt._launched.runner.tx_engine  # type: ignore[union-attr]  # the ledger transactions' pool: a short busy_timeout, so the lock outlasts it
     sa.event.listen(engine, "connect", lambda dbapi, _rec: dbapi.execute("PRAGMA busy_timeout=200"))
     engine.dispose()
     return rt, seen
@@ -334,15 +339,16 @@ def test_sqlite_busy_past_the_window_fails_store_unavailable(tmp_path: Path) -> 
 def test_the_window_is_configured_and_bad_values_are_refused_typed(monkeypatch: pytest.MonkeyPatch) -> None:
     from helix_dbos.errors import ConfigurationError
     from helix_dbos.runtime.process.config import resolve_store_retry_window
+    from helix_dbos.settings import from_environ
 
     monkeypatch.delenv("HELIX_DBOS_STORE_RETRY_WINDOW", raising=False)
-    assert resolve_store_retry_window() == 60.0
+    assert resolve_store_retry_window(None, from_environ()) == 60.0
     monkeypatch.setenv("HELIX_DBOS_STORE_RETRY_WINDOW", "7.5")
-    assert resolve_store_retry_window() == 7.5 and resolve_store_retry_window(2) == 2.0  # the argument wins
+    assert resolve_store_retry_window(None, from_environ()) == 7.5 and resolve_store_retry_window(2, from_environ()) == 2.0  # the argument wins
     for bad in ("soon", "-1", "inf", "nan"):
         monkeypatch.setenv("HELIX_DBOS_STORE_RETRY_WINDOW", bad)
         with pytest.raises(ConfigurationError):
-            resolve_store_retry_window()
+            resolve_store_retry_window(None, from_environ())
     with pytest.raises(ConfigurationError):
         hx.Runtime([], store_retry_window=-3)
 
@@ -384,8 +390,10 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     from helix_dbos.runtime.process.executor_lock import APPLICATION_NAME
 
     k = Kit(proxy.url(pg_url), tmp_path, scenario="slow")
-    # the body outlasts the outage, the watchdog's regain and the twin's whole start on a busy machine
-    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "45", "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
+    # the body outlasts the outage, the watchdog's regain and the twin's whole start: it ends when the
+    # test releases it after the twin was refused (SCENARIO_DELAY is only its ceiling)
+    release = tmp_path / "release"
+    proc = k.spawn("start", extra_env={"SCENARIO_DELAY": "180", "SCENARIO_RELEASE": str(release), "HELIX_DBOS_STORE_RETRY_WINDOW": "30"})
     deadline = time.monotonic() + 120
     while not k.lines("bodies") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -399,6 +407,7 @@ def test_the_executor_id_lock_is_taken_again_after_an_outage(pg_url: str, proxy:
     out = twin.run("start", timeout=60)
     assert out.code != 0 and "ExecutorIdInUseError" in out.stderr, (out.code, out.stderr[-2000:], proc.poll())
     assert proc.poll() is None  # refused while the first process still held its id
+    release.touch()
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, _stderr(k)
     result = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")][-1]

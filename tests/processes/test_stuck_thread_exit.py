@@ -1,4 +1,4 @@
-"""``shutdown()`` and the process's exit are bounded whatever a check or a body does (issue 23, item 6).
+"""``shutdown()`` and the process's exit are bounded whatever a check or a body does.
 
 A synchronous reconcile check that loops for ever is answered ``outcome_unknown`` after its
 ``reconcile_timeout``; a synchronous body that never returns is cut off by the shutdown like any
@@ -16,7 +16,8 @@ import pytest
 
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from tests.support.crashkit import Kit, transcript_problems
-from tests.processes.test_signals import statuses, wait_for
+from tests.processes.test_signals import statuses
+from tests.support.waiting import wait_for
 
 #: How long a process may take from its run's end (or its Ctrl-C) to its exit: generous for a loaded
 #: machine, far below "never".
@@ -44,10 +45,10 @@ def test_a_check_that_never_returns_does_not_keep_the_process_alive(db_url: str,
 def test_a_body_that_never_returns_does_not_keep_the_process_alive(db_url: str, tmp_path: Path) -> None:
     k = Kit(db_url, tmp_path, scenario="stuck")
     proc = k.spawn("start")
-    wait_for(lambda: k.bodies()["stuck_sync"] == 1 or proc.poll() is not None, "the stuck body to start", timeout=120)
+    wait_for("the stuck body to start", lambda: k.bodies()["stuck_sync"] == 1 or proc.poll() is not None, timeout=120)
     proc.send_signal(signal.SIGINT)  # KeyboardInterrupt, then the app's runtime.shutdown()
     signalled = time.monotonic()
-    wait_for(lambda: proc.poll() is not None, "the process to exit with its body stuck", timeout=EXIT_BOUND)
+    wait_for("the process to exit with its body stuck", lambda: proc.poll() is not None, timeout=EXIT_BOUND)
     assert time.monotonic() - signalled < EXIT_BOUND
     assert statuses(db_url) == (["PENDING"], ["running"])  # recoverable, never ERROR
 
@@ -72,12 +73,12 @@ def test_a_transactional_body_that_never_returns_does_not_keep_the_process_alive
     k = Kit(db_url, tmp_path, scenario="stuck_tx")
     proc = k.spawn("start")
     try:
-        wait_for(lambda: k.bodies()["stuck_tx"] == 1 or proc.poll() is not None, "the stuck body to start", timeout=120)
+        wait_for("the stuck body to start", lambda: k.bodies()["stuck_tx"] == 1 or proc.poll() is not None, timeout=120)
         assert proc.poll() is None, "the process ended before its body got stuck"
         proc.send_signal(signal.SIGINT)
         signalled = time.monotonic()
         bound = EXIT_BOUND
-        wait_for(lambda: proc.poll() is not None, "the process to exit with its transactional body stuck", timeout=bound)
+        wait_for("the process to exit with its transactional body stuck", lambda: proc.poll() is not None, timeout=bound)
         assert time.monotonic() - signalled < bound
     finally:
         if proc.poll() is None:  # the failure this test is about: a process that never exits is not left behind

@@ -22,6 +22,7 @@ from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.support.familykit import Family
 from tests.scenarios import family
+from tests.support.waiting import wait_for
 
 
 
@@ -92,7 +93,7 @@ def test_remote_child_on_a_second_worker_survives_a_parent_kill(make_runtime: An
     fam.hold("tides")  # the child's tool holds until the parent is dead
     with fam.worker() as worker:
         parent = fam.spawn("start", "--agent", "remote_boss", "--message", "tides", "--session", sid, serve=False)
-        (dig,) = fam.wait_for(lambda: fam.bodies("dig"), label="the child's tool to start")
+        (dig,) = wait_for("the child's tool to start", lambda: fam.bodies("dig"))
         assert dig["pid"] == worker.pid  # served by the second worker, not the parent
         parent.kill()
         assert parent.wait(timeout=30) < 0
@@ -141,8 +142,8 @@ def test_a_child_that_cannot_be_found_is_answered_subagent_lost(make_runtime: An
         calls = rt.session(handle.session_id).calls
         return len(calls) == n and calls[-1].child_session_id and fam.dbos_workflows(calls[-1].dispatch_id) and calls[-1]
 
-    DBOS.cancel_workflow(fam.wait_for(lambda: enqueued(1), label="first child").dispatch_id)
-    DBOS.delete_workflow(fam.wait_for(lambda: enqueued(2), label="second child").dispatch_id)
+    DBOS.cancel_workflow(wait_for("first child", lambda: enqueued(1)).dispatch_id)
+    DBOS.delete_workflow(wait_for("second child", lambda: enqueued(2)).dispatch_id)
     result = handle.result(timeout=60)
     assert result.status == "completed"
     cancelled, deleted = rt.session(handle.session_id).calls
@@ -257,7 +258,7 @@ def test_companion_survives_a_parent_kill_without_duplicating_a_turn(make_runtim
     fam.hold("two")  # the second turn holds inside the companion's tool
     with fam.worker() as worker:
         parent = fam.spawn("start", "--agent", "pal_boss", "--message", "one two three", "--session", sid, serve=False)
-        (ponder,) = fam.wait_for(lambda: [b for b in fam.bodies("ponder") if b["key"] == "two"], label="turn two")
+        (ponder,) = wait_for("turn two", lambda: [b for b in fam.bodies("ponder") if b["key"] == "two"])
         assert ponder["pid"] == worker.pid
         parent.kill()
         assert parent.wait(timeout=30) < 0
@@ -315,8 +316,8 @@ def test_an_idle_companion_ends_and_the_next_call_starts_its_next_incarnation(ma
     rt = make_runtime(family.AGENTS)
     first = rt.start("pal_boss", "one").result(timeout=60)
     (comp,) = fam.rows(t.companions, t.companions.c.parent_session_id == first.session_id)
-    fam.wait_for(lambda: fam.rows(t.companions, t.companions.c.status == "closed")
-                 and fam.dbos_workflows(comp["workflow_id"])[0]["status"] == "SUCCESS", label="the companion to idle out")
+    wait_for("the companion to idle out", lambda: fam.rows(t.companions, t.companions.c.status == "closed")
+                 and fam.dbos_workflows(comp["workflow_id"])[0]["status"] == "SUCCESS")
     second = rt.start("pal_boss", "two", session_id=first.session_id).result(timeout=60)
     assert "pal turn 2: two (remembers one)" in second.output  # same session, new incarnation
     (again,) = fam.rows(t.companions, t.companions.c.parent_session_id == first.session_id)
@@ -328,9 +329,9 @@ def test_a_stop_of_the_parent_reaches_the_child_it_waits_on(make_runtime: Any, f
     rt = make_runtime(family.AGENTS)
     fam.hold("tides")
     handle = rt.start("remote_boss", "tides")
-    (dig,) = fam.wait_for(lambda: fam.bodies("dig"), label="the child's tool")
+    (dig,) = wait_for("the child's tool", lambda: fam.bodies("dig"))
     rt.stop(handle.session_id, kind="interrupt")
-    fam.wait_for(lambda: fam.rows(t.stops, t.stops.c.session_id == dig["session"]), label="the stop to reach the child")
+    wait_for("the stop to reach the child", lambda: fam.rows(t.stops, t.stops.c.session_id == dig["session"]))
     fam.release("tides")
     result = handle.result(timeout=60)
     assert result.status == "interrupted"

@@ -21,7 +21,8 @@ import pytest
 from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.settings import DEFAULT_RECOVERY_POLL
 from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
-from tests.support.crashkit import Kit, helix_table, query, transcript_problems
+from tests.support.crashkit import Kit, dbos_table, helix_table, query, transcript_problems
+from tests.support.waiting import wait_for
 
 LEASE = 3.0
 ENV = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), "SCENARIO_DELAY": "3"}
@@ -343,7 +344,7 @@ def test_a_rolling_deploy_replaces_every_worker_and_every_session_completes(db_u
     assert taken and {r["executor_id"] for r in taken} <= {"old-0", "old-1", "old-2"}, taken
     # nothing is stranded on a replaced executor id (a live old worker may take over a replaced one's
     # runs before it is replaced itself, and its successor then takes them over in turn)
-    table = "workflow_status" if is_sqlite(db_url) else "dbos.workflow_status"
+    table = dbos_table(db_url, "workflow_status")
     stranded = q(db_url, f"SELECT workflow_uuid, executor_id FROM {table} WHERE status = 'PENDING' AND executor_id LIKE 'old-%'")
     assert stranded == [], stranded
 
@@ -392,7 +393,7 @@ def test_a_killed_workers_remote_child_and_companion_turn_are_taken_over(db_url:
         for agent, message in (("remote_boss", "tides"), ("pal_boss", "one")):
             parents.append(fam.spawn("start", "--agent", agent, "--message", message, "--session", sessions[agent],
                                      executor=f"parent-{agent}", serve=False, env=env))
-        fam.wait_for(lambda: {x["tool"] for x in fam.bodies()} >= {"dig", "ponder"}, label="both children's bodies on worker-a")
+        wait_for("both children's bodies on worker-a", lambda: {x["tool"] for x in fam.bodies()} >= {"dig", "ponder"})
         assert {x["pid"] for x in fam.bodies()} == {a.pid}
         b = fam.spawn("serve", executor="worker-b", env=env)
         assert b.stdout is not None and json.loads(b.stdout.readline())["ready"]

@@ -24,6 +24,7 @@ pytest.importorskip("opentelemetry.proto")
 from helix_dbos.runtime.process.tracing import trace_id_of
 from tests.support.crashkit import Kit, transcript_problems
 from tests.support.otlp_receiver import Received, Receiver, otlp_receiver, problems
+from tests.support.procs import free_port
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def test_crash_at_a_fault_point_then_relaunch_is_one_trace(db_url: str, tmp_path
 
     woke = k.wake(extra_env=traced_env(receiver))
     assert woke.result is not None and woke.result["status"] == "completed"
-    spans = receiver.wait_for(has_root, "the run's root span")
+    spans = receiver.wait_for("the run's root span", has_root)
     assert_one_trace(spans)
     assert Counter(s.attributes["helix.step"] for s in named(spans, "helix.model_request")) == {0: 1, 1: 1}
     bodies = Counter(str(s.attributes["helix.dispatch_id"]) for s in named(spans, "helix.body_attempt"))
@@ -95,7 +96,7 @@ def _spawn_slow_pair(k: Kit, receiver: Receiver) -> tuple[object, list[Received]
         assert proc.poll() is None and time.monotonic() < deadline, "both slow bodies to start"
         time.sleep(0.05)
     # the model request and the append were committed before the bodies started: flushed then
-    receiver.wait_for(lambda s: bool(named(s, "helix.append")), "the append's span, flushed at its commit", timeout=120)
+    receiver.wait_for("the append's span, flushed at its commit", lambda s: bool(named(s, "helix.append")))
     return proc, receiver.snapshot()
 
 
@@ -112,12 +113,12 @@ def test_signal_mid_body_then_relaunch_is_one_trace(db_url: str, tmp_path: Path,
     proc.send_signal(sig)  # type: ignore[attr-defined]
     proc.wait(30)  # type: ignore[attr-defined]
     if sig != signal.SIGKILL:
-        got = receiver.wait_for(lambda s: len(named(s, "scenario.body")) == 2, "the bodies' spans, flushed at the signal", timeout=120)
+        got = receiver.wait_for("the bodies' spans, flushed at the signal", lambda s: len(named(s, "scenario.body")) == 2)
         assert {s.attributes["tool"] for s in named(got, "scenario.body")} == {"slow_safe", "slow_unsafe"}
 
     woke = k.wake(extra_env=traced_env(receiver, SCENARIO_DELAY="0"))
     assert woke.result is not None and woke.result["status"] == "completed"
-    spans = receiver.wait_for(has_root, "the run's root span")
+    spans = receiver.wait_for("the run's root span", has_root)
     assert_one_trace(spans)
     assert Counter(s.attributes["helix.step"] for s in named(spans, "helix.model_request")) == {0: 1, 1: 1}
     assert len(named(spans, "helix.append")) == 1
@@ -128,8 +129,8 @@ def test_signal_mid_body_then_relaunch_is_one_trace(db_url: str, tmp_path: Path,
 def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
     db_url: str, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An MCP toolset over stdio, the app SIGKILLed with both calls in flight and relaunched (the
-    issue's three traces and two orphans): the tool listing's and the calls' spans (fastmcp's and
+    """An MCP toolset over stdio, the app SIGKILLed with both calls in flight and relaunched (not three
+    traces and two orphans): the tool listing's and the calls' spans (fastmcp's and
     the MCP SDK's) are in the run's trace, under its root, with no parent missing."""
     pytest.importorskip("fastmcp")
     from tests.processes.test_mcp import kill_mid_calls
@@ -138,7 +139,7 @@ def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
         monkeypatch.setenv(name, value)  # the app children inherit it (tests/support/procs.child_env)
     out = kill_mid_calls(db_url, tmp_path, "stdio", "mcp_app")
     assert out["status"] == "completed"
-    spans = receiver.wait_for(has_root, "the run's root span")
+    spans = receiver.wait_for("the run's root span", has_root)
     trace_id = assert_one_trace(spans)
     mcp = [s for s in spans if s.scope in ("fastmcp", "mcp-python-sdk") or s.name.startswith(("tools/", "MCP "))]
     seen = f"spans {sorted({(s.name, s.scope) for s in spans})}, calls {out['calls']}"
@@ -159,7 +160,6 @@ def test_mcp_listing_and_call_spans_sit_under_the_run_root_across_a_sigkill(
 def test_a_collector_that_is_down_costs_a_run_at_most_one_flush_wait(make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every commit flushes, but a collector that refuses connections does not make each commit
     wait: the first flush that overruns ``FLUSH_WAIT`` stops the waiting until a flush ends."""
-    import socket
 
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -167,9 +167,7 @@ def test_a_collector_that_is_down_costs_a_run_at_most_one_flush_wait(make_runtim
     import helix_dbos as hx
     from helix_dbos.runtime.process import trace_export
 
-    with socket.socket() as s:  # a port nobody listens on: connection refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens on it: connection refused
     monkeypatch.setenv(trace_export.ENV, f"http://127.0.0.1:{port}/v1/traces")
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

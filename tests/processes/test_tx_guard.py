@@ -1,4 +1,4 @@
-"""A transactional body cannot end its transaction nor write the ledger (issue 23, items 3 and 9).
+"""A transactional body cannot end its transaction nor write the ledger.
 
 ``ctx.connection`` is a facade over the call's one transaction: ``commit``, ``rollback``, ``begin``
 and their SQL spellings are refused with ``ToolConnectionError``, and so is any write to the
@@ -25,6 +25,7 @@ import helix_dbos as hx
 from helix_dbos.errors import ToolConnectionError
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from tests.support.crashkit import Kit, helix_table, query, transcript_problems
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,13 +152,6 @@ def test_a_body_that_lets_the_refusal_raise_is_the_calls_typed_error(db_url: str
     assert read and read[0]["status"] == "error"
 
 
-def _wait_for(predicate: Any, what: str, ceiling: float = 60.0) -> None:
-    deadline = time.monotonic() + ceiling
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.mark.kills
 @pytest.mark.parametrize("how", ["commit", "sql_commit", "rollback"])
 def test_a_sigkill_after_a_self_commit_attempt_leaves_one_effect_row(db_url: str, tmp_path: Path, how: str) -> None:
@@ -167,7 +161,7 @@ def test_a_sigkill_after_a_self_commit_attempt_leaves_one_effect_row(db_url: str
     k = Kit(db_url, tmp_path, scenario="tx_rogue")
     proc = k.spawn("start", extra_env={"SCENARIO_ROGUE": how, "SCENARIO_ROGUE_HOLD": "60"})
     try:
-        _wait_for(lambda: bool(k.lines("rogue")), "the body's self-commit attempt", 120)
+        wait_for("the body's self-commit attempt", lambda: bool(k.lines("rogue")), timeout=120)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -221,7 +215,7 @@ def test_a_long_transactional_body_is_not_an_outage(db_url: str, make_runtime: A
     assert _count(db_url, "guard_effects") == 1
 
 
-# --- item 9: the docs' own example ------------------------------------------------------------------
+# --- the docs' own example --------------------------------------------------------------------------
 
 
 def _docs_book_slot() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Transactional tools and reconcile checks under real kills (issue 12), on SQLite and Postgres.
+"""Transactional tools and reconcile checks under real kills, on SQLite and Postgres.
 
 Body starts and the outside system's effects are counted by the tools themselves, outside the
 runtime (fsynced files; the transactional tool's rows in its own table), and the ledger row says

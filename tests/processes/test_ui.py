@@ -28,6 +28,7 @@ import pytest
 from helix_dbos import apikeys
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from tests.processes.test_service import ROOT, Service, read_sse, services  # noqa: F401 (services is a fixture)
+from tests.support.waiting import wait_for
 
 INSTALL = "apt-get install chromium chromium-driver && pip install selenium (or: pip install -e '.[test]')"
 KEYS = {name: apikeys.new_key() for name in ("alice", "appr")}
@@ -64,20 +65,6 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 120, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:  # the page may be mid-reload
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last!r})" if last else ""))
-
-
 def shoot(driver: Any, name: str) -> None:
     target = os.environ.get("HELIX_DBOS_UI_SCREENSHOTS")
     if target:
@@ -90,9 +77,9 @@ def sign_in(driver: Any, base: str, who: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.get(f"{base}/ui")
-    wait_for(lambda: driver.find_element(By.ID, "key"), what="the sign-in form").send_keys(KEYS[who])
+    wait_for("the sign-in form", lambda: driver.find_element(By.ID, "key"), tolerate=(Exception,)).send_keys(KEYS[who])
     driver.find_element(By.ID, "signin").click()
-    wait_for(lambda: who in driver.find_element(By.ID, "who").text, what=f"signed in as {who}")
+    wait_for(f"signed in as {who}", lambda: who in driver.find_element(By.ID, "who").text, tolerate=(Exception,))
 
 
 def call_row(driver: Any, tool: str, seat: str | None = None) -> Any:
@@ -140,11 +127,11 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     calls = {c["args"].get("seat", c["tool_name"]): c for c in httpx.get(f"{restarted.base}/sessions/{sid}", headers=alice).json()["calls"]}
 
     sign_in(browser, restarted.base, "alice")
-    row = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f'#sessions tr[data-session="{sid}"]'), what="the session in the list")
+    row = wait_for("the session in the list", lambda: browser.find_element(By.CSS_SELECTOR, f'#sessions tr[data-session="{sid}"]'), tolerate=(Exception,))
     assert "completed" in row.text and "errands" in row.text and "alice" in row.text
     shoot(browser, "sessions")
     row.find_element(By.TAG_NAME, "a").click()
-    wait_for(lambda: browser.find_element(By.ID, "sid").text == sid, what="the session page")
+    wait_for("the session page", lambda: browser.find_element(By.ID, "sid").text == sid, tolerate=(Exception,))
     email = call_row(browser, "send_email")
     assert email.get_attribute("data-status") == "outcome_unknown"
     assert OUTCOME_UNKNOWN in email.find_element(By.CSS_SELECTOR, "td.told").text
@@ -171,10 +158,10 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     # Stop and Retry through the page, as the owner
     other = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner in Rome"}).json()["session_id"]
     browser.get(f"{restarted.base}/ui/sessions/{other}")
-    wait_for(lambda: browser.find_element(By.ID, "stop"), what="the Stop button").click()
-    wait_for(lambda: "interrupted" in browser.find_element(By.ID, "status").text, what="the stopped run")
-    wait_for(lambda: browser.find_element(By.ID, "retry"), what="the Retry button").click()
-    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")) == 2, what="the retried run")
+    wait_for("the Stop button", lambda: browser.find_element(By.ID, "stop"), tolerate=(Exception,)).click()
+    wait_for("the stopped run", lambda: "interrupted" in browser.find_element(By.ID, "status").text, tolerate=(Exception,))
+    wait_for("the Retry button", lambda: browser.find_element(By.ID, "retry"), tolerate=(Exception,)).click()
+    wait_for("the retried run", lambda: len(browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")) == 2, tolerate=(Exception,))
     assert "retry" in browser.find_element(By.ID, "runs").text
     runs = httpx.get(f"{restarted.base}/sessions/{other}", headers=alice).json()["runs"]
     assert [r["entry"] for r in runs] == ["start", "retry"] and runs[0]["status"] == "interrupted"
@@ -199,17 +186,17 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     browser.get(f"{restarted.base}/ui")
     Select(browser.find_element(By.ID, "f-agent")).select_by_value("concierge")  # the form, as a person would use it
     browser.find_element(By.ID, "filter").click()
-    wait_for(lambda: "agent=concierge" in browser.current_url, what="the filtered list")
+    wait_for("the filtered list", lambda: "agent=concierge" in browser.current_url, tolerate=(Exception,))
     assert listed() == {other, dsid}
 
     # an approval, decided through the page by the approver, with live updates from SSE
     waiting = httpx.post(f"{restarted.base}/sessions", headers=alice, params={"wait": 30}, json={"agent": "concierge", "message": "Dinner for two in Porto"}).json()
     csid, approval = waiting["session_id"], waiting["pending"][0]["dispatch_id"]
     browser.find_element(By.ID, "logout").click()
-    wait_for(lambda: browser.find_elements(By.ID, "key"), what="signed out")
+    wait_for("signed out", lambda: browser.find_elements(By.ID, "key"), tolerate=(Exception,))
     sign_in(browser, restarted.base, "appr")
     browser.get(f"{restarted.base}/ui/sessions/{csid}")
-    wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the SSE stream")
+    wait_for("the SSE stream", lambda: browser.find_element(By.ID, "live").text == "live", tolerate=(Exception,))
     row = call_row(browser, "book_table")
     assert row.get_attribute("data-dispatch") == approval and "awaiting approval" in row.text
     # the ledger's one suspended status says in words what it waits for
@@ -220,23 +207,23 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
     shoot(browser, "approval")
     row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("fine by me")
     row.find_element(By.CSS_SELECTOR, "button.approve").click()
-    wait_for(lambda: "approved by appr: fine by me" in call_row(browser, "book_table").find_element(By.CSS_SELECTOR, "td.approval").text, what="the decided approval")
-    client = wait_for(lambda: call_row(browser, "add_to_calendar"), what="the client call")
+    wait_for("the decided approval", lambda: "approved by appr: fine by me" in call_row(browser, "book_table").find_element(By.CSS_SELECTOR, "td.approval").text, tolerate=(Exception,))
+    client = wait_for("the client call", lambda: call_row(browser, "add_to_calendar"), tolerate=(Exception,))
     assert client.get_attribute("data-status") == "pending"
-    wait_for(lambda: "waiting for 1 client tool result" in browser.find_element(By.ID, "status").text, what="the client wait, in words")
+    wait_for("the client wait, in words", lambda: "waiting for 1 client tool result" in browser.find_element(By.ID, "status").text, tolerate=(Exception,))
     # the run that waited for the approval ended there; the answer's run went on
     first = browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")[0].text
     assert "suspended_client_tool" in first and "the session went on in run 2" in first, first
     # the approver may not answer the owner's client tool: the page shows the API's refusal
     client.find_element(By.CSS_SELECTOR, "textarea.result").send_keys('{"calendar_id": "evt-1"}')
     client.find_element(By.CSS_SELECTOR, "button.submit-result").click()
-    wait_for(lambda: "forbidden" in browser.find_element(By.ID, "flash").text, what="the refusal")
+    wait_for("the refusal", lambda: "forbidden" in browser.find_element(By.ID, "flash").text, tolerate=(Exception,))
     # the owner answers elsewhere; the open page follows the stream and shows the completed run
-    wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the SSE stream again")
+    wait_for("the SSE stream again", lambda: browser.find_element(By.ID, "live").text == "live", tolerate=(Exception,))
     client_id = client.get_attribute("data-dispatch")
     answered = httpx.post(f"{restarted.base}/sessions/{csid}/calls/{client_id}/result", headers=alice, params={"wait": 30}, json={"result": {"calendar_id": "evt-1"}})
     assert answered.status_code == 200, answered.text
-    wait_for(lambda: "completed" in browser.find_element(By.ID, "status").text, what="the live update to completed")
+    wait_for("the live update to completed", lambda: "completed" in browser.find_element(By.ID, "status").text, tolerate=(Exception,))
     decided = browser.find_elements(By.CSS_SELECTOR, '#events tr[data-type="approval_decided"]')
     assert decided and "appr" in decided[0].text and "fine by me" in decided[0].text
     shoot(browser, "approved-session")
@@ -245,12 +232,12 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
 
     # Deny through the page, as the approver: the call says who denied it and why, and the run ends
     browser.get(f"{restarted.base}/ui/sessions/{dsid}")
-    row = wait_for(lambda: call_row(browser, "book_table"), what="the call to deny")
+    row = wait_for("the call to deny", lambda: call_row(browser, "book_table"), tolerate=(Exception,))
     assert row.get_attribute("data-dispatch") == denied["pending"][0]["dispatch_id"]
     row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("too dear")
     row.find_element(By.CSS_SELECTOR, "button.deny").click()
-    wait_for(lambda: "denied by appr: too dear" in call_row(browser, "book_table").find_element(By.CSS_SELECTOR, "td.approval").text, what="the denial")
-    wait_for(lambda: "completed" in browser.find_element(By.ID, "status").text, what="the run after the denial")
+    wait_for("the denial", lambda: "denied by appr: too dear" in call_row(browser, "book_table").find_element(By.CSS_SELECTOR, "td.approval").text, tolerate=(Exception,))
+    wait_for("the run after the denial", lambda: "completed" in browser.find_element(By.ID, "status").text, tolerate=(Exception,))
     assert call_row(browser, "book_table").get_attribute("data-status") == "denied"
     [stored] = [c for c in httpx.get(f"{restarted.base}/sessions/{dsid}", headers=alice).json()["calls"] if c["tool_name"] == "book_table"]
     assert stored["approved"] is False and stored["approval_actor"] == "appr" and stored["status"] == "denied"
@@ -264,17 +251,17 @@ def test_operator_page_follows_a_recovered_session_and_decides_an_approval(db_ur
         assert ok.status_code == 200, ok.text
         waiting_client.append((run["session_id"], ok.json()["run"]["pending"][0]["dispatch_id"]))
     browser.find_element(By.ID, "logout").click()
-    wait_for(lambda: browser.find_elements(By.ID, "key"), what="signed out")
+    wait_for("signed out", lambda: browser.find_elements(By.ID, "key"), tolerate=(Exception,))
     sign_in(browser, restarted.base, "alice")
     answers = (("button.submit-result", '{"calendar_id": "evt-2"}', "ok", "evt-2", "in your calendar"), ("button.submit-error", "calendar is down", "error", "calendar is down", "calendar entry failed"))
     for (session, dispatch), (button, typed, status, told, reply) in zip(waiting_client, answers):
         browser.get(f"{restarted.base}/ui/sessions/{session}")
-        client = wait_for(lambda: call_row(browser, "add_to_calendar"), what="the client call")
+        client = wait_for("the client call", lambda: call_row(browser, "add_to_calendar"), tolerate=(Exception,))
         assert client.get_attribute("data-dispatch") == dispatch and client.get_attribute("data-status") == "pending"
         client.find_element(By.CSS_SELECTOR, "textarea.result").send_keys(typed)
         client.find_element(By.CSS_SELECTOR, button).click()
-        wait_for(lambda: call_row(browser, "add_to_calendar").get_attribute("data-status") == status, what=f"the call answered {status}")
-        wait_for(lambda: "completed" in browser.find_element(By.ID, "status").text, what="the run after the answer")
+        wait_for(f"the call answered {status}", lambda: call_row(browser, "add_to_calendar").get_attribute("data-status") == status, tolerate=(Exception,))
+        wait_for("the run after the answer", lambda: "completed" in browser.find_element(By.ID, "status").text, tolerate=(Exception,))
         assert told in call_row(browser, "add_to_calendar").find_element(By.CSS_SELECTOR, "td.told").text
         assert any(reply in r.text for r in browser.find_elements(By.CSS_SELECTOR, '#events tr[data-type="model_text"]')), reply
     stored_calls = [next(c for c in httpx.get(f"{restarted.base}/sessions/{s_}", headers=alice).json()["calls"] if c["tool_name"] == "add_to_calendar") for s_, _ in waiting_client]
@@ -334,7 +321,7 @@ def attacker() -> Iterator[Callable[[str], str]]:
 
 
 def test_a_page_on_another_port_cannot_use_the_signed_in_cookie(db_url: str, services: Callable[..., Service], browser: Any, attacker: Callable[[str], str]) -> None:
-    """Issue 23, item 5: SameSite=Strict does not stop another origin of the same site (127.0.0.1 on
+    """SameSite=Strict does not stop another origin of the same site (127.0.0.1 on
     another port). Its auto-submitting forms (urlencoded and text/plain) and no-cors fetches (empty
     and text/plain bodies) reach the service with alice's cookie, and change nothing: the ledger
     shows no stop, no retry, no resume."""
@@ -355,7 +342,7 @@ def test_a_page_on_another_port_cannot_use_the_signed_in_cookie(db_url: str, ser
     page = attacker(ATTACK.format(base=service.base, waiting=waiting["session_id"], stopped=victim["session_id"]))
     assert f":{service.base.rsplit(':', 1)[1]}/" not in page  # another port: another origin, the same site
     browser.get(page)
-    wait_for(lambda: len(browser.title.split()) == 4, what="the four fetches to settle")
+    wait_for("the four fetches to settle", lambda: len(browser.title.split()) == 4, tolerate=(Exception,))
     settled = dict(part.split(":") for part in browser.title.split())
     assert settled["json"] == "error", settled  # a JSON post needs a CORS preflight the service never grants
     for sink in ("sink1", "sink2"):  # both forms were posted with the cookie, and refused before being read
@@ -366,7 +353,7 @@ def test_a_page_on_another_port_cannot_use_the_signed_in_cookie(db_url: str, ser
             finally:
                 browser.switch_to.default_content()
 
-        wait_for(refused, what=f"the service's answer in {sink}")
+        wait_for(f"the service's answer in {sink}", refused, tolerate=(Exception,))
 
     after = snapshot(db_url)
     assert after == before, "a page on another origin changed the ledger"

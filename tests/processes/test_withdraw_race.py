@@ -1,4 +1,4 @@
-"""A stop of a queued run races a worker dequeuing it (issue 25), many times, with real workers.
+"""A stop of a queued run races a worker dequeuing it, many times, with real workers.
 
 The stop withdraws a run still ``ENQUEUED`` in its own transaction (``dbos_private.withdraw_enqueued``);
 a worker's dequeue flips the same row to ``PENDING``, re-checking ``ENQUEUED``. Of the two, one must
@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 from helix_dbos.errors import NothingToResumeError
-from tests.support.crashkit import helix_table, query
-from tests.support.fleet import WorkerPool, wait_for
+from tests.support.crashkit import dbos_table, helix_table, query
+from tests.support.fleet import WorkerPool
+from tests.support.waiting import wait_for
 
 APP = "tests.scenarios.withdraw_race_app:runtime"
 RACES = 24
@@ -38,7 +39,7 @@ def pool(db_url: str, tmp_path: Path) -> Iterator[WorkerPool]:
 
 
 def _dbos_status(db_url: str) -> dict[str, str]:
-    table = "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
+    table = dbos_table(db_url, "workflow_status")
     return {r["workflow_uuid"]: r["status"] for r in query(db_url, f"SELECT workflow_uuid, status FROM {table}")}
 
 

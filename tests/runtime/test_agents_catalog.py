@@ -4,11 +4,9 @@ them, a real MCP server's tools over stdio included, and says which server could
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,13 +21,12 @@ from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 import helix_dbos as hx  # noqa: E402
 from helix_dbos.service.app import create_app  # noqa: E402
 from tests.scenarios.mcp_app import HERE  # noqa: E402
+from tests.support.procs import free_port  # noqa: E402
 
 
 def _dead_url() -> str:
     """A loopback port nothing listens on: an MCP server that is down."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}/mcp"
+    return f"http://127.0.0.1:{free_port()}/mcp"
 
 
 def _never_asked(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

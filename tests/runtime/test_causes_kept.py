@@ -1,4 +1,4 @@
-"""Causes kept (issue 24 item 6): where a failure becomes data, its traceback is logged once, and
+"""Causes kept: where a failure becomes data, its traceback is logged once, and
 the exception logged is the one that was raised (not a copy that lost its ``__cause__``)."""
 
 from __future__ import annotations

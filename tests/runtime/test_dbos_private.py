@@ -25,7 +25,7 @@ from helix_dbos.ledger.engine import is_sqlite
 from helix_dbos.runtime.process import dbos_private
 from helix_dbos.runtime.floor import registry as state
 from helix_dbos.runtime.process import polling
-from helix_dbos.runtime.process.config import resolve_recovery_poll
+from helix_dbos.settings import from_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 DOOR = ROOT / "helix_dbos" / "runtime" / "process" / "dbos_private.py"
@@ -82,11 +82,12 @@ def test_the_internal_queue_polls_slow_unless_a_launch_finds_work_and_fast_only_
     monkeypatch.setattr(polling, "FAST_RECOVERY_SECONDS", 0.3)
     rt = make_runtime([_agent()])
     queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
-    slow = resolve_recovery_poll()
+    slow = from_environ().recovery_poll
     assert slow > polling.FAST_RECOVERY_POLL
     assert queue._polling_interval_sec == slow
-    assert rt._polling is not None
-    rt._polling.fast()
+    polled = rt._launched.runner.polling  # type: ignore[union-attr]
+    assert polled is not None
+    polled.fast()
     assert queue._polling_interval_sec == polling.FAST_RECOVERY_POLL
     deadline = time.monotonic() + 60
     while queue._polling_interval_sec != slow:
@@ -106,7 +107,9 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     assert config["system_database_url"] == rt.settings.database_url  # type: ignore[union-attr]
     assert isinstance(dbos_private.system_database_engine(), sa.Engine)
 
-    registry = state.current()
+    assert rt._launched is not None and rt._launched.runner is not None
+    registry = rt._launched.runner.registry
+    assert state.installed() is registry
     assert dbos_private.registered_workflow("helix.run") is registry.run_workflow
     assert dbos_private.registered_workflow("helix.companion") is registry.companion_workflow
     assert dbos_private.registered_workflow("no.such.workflow") is None
@@ -114,7 +117,7 @@ def test_a_launched_runtime_meets_each_private_use(make_runtime: Callable[..., h
     # before DBOS made its own): a launch with nothing pending polls it at the slow interval, and a
     # later interval applies to that same queue object (what a takeover's fast moment does)
     queue = _dbos._get_or_create_dbos_registry().internal_queue_map[_utils.INTERNAL_QUEUE_NAME]
-    assert queue._polling_interval_sec == resolve_recovery_poll()
+    assert queue._polling_interval_sec == from_environ().recovery_poll
     with rt.engine.connect() as conn:
         assert dbos_private.internal_queue_backlog(conn, rt.executor_id) == 0
     dbos_private.set_internal_queue_polling(0.5)

@@ -1,9 +1,8 @@
 """Entries through a real database outage: ridden out inside the window, exactly once, typed past it.
 
-Seen in issue 23: ``start``, ``stop``, ``retry``, ``resume``, an approval and a new turn raised
-SQLAlchemy's raw ``OperationalError`` during a TCP-proxy cut, though the runs and (since 218cb7a)
-the reads rode the same cut out. Every entry's transaction now goes through the same retry
-(``Runtime._entry_tx``): inside ``store_retry_window`` it succeeds once the store is back; past it
+``start``, ``stop``, ``retry``, ``resume``, an approval and a new turn must not raise SQLAlchemy's
+raw ``OperationalError`` during a TCP-proxy cut, since the runs and the reads ride the same cut out.
+Every entry's transaction goes through the same retry (``Runtime._entry_tx``): inside ``store_retry_window`` it succeeds once the store is back; past it
 the caller gets ``store_unavailable`` (HTTP: 503 with the JSON error body).
 
 A retried entry must not apply twice when only its commit's acknowledgement was lost: the proxy
@@ -34,6 +33,7 @@ from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.service.app import create_app
 from helix_dbos.service.settings import ServiceSettings
 from tests.support.tcpproxy import TcpProxy
+from tests.support.waiting import wait_for
 
 WINDOW = 8.0
 #: The window of the tests that outlast it: three entries' windows of cut must stay well inside the
@@ -182,9 +182,9 @@ def test_entries_ride_out_a_cut_inside_the_window(through_proxy: tuple[hx.Runtim
     threads = [threading.Thread(target=run, args=(name,), daemon=True) for name in ENTRIES]
     for th in threads:
         th.start()
-    until(lambda: proxy.refused >= refused + len(ENTRIES), 60, "each entry tried the cut database")
+    wait_for("each entry tried the cut database", lambda: proxy.refused >= refused + len(ENTRIES), timeout=60)
     assert not outcome, f"an entry returned or raised during the outage: {outcome}"
-    until(lambda: time.monotonic() - cut_at >= 2.0, 10, "the outage lasted 2 s")
+    wait_for("the outage lasted 2 s", lambda: time.monotonic() - cut_at >= 2.0, timeout=10)
     assert time.monotonic() - cut_at < WINDOW - 1, "the machine was too slow to keep the cut inside the window"
     proxy.restore()
     for th in threads:
@@ -251,13 +251,6 @@ def test_http_entries_past_the_window_are_503_store_unavailable(pg_url: str) -> 
     assert counts(pg_url, sid)["stops"] == 1
 
 
-def until(condition: Callable[[], bool], ceiling: float, what: str) -> None:
-    deadline = time.monotonic() + ceiling
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {ceiling}s: {what}"
-        time.sleep(0.02)
-
-
 def test_an_outage_between_admission_and_the_workflow_start_is_bounded(pg_url: str) -> None:
     """The entry's transaction commits, then the database goes away before DBOS records the run's
     workflow (DBOS retries that write with no deadline): the entry gives up past
@@ -282,7 +275,7 @@ def test_an_outage_between_admission_and_the_workflow_start_is_bounded(pg_url: s
 
         th = threading.Thread(target=enter, daemon=True)
         th.start()
-        until(lambda: "took" in outcome, window + 60, "the entry returned or raised while the database was cut")
+        wait_for("the entry returned or raised while the database was cut", lambda: "took" in outcome, timeout=window + 60)
         assert proxy.cuts_after_commit == 1, "the cut did not follow the entry's commit"
         got = outcome["value"]
         assert isinstance(got, StoreUnavailableError) and got.code == "store_unavailable", repr(got)

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.floor import group_commit
-from helix_dbos.runtime.floor.registry import current, env, serving
+from helix_dbos.runtime.floor.registry import Registry, serving, serving_registry
 
 
 class Refused(Exception):
@@ -39,24 +40,30 @@ def _insert(conn: sa.Connection, key: str, fail: bool = False, pause: float = 0.
     return {"seen": conn.execute(sa.text("SELECT COUNT(*) FROM gc_probe")).scalar_one(), "conn": id(conn)}
 
 
-@pytest.fixture
-def launched(make_runtime: Callable[..., hx.Runtime]) -> Callable[[], list[str]]:
-    make_runtime([hx.Agent(name="probe", model=TestModel(), instructions="probe")])
-    with env().tx_engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE gc_probe (k VARCHAR(64) PRIMARY KEY)"))
+@dataclass
+class Probe:
+    """A launched runtime's registry (the one its launch made) and the probe table's committed keys."""
 
-    def committed() -> list[str]:
-        with env().tx_engine.connect() as conn:
+    registry: Registry
+
+    def committed(self) -> list[str]:
+        with self.registry.env.tx_engine.connect() as conn:
             return sorted(conn.execute(sa.text("SELECT k FROM gc_probe")).scalars())
 
-    return committed
+
+@pytest.fixture
+def launched(make_runtime: Callable[..., hx.Runtime]) -> Probe:
+    rt = make_runtime([hx.Agent(name="probe", model=TestModel(), instructions="probe")])
+    assert rt._launched is not None and rt._launched.runner is not None
+    probe = Probe(rt._launched.runner.registry)
+    with probe.registry.env.tx_engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE gc_probe (k VARCHAR(64) PRIMARY KEY)"))
+    return probe
 
 
-def _run(coro: Any) -> Any:
+def _run(coro: Any, registry: Registry) -> Any:
     """On a fresh event loop in its own thread, as a workflow's loop is never the test's."""
     out: dict[str, Any] = {}
-
-    registry = current()
 
     def main() -> None:
         try:
@@ -74,80 +81,80 @@ def _run(coro: Any) -> Any:
     return out["value"]
 
 
-def test_writes_issued_together_share_one_transaction(launched: Callable[[], list[str]]) -> None:
+def test_writes_issued_together_share_one_transaction(launched: Probe) -> None:
     run = uuid.uuid4().hex
 
     async def main() -> list[dict[str, Any]]:
-        return await asyncio.gather(*(group_commit.write(current(), run, "wf", _insert, k) for k in ("a", "b", "c")))
+        return await asyncio.gather(*(group_commit.write(serving_registry(), run, "wf", _insert, k) for k in ("a", "b", "c")))
 
-    outs = _run(main())
+    outs = _run(main(), launched.registry)
     assert [o["seen"] for o in outs] == [1, 2, 3], outs  # each saw the ones before it, uncommitted
     assert len({o["conn"] for o in outs}) == 1, outs
-    assert launched() == ["a", "b", "c"]
+    assert launched.committed() == ["a", "b", "c"]
 
 
-def test_a_write_that_raises_answers_only_for_itself(launched: Callable[[], list[str]]) -> None:
+def test_a_write_that_raises_answers_only_for_itself(launched: Probe) -> None:
     run = uuid.uuid4().hex
 
     async def main() -> list[Any]:
         return await asyncio.gather(
-            group_commit.write(current(), run, "wf", _insert, "a"),
-            group_commit.write(current(), run, "wf", _insert, "refused", True),
-            group_commit.write(current(), run, "wf", _insert, "c"),
+            group_commit.write(serving_registry(), run, "wf", _insert, "a"),
+            group_commit.write(serving_registry(), run, "wf", _insert, "refused", True),
+            group_commit.write(serving_registry(), run, "wf", _insert, "c"),
             return_exceptions=True,
         )
 
-    a, refused, c = _run(main())
+    a, refused, c = _run(main(), launched.registry)
     assert isinstance(refused, Refused) and str(refused) == "refused", refused
     assert isinstance(a, dict) and isinstance(c, dict), (a, c)
     # The group was rolled back and each write re-run alone: the siblings committed on their own.
     assert a["seen"] == 1 and c["seen"] == 2, (a, c)
-    assert launched() == ["a", "c"]
+    assert launched.committed() == ["a", "c"]
 
 
-def test_a_write_cancelled_before_its_group_forms_is_never_made(launched: Callable[[], list[str]]) -> None:
+def test_a_write_cancelled_before_its_group_forms_is_never_made(launched: Probe) -> None:
     run = uuid.uuid4().hex
 
     async def main() -> tuple[Any, Any, Any]:
-        first = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "first", False, 0.3))
+        first = asyncio.ensure_future(group_commit.write(serving_registry(), run, "wf", _insert, "first", False, 0.3))
         await asyncio.sleep(0.05)  # first's group is in flight (its transaction open in a thread)
-        dropped = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "dropped"))
-        kept = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "kept"))
+        dropped = asyncio.ensure_future(group_commit.write(serving_registry(), run, "wf", _insert, "dropped"))
+        kept = asyncio.ensure_future(group_commit.write(serving_registry(), run, "wf", _insert, "kept"))
         await asyncio.sleep(0.05)
         dropped.cancel()
         results = await asyncio.gather(first, dropped, kept, return_exceptions=True)
         return tuple(results)  # type: ignore[return-value]
 
-    first, dropped, kept = _run(main())
+    first, dropped, kept = _run(main(), launched.registry)
     assert isinstance(dropped, asyncio.CancelledError), dropped
     assert first["seen"] == 1 and kept["seen"] == 2, (first, kept)
-    assert launched() == ["first", "kept"]
+    assert launched.committed() == ["first", "kept"]
 
 
-def test_a_cancelled_runner_still_hands_its_siblings_their_outcomes(launched: Callable[[], list[str]]) -> None:
+def test_a_cancelled_runner_still_hands_its_siblings_their_outcomes(launched: Probe) -> None:
     run = uuid.uuid4().hex
 
     async def main() -> tuple[Any, Any]:
-        runner = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "runner", False, 0.3))
-        sibling = asyncio.ensure_future(group_commit.write(current(), run, "wf", _insert, "sibling", False, 0.3))
+        runner = asyncio.ensure_future(group_commit.write(serving_registry(), run, "wf", _insert, "runner", False, 0.3))
+        sibling = asyncio.ensure_future(group_commit.write(serving_registry(), run, "wf", _insert, "sibling", False, 0.3))
         await asyncio.sleep(0.1)  # both in one group, its transaction open
         runner.cancel()
         results = await asyncio.gather(runner, sibling, return_exceptions=True)
         return tuple(results)  # type: ignore[return-value]
 
-    runner, sibling = _run(main())
+    runner, sibling = _run(main(), launched.registry)
     assert isinstance(runner, asyncio.CancelledError), runner
     # The sibling was not cancelled: it gets its own write's outcome once the transaction ends.
     assert isinstance(sibling, dict) and sibling["seen"] == 2, sibling
-    assert launched() == ["runner", "sibling"]
+    assert launched.committed() == ["runner", "sibling"]
 
 
 def test_a_write_cancelled_as_its_outcome_arrives_leaves_the_next_group_alone(
-    launched: Callable[[], list[str]], monkeypatch: pytest.MonkeyPatch
+    launched: Probe, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write whose group committed, cancelled before its task woke to take the outcome, is done
     with the queue: the next group (handed over to the write that waited behind it) runs as it would."""
-    registry = current()
+    registry = launched.registry
     run = uuid.uuid4().hex
     tasks: dict[str, asyncio.Future[Any]] = {}
     deliver = group_commit._deliver_outcomes
@@ -176,14 +183,14 @@ def test_a_write_cancelled_as_its_outcome_arrives_leaves_the_next_group_alone(
     assert isinstance(sibling, asyncio.CancelledError), sibling
     assert runner["seen"] == 1, runner
     assert isinstance(after, dict) and after["seen"] == 3, after  # its own group ran, its own write in it
-    assert launched() == ["next", "runner", "sibling"]
+    assert launched.committed() == ["next", "runner", "sibling"]
     assert registry.group_queues == {}
 
 
-def test_the_queues_are_the_launchs_own(launched: Callable[[], list[str]]) -> None:
+def test_the_queues_are_the_launchs_own(launched: Probe) -> None:
     """A run's queue lives on the registry of the launch that runs it, never in a module table, so
     a second runtime in the process (after this one's shutdown) cannot find this one's queues."""
-    registry = current()
+    registry = launched.registry
     run = uuid.uuid4().hex
 
     async def main() -> Any:
@@ -196,7 +203,7 @@ def test_the_queues_are_the_launchs_own(launched: Callable[[], list[str]]) -> No
         assert keys == {(id(loop), "wf", run)}, keys
         return await first
 
-    out = _run(main())
+    out = _run(main(), launched.registry)
     assert out["seen"] == 1
     assert registry.group_queues == {}  # the queue goes with its last write
     assert not hasattr(group_commit, "_queues")

@@ -22,7 +22,6 @@ from pydantic_ai.usage import RequestUsage
 from sqlalchemy import event
 
 import helix_dbos as hx
-from helix_dbos.runtime.floor.registry import env
 
 
 @contextmanager
@@ -68,7 +67,8 @@ def test_the_waiter_gets_the_ledgers_result_without_reading(make_runtime: Callab
     rt = make_runtime([hx.Agent("talker", _model(prompts), tools=[ask_user])])
     for message, status in (("hello", "completed"), ("ask", "suspended_client_tool"), ("boom", "failed")):
         handle = rt.start("talker", message)
-        with statements(rt.engine) as api, statements(env().tx_engine) as tx:
+        assert rt._launched is not None and rt._launched.runner is not None
+        with statements(rt.engine) as api, statements(rt._launched.runner.tx_engine) as tx:
             result = handle.result(timeout=60)
         assert result.status == status, result
         assert (api, tx) == ([], []), (api, tx)  # the run's last transaction read it: no read of the wait's own

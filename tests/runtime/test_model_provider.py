@@ -12,7 +12,6 @@ per step as the provider reported it.
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
@@ -24,7 +23,8 @@ from pydantic_ai import Agent
 import helix_dbos as hx
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
-from tests.support.provider_server import WIRES, Calls, Empty, Status, Text, model_for, provider_server
+from tests.support.procs import free_port
+from tests.support.provider_server import WIRES, Calls, Empty, Status, Text, model_for, provider_server, quick_retries
 
 
 class Whale(pydantic.BaseModel):
@@ -32,17 +32,12 @@ class Whale(pydantic.BaseModel):
     length: float
 
 
-def _quick() -> hx.ModelRetries:
-    """Fast delays, so a test waits for what the provider asks, not for the default backoff."""
-    return hx.ModelRetries(attempts=3, first_delay=0.2, backoff=2.0, jitter=0.2)
-
-
 def _agents(server: Any, prefix: str, model_retries: Any = "quick", **kwargs: Any) -> list[Any]:
     """One agent per wire; ``model_retries=None``: plain pydantic-ai agents, the runtime's defaults."""
     agents = [Agent(model_for(wire, server), name=f"{prefix}_{wire}", **kwargs) for wire in WIRES]
     if model_retries is None:
         return agents
-    retries = _quick() if model_retries == "quick" else model_retries
+    retries = quick_retries() if model_retries == "quick" else model_retries
     return [hx.from_pydantic_ai(a, model_retries=retries) for a in agents]
 
 
@@ -57,6 +52,22 @@ def _one_by_one(rt: Any, server: Any, prefix: str, script: list[Any]) -> dict[st
     return out
 
 
+def _all_wires_at_once(rt: Any, server: Any, prefix: str, script: list[Any]) -> dict[str, tuple[Any, list[Any]]]:
+    """As ``_one_by_one``, with every wire's run started together and each wire's requests answered
+    from its own copy of ``script`` (its last answer repeated): the runs' waits overlap instead of
+    adding up, and each run sees exactly the answers it would alone."""
+    before = {wire: len(server.requests(wire)) for wire in WIRES}
+
+    def answer(entry: Any) -> Any:
+        n = [r.request_id for r in server.requests(entry.wire)].index(entry.request_id) - before[entry.wire]
+        return script[min(n, len(script) - 1)]
+
+    server.always(answer)
+    handles = {wire: rt.start(f"{prefix}_{wire}", "go") for wire in WIRES}
+    results = {wire: handle.result(timeout=300) for wire, handle in handles.items()}
+    return {wire: (results[wire], server.requests(wire)[before[wire]:]) for wire in WIRES}
+
+
 def test_a_steady_429_makes_the_budgets_requests_and_waits_what_retry_after_asks(make_runtime: Any) -> None:
     """3 requests in all (not 3 x the SDK's 3), each after at least the 1 s / 1.5 s the provider asked;
     the run fails ``model_rate_limited`` with the status and the last request's id."""
@@ -64,7 +75,7 @@ def test_a_steady_429_makes_the_budgets_requests_and_waits_what_retry_after_asks
         rt = make_runtime(_agents(server, "limited"))
         asked = [Status(429, headers={"Retry-After": "1"}), Status(429, headers={"retry-after-ms": "1500"}),
                  Status(429, headers={"Retry-After": "1"})]
-        for wire, (result, requests) in _one_by_one(rt, server, "limited", asked).items():
+        for wire, (result, requests) in _all_wires_at_once(rt, server, "limited", asked).items():
             assert len(requests) == 3, (wire, [r.at for r in requests])
             gaps = [b.at - a.at for a, b in zip(requests, requests[1:], strict=False)]
             assert gaps[0] >= 1.0 and gaps[1] >= 1.5, (wire, gaps)
@@ -79,11 +90,7 @@ def test_the_default_budget_is_four_requests_as_the_provider_sees_them(make_runt
     in all (the SDK's own retries off), each at least 2 s after the one before."""
     with provider_server() as server:
         rt = make_runtime(_agents(server, "default", model_retries=None))
-        server.always(Status(429, headers={"Retry-After": "2"}))
-        for wire in WIRES:
-            before = len(server.requests())
-            result = rt.start(f"default_{wire}", "go").result(timeout=300)
-            requests = server.requests()[before:]
+        for wire, (result, requests) in _all_wires_at_once(rt, server, "default", [Status(429, headers={"Retry-After": "2"})]).items():
             gaps = [b.at - a.at for a, b in zip(requests, requests[1:], strict=False)]
             assert len(requests) == 4 and all(g >= 2.0 for g in gaps), (wire, gaps)
             assert (result.status, result.error_code) == ("failed", "model_rate_limited"), (wire, result)
@@ -94,7 +101,7 @@ def test_a_provider_that_recovers_completes_the_step(make_runtime: Any) -> None:
     with provider_server() as server:
         rt = make_runtime(_agents(server, "recovers", model_retries=hx.ModelRetries(attempts=4, first_delay=0.1)))
         script = [Status(429, headers={"Retry-After": "1"}), Status(503, headers={"retry-after-ms": "700"}), Text("fine")]
-        for wire, (result, requests) in _one_by_one(rt, server, "recovers", script).items():
+        for wire, (result, requests) in _all_wires_at_once(rt, server, "recovers", script).items():
             assert (result.status, result.output) == ("completed", "fine"), (wire, result)
             assert len(requests) == 3
             assert requests[1].at - requests[0].at >= 1.0 and requests[2].at - requests[1].at >= 0.7
@@ -135,9 +142,7 @@ def test_a_refusal_is_typed_and_asked_once(status: int, code: str, make_runtime:
 
 
 def test_a_provider_that_is_down_is_model_unavailable(make_runtime: Any) -> None:
-    with socket.socket() as s:  # a port nothing listens on: connection refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens on it: connection refused
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -218,7 +223,7 @@ def test_the_typed_code_reaches_the_api_and_the_cli(db_url: str) -> None:
 
     with provider_server() as server:
         server.always(Status(429, headers={"retry-after-ms": "200"}))
-        agent = hx.from_pydantic_ai(Agent(model_for("chat", server), name="api_limited"), model_retries=_quick())
+        agent = hx.from_pydantic_ai(Agent(model_for("chat", server), name="api_limited"), model_retries=quick_retries())
         rt = hx.Runtime([agent], database_url=db_url, executor_id=f"test-{uuid.uuid4().hex[:8]}")
         with TestClient(create_app(rt), base_url="http://127.0.0.1") as client:
             started = client.post("/sessions", json={"agent": "api_limited", "message": "go"})
@@ -251,7 +256,7 @@ def test_live_output_has_the_same_budget_inside_its_step(make_runtime: Any) -> N
         before = len(server.requests())
         result = rt.start("live_chat", "go").result(timeout=180)
         assert (result.status, result.error_code) == ("failed", "model_rate_limited"), result
-        assert len(server.requests()) - before == 3  # _quick(): 3 requests, not 3 x DBOS's attempts
+        assert len(server.requests()) - before == 3  # quick_retries(): 3 requests, not 3 x DBOS's attempts
 
 
 def test_a_stop_during_a_retry_wait_is_honoured_before_the_next_request(make_runtime: Any) -> None:
@@ -283,7 +288,7 @@ def test_an_hx_agent_on_a_real_model_class_sends_pydantic_ais_output_tool(make_r
         server.script(answer)
         Agent(model_for("responses", server), output_type=list[Whale]).run_sync("go")
         plain = tools_sent(server.requests()[-1])
-        agent = hx.Agent("hx_responses", model_for("responses", server), output_type=list[Whale], model_retries=_quick())
+        agent = hx.Agent("hx_responses", model_for("responses", server), output_type=list[Whale], model_retries=quick_retries())
         rt = make_runtime([agent])
         server.script(Status(503, headers={"retry-after-ms": "300"}), answer)
         before = len(server.requests())

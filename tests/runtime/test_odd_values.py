@@ -1,4 +1,4 @@
-"""Values no store or model layer takes as they are never fail a run (issue 23, item 4), on both databases.
+"""Values no store or model layer takes as they are never fail a run, on both databases.
 
 A lone surrogate cannot be encoded as UTF-8 (so no provider request and no pydantic JSON can hold
 it) and Postgres's ``json``/``jsonb`` refuse ``NaN`` and the infinities. Whatever a tool, a check or a

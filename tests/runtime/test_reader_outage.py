@@ -26,6 +26,7 @@ from pydantic_ai.models.test import TestModel
 import helix_dbos as hx
 from helix_dbos.errors import StoreUnavailableError
 from tests.support.tcpproxy import TcpProxy
+from tests.support.waiting import wait_for
 
 WINDOW = 8.0
 
@@ -89,13 +90,6 @@ def in_threads(calls: dict[str, Callable[[], Any]]) -> tuple[dict[str, Any], dic
     return outcome, threads, took
 
 
-def until(condition: Callable[[], bool], ceiling: float, what: str) -> None:
-    deadline = time.monotonic() + ceiling
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {ceiling}s: {what}"
-        time.sleep(0.02)
-
-
 def test_reads_and_waits_ride_out_a_cut_inside_the_window(through_proxy: tuple[hx.Runtime, TcpProxy, Any]) -> None:
     rt, proxy, handle = through_proxy
     calls = reads(rt, handle)
@@ -107,9 +101,9 @@ def test_reads_and_waits_ride_out_a_cut_inside_the_window(through_proxy: tuple[h
     cut_at = time.monotonic()
     outcome, threads, _ = in_threads(calls)
     # every reader met the outage (its connect refused) before the store comes back, a few seconds in
-    until(lambda: proxy.refused >= refused + len(calls), 60, "each read tried the cut database")
+    wait_for("each read tried the cut database", lambda: proxy.refused >= refused + len(calls), timeout=60)
     assert not outcome, f"a read returned or raised during the outage: {outcome}"
-    until(lambda: time.monotonic() - cut_at >= 3.0, 10, "the outage lasted 3 s")
+    wait_for("the outage lasted 3 s", lambda: time.monotonic() - cut_at >= 3.0, timeout=10)
     assert time.monotonic() - cut_at < WINDOW - 1, "the machine was too slow to keep the cut inside the window"
     proxy.restore()
     for t in threads.values():
@@ -123,7 +117,7 @@ def test_reads_and_waits_fail_typed_past_the_window(through_proxy: tuple[hx.Runt
     proxy.cut()
     outcome, threads, took = in_threads(calls)
     try:
-        until(lambda: len(outcome) == len(calls), WINDOW + 90, "every read gave up")
+        wait_for("every read gave up", lambda: len(outcome) == len(calls), timeout=WINDOW + 90)
     finally:
         proxy.restore()
     for name, got in outcome.items():
@@ -134,7 +128,7 @@ def test_reads_and_waits_fail_typed_past_the_window(through_proxy: tuple[hx.Runt
     for t in threads.values():
         t.join(timeout=10)
     # and once the store is back, the same reads answer again
-    until(lambda: _answers(calls["session"]), 60, "the reader answers after the outage")
+    wait_for("the reader answers after the outage", lambda: _answers(calls["session"]), timeout=60)
     assert calls["session"]() == ["ok"]
 
 

@@ -28,6 +28,14 @@ def _runtime(db_url: str, text: str = "hi") -> hx.Runtime:
     return hx.Runtime([_agent(text)], database_url=db_url, executor_id=f"test-{uuid.uuid4().hex[:8]}")
 
 
+def _registry_of(rt: hx.Runtime) -> state.Registry:
+    """The registry ``rt``'s launch made and installed (its runner holds it)."""
+    launched = rt._launched
+    assert launched is not None and launched.runner is not None
+    assert state.installed() is launched.runner.registry
+    return launched.runner.registry
+
+
 def test_the_error_is_typed_and_exported() -> None:
     assert "RuntimeAlreadyLaunchedError" in errors.__all__
     assert RuntimeAlreadyLaunchedError.code == "runtime_already_launched"
@@ -38,7 +46,7 @@ def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_work
     make_runtime: Callable[..., hx.Runtime], db_url: str
 ) -> None:
     first = make_runtime([_agent("first")])
-    mine = state.current()
+    mine = _registry_of(first)
     run_workflow = mine.run_workflow
     second = _runtime(db_url, "second")
     try:
@@ -49,7 +57,7 @@ def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_work
             first.launch()  # nor can the live one launch twice
     finally:
         second.shutdown()  # a refused runtime's shutdown leaves the live one alone
-    assert state.current() is mine
+    assert _registry_of(first) is mine
     assert dbos_private.registered_workflow("helix.run") is run_workflow
     # the first keeps its executor id: its own registry holds the lock, and its lease row is live
     assert mine.lock_held()
@@ -62,16 +70,16 @@ def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_work
 def test_after_shutdown_the_next_runtime_launches_and_dbos_runs_its_workflows(db_url: str) -> None:
     first = _runtime(db_url, "first").launch()
     try:
-        old = state.current()
+        old = _registry_of(first)
         assert first.start("echo", "go").result(timeout=120).output == "first"
     finally:
         first.shutdown()
     assert state.installed() is None
     with pytest.raises(ConfigurationError):
-        state.env()
+        first.engine  # noqa: B018 - a runtime shut down is not launched
     second = _runtime(db_url, "second").launch()
     try:
-        new = state.current()
+        new = _registry_of(second)
         assert new is not old and new.env.agents["echo"] is not old.env.agents["echo"]
         # DBOS resolves the name to the new launch's closures, and entries start those
         assert dbos_private.registered_workflow("helix.run") is new.run_workflow is not old.run_workflow

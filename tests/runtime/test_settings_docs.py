@@ -180,4 +180,32 @@ def test_a_bad_value_refuses_the_launch_typed(db_url: str, monkeypatch: pytest.M
         rt.launch()
     monkeypatch.setenv("HELIX_DBOS_LEASE_RENEW", "5")
     with rt:
-        assert rt._registry is not None and rt._registry.env.environment.lease_renew == 5.0
+        assert rt._launched is not None and rt._launched.environment.lease_renew == 5.0
+
+
+#: Where a process starts, the only places the environment is read (everything below is handed it).
+EDGES = {
+    "helix_dbos/settings.py",  # defines from_environ
+    "helix_dbos/runtime/face/runtime.py",  # Runtime's construction and launch
+    "helix_dbos/loader.py",  # which app the service and the CLI load
+    "helix_dbos/cli/common.py", "helix_dbos/cli/serving.py", "helix_dbos/cli/demo.py",  # a CLI command's start
+    "helix_dbos/service/app.py", "helix_dbos/service/__main__.py", "helix_dbos/service/settings.py",  # the service's factory
+}
+
+
+def test_the_environment_is_read_at_the_edges_only() -> None:
+    """``from_environ()`` is called where a process starts and nowhere under it (the resolvers in
+    ``runtime/process/config.py``, the executor lock and the trace exporter are handed what a launch
+    read); and nothing in the package writes ``os.environ`` to hand a setting on (the CLI passes
+    arguments)."""
+    readers, writers = set(), set()
+    for path in sorted((ROOT / "helix_dbos").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        name = str(path.relative_to(ROOT))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "from_environ":
+                readers.add(name)
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ" for t in node.targets):
+                writers.add(name)
+    assert readers and readers <= EDGES, sorted(readers - EDGES)
+    assert writers == set(), sorted(writers)

@@ -93,10 +93,10 @@ def test_otlp_endpoints_leave_dbos_otlp_off(monkeypatch: pytest.MonkeyPatch) -> 
     span per replay), and the endpoints are read as the comma-separated list they are."""
     from dbos._dbos_config import translate_dbos_config_to_config_file
 
-    from helix_dbos.runtime.process import trace_export
+    from helix_dbos.settings import from_environ
 
     settings = Settings("sqlite:///unused.sqlite", "ex", "v1")
     monkeypatch.setenv("HELIX_DBOS_OTLP_TRACES_ENDPOINTS", "http://127.0.0.1:4318/v1/traces, http://otel:4318/v1/traces")
     on = translate_dbos_config_to_config_file(settings.dbos_config())  # type: ignore[arg-type]
     assert on["telemetry"]["disable_otlp"] is True and on["telemetry"]["OTLPExporter"]["tracesEndpoint"] == []
-    assert trace_export.endpoints() == ["http://127.0.0.1:4318/v1/traces", "http://otel:4318/v1/traces"]
+    assert from_environ().otlp_traces_endpoints == ("http://127.0.0.1:4318/v1/traces", "http://otel:4318/v1/traces")

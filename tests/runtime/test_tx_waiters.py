@@ -60,7 +60,7 @@ def test_reads_and_entries_answer_while_transactional_bodies_queue(pg_url: str) 
         held: list[int] = []
         took: list[float] = []
         for h in handles[:4]:
-            held.append(rt._engine.pool.checkedout())  # type: ignore[union-attr]
+            held.append(rt.engine.pool.checkedout())  # type: ignore[union-attr]
             t0 = time.monotonic()
             rt.session(h.session_id)  # a read: one API connection
             took.append(time.monotonic() - t0)

@@ -68,7 +68,7 @@ SCENARIOS: dict[str, list[str]] = {
     "sequential": ["seq_unsafe", "seq_b"],
     "slow": ["slow_safe"],
     "cancel": ["slow_seq", "seq_b"],
-    # transactional and reconciled tools (issue 12)
+    # transactional and reconciled tools
     "tx": ["tx_book"],
     "tx_rogue": ["tx_rogue"],  # a transactional body that tries to end its own transaction (SCENARIO_ROGUE)
     "tx_escape": ["tx_escape"],  # a transactional body that commits its transaction through the driver (SCENARIO_ESCAPE)
@@ -372,8 +372,19 @@ def freeze_at(spec: str) -> None:
     bodies.crash_point = crash_point  # type: ignore[assignment]  (the module's name for the fault hook)
 
 
+def build_agent(scenario: str, variant: str) -> Any:
+    """The scenario's agent in the SDK the test asks for (``SCENARIO_SDK``): an ``hx.Agent`` over a
+    pydantic-ai ``FunctionModel`` (the default), or an OpenAI Agents SDK ``agents.Agent`` with the same
+    tools and script (``tests/scenarios/openai_agents_app.py``)."""
+    if os.environ.get("SCENARIO_SDK", "pydantic_ai") == "openai_agents":
+        from tests.scenarios import openai_agents_app
+
+        return openai_agents_app.build_agent(scenario, build_tools(variant), SCENARIOS[scenario], effect)
+    return hx.Agent("crashy", FunctionModel(model_function(scenario)), tools=build_tools(variant))
+
+
 def build_runtime(args: argparse.Namespace) -> hx.Runtime:
-    agent = hx.Agent("crashy", FunctionModel(model_function(args.scenario)), tools=build_tools(args.variant))
+    agent = build_agent(args.scenario, args.variant)
     # SCENARIO_MAX_RUNNING=N: entries go through the agent's entry queue (their run starts `queued`),
     # and this process takes over no other executor's runs
     queued = os.environ.get("SCENARIO_MAX_RUNNING")
@@ -387,8 +398,7 @@ def cli_runtime() -> hx.Runtime:
     global EFFECTS
     EFFECTS = Path(os.environ["SCENARIO_EFFECTS"])
     scenario = os.environ.get("SCENARIO", "mixed")
-    agent = hx.Agent("crashy", FunctionModel(model_function(scenario)), tools=build_tools("v1"))
-    return hx.Runtime([agent])
+    return hx.Runtime([build_agent(scenario, "v1")])
 
 
 def report(rt: hx.Runtime, result: hx.RunResult) -> dict[str, Any]:

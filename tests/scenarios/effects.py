@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,17 @@ def append(folder: Path | None, kind: str, data: dict[str, Any]) -> None:
         f.write(json.dumps(data) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def recorder(variable: str) -> Callable[..., None]:
+    """``record(kind, **data)`` appending ``data`` with the writer's pid and time to the folder the
+    environment ``variable`` names when it is called (a forked app gets its environment after import)."""
+
+    def record(kind: str, **data: Any) -> None:
+        raw = os.environ.get(variable)
+        append(Path(raw) if raw else None, kind, {"pid": os.getpid(), "t": time.time(), **data})
+
+    return record
 
 
 def app_args(argv: list[str], *required: str) -> argparse.Namespace:

@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -37,13 +34,7 @@ from tests.scenarios import effects
 CHUNKS = ["Streamed ", "from ", "the ", "worker."]
 
 
-def _effects() -> Path | None:
-    raw = os.environ.get("ENTRIES_EFFECTS")
-    return Path(raw) if raw else None
-
-
-def _record(kind: str, **data: Any) -> None:
-    effects.append(_effects(), kind, {"pid": os.getpid(), "t": time.time(), **data})
+_record = effects.recorder("ENTRIES_EFFECTS")
 
 
 def _session_of(messages: list[ModelMessage]) -> str:

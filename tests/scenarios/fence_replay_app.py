@@ -24,7 +24,7 @@ from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.floor import durable, fence
-from helix_dbos.runtime.floor.registry import env
+from helix_dbos.runtime.floor.registry import serving_registry
 from tests.scenarios import effects
 
 EFFECTS: Path | None = None
@@ -34,7 +34,7 @@ async def refused_step(run_id: str) -> None:
     effects.append(EFFECTS, "step_bodies", {"pid": os.getpid()})
 
     def check() -> None:
-        with env().engine.begin() as conn:
+        with serving_registry().env.engine.begin() as conn:  # the registry this run's workflow was entered with
             fence.check(conn, run_id, "probe")
 
     await asyncio.to_thread(check)

@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -30,13 +29,7 @@ import helix_dbos as hx
 from tests.scenarios import effects
 
 
-def _effects() -> Path | None:
-    raw = os.environ.get("FLEET_EFFECTS")
-    return Path(raw) if raw else None
-
-
-def _record(kind: str, **data: Any) -> None:
-    effects.append(_effects(), kind, {"pid": os.getpid(), "t": time.time(), **data})
+_record = effects.recorder("FLEET_EFFECTS")
 
 
 def _slow(name: str) -> Any:

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         def hold() -> None:  # the pool's only connection, busy for --hold seconds in turns of 2 s
             until = time.monotonic() + args.hold
             while time.monotonic() < until:
-                with rt._tx_engine.connect() as conn:  # type: ignore[union-attr]  # the pool the runs use
+                with rt._launched.runner.tx_engine.connect() as conn:  # type: ignore[union-attr]  # the pool the runs use
                     conn.execute(sa.text("SELECT 1"))
                     held.set()
                     time.sleep(min(2.0, max(until - time.monotonic(), 0.0)))

@@ -4,6 +4,7 @@ loopback provider the test runs (``tests/support/provider_server.py``), under he
 
     python -m tests.scenarios.wire_app --db URL --effects DIR --executor ID --provider ROOT --wire chat start --session SID
     python -m tests.scenarios.wire_app ... wake --session SID          (the relaunch: recovery runs)
+    python -m tests.scenarios.wire_app ... --sdk openai_agents ...     (the agent as an OpenAI Agents SDK agent)
 
 The provider's replies are scripted by the test; this app only offers two tools: ``charge`` (unsafe,
 pydantic-ai's default) and ``lookup`` (``replay="safe"``). Each body appends a line to
@@ -59,6 +60,35 @@ def build_agent(wire: str, provider: str, capabilities: list[Any] | None = None,
     return agent
 
 
+def build_sdk_agent(wire: str, provider: str) -> Any:
+    """The same agent as an OpenAI Agents SDK ``agents.Agent`` (``--sdk openai_agents``): the SDK's own
+    ``OpenAIChatCompletionsModel`` / ``OpenAIResponsesModel`` on the wire, the same two tool bodies
+    (``charge`` unsafe by default, ``lookup`` declared safe with ``hx.openai_policy``)."""
+    from agents import Agent as SdkAgent
+    from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel, function_tool
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key="test-key", base_url=f"{provider}/v1")
+    model = OpenAIChatCompletionsModel("gpt-4o", openai_client=client) if wire == "chat" else OpenAIResponsesModel("gpt-4o", openai_client=client)
+
+    @function_tool
+    def charge(card: str, amount: int) -> str:
+        """Charge a card."""
+        effects.append(EFFECTS, "bodies", {"tool": "charge", "pid": os.getpid()})
+        while (EFFECTS / "hold_charge").exists():  # the test kills the process here
+            time.sleep(0.05)
+        return f"charged {amount} to {card}"
+
+    @hx.openai_policy(replay="safe")
+    @function_tool
+    def lookup(card: str) -> str:
+        """Look a card up."""
+        effects.append(EFFECTS, "bodies", {"tool": "lookup", "pid": os.getpid()})
+        return f"{card}: active"
+
+    return SdkAgent(name="cashier", model=model, instructions="Charge the card, then say done.", tools=[charge, lookup])
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     for name in ("--db", "--effects", "--provider", "--wire"):
@@ -66,6 +96,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--executor", default=None)
     p.add_argument("--live", action="store_true")
     p.add_argument("--step-tools", action="store_true")  # the peer only: each tool body a @DBOS.step
+    p.add_argument("--sdk", default="pydantic_ai", choices=["pydantic_ai", "openai_agents"])
     p.add_argument("cmd", choices=["start", "wake"])
     p.add_argument("--session", required=True)
     args = p.parse_args(argv)
@@ -77,7 +108,10 @@ def main(argv: list[str]) -> int:
     global EFFECTS
     args = parse(argv)
     EFFECTS = Path(args.effects)
-    agent = hx.from_pydantic_ai(build_agent(args.wire, args.provider), model_retries=retries())
+    if args.sdk == "openai_agents":
+        agent = hx.from_openai_agents(build_sdk_agent(args.wire, args.provider), model_retries=retries())
+    else:
+        agent = hx.from_pydantic_ai(build_agent(args.wire, args.provider), model_retries=retries())
     rt = hx.Runtime([agent], database_url=args.db, executor_id=args.executor, live_output=args.live).launch()
     try:
         if args.cmd == "start":

@@ -9,10 +9,6 @@ model request (``model``) and body start (``bodies``) is recorded against it in 
 from __future__ import annotations
 
 import asyncio
-import os
-import time
-from pathlib import Path
-from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -28,9 +24,7 @@ import helix_dbos as hx
 from tests.scenarios import effects
 
 
-def _record(kind: str, **data: Any) -> None:
-    raw = os.environ.get("RACE_EFFECTS")
-    effects.append(Path(raw) if raw else None, kind, {"pid": os.getpid(), "t": time.time(), **data})
+_record = effects.recorder("RACE_EFFECTS")
 
 
 def _session(messages: list[ModelMessage]) -> str:

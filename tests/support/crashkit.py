@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import uuid
 from collections import Counter
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
+from tests.support.effects import read_effects
 from tests.support.procs import ROOT, Outcome, child_env, run_module, spawn_module  # noqa: F401  (ROOT: tests import it from here)
 
 
@@ -67,10 +67,7 @@ class Kit:
         return self.run(*cmd, **kw)
 
     def lines(self, kind: str) -> list[dict[str, Any]]:
-        path = self.workdir / "effects" / f"{kind}.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_effects(self.workdir / "effects", kind)
 
     def bodies(self) -> Counter[str]:
         """Body starts per tool, counted by the tools themselves, outside the runtime."""
@@ -100,6 +97,13 @@ def helix_table(db_url: str, table: str) -> str:
     from helix_dbos.ledger.engine import is_sqlite
 
     return table if is_sqlite(db_url) else f"helix.{table}"
+
+
+def dbos_table(db_url: str, table: str) -> str:
+    """A DBOS system table's name in plain SQL: schema ``dbos`` on Postgres, unqualified on SQLite."""
+    from helix_dbos.ledger.engine import is_sqlite
+
+    return table if is_sqlite(db_url) else f"dbos.{table}"
 
 
 def calls_by_tool(result: dict[str, Any]) -> dict[str, dict[str, Any]]:

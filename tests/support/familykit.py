@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from helix_dbos.ledger import tables as t
-from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
+from helix_dbos.ledger.engine import create_sync_engine
 
+from tests.support.crashkit import dbos_table
+from tests.support.effects import read_effects
 from tests.support.procs import Outcome, child_env, run_module, spawn_module
 
 APP = "tests.scenarios.family"
@@ -83,10 +84,7 @@ class Family:
         (self.effects / f"hold_{key}").unlink(missing_ok=True)
 
     def lines(self, kind: str) -> list[dict[str, Any]]:
-        path = self.effects / f"{kind}.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_effects(self.effects, kind)
 
     def bodies(self, tool: str | None = None) -> list[dict[str, Any]]:
         return [b for b in self.lines("bodies") if tool is None or b["tool"] == tool]
@@ -94,15 +92,6 @@ class Family:
     def model_requests(self, agent: str) -> Counter[tuple[str, ...]]:
         """Requests of ``agent`` keyed by (its prompts so far, step in turn): a repeat is a paid-twice request."""
         return Counter((*m["prompts"], str(m["step"])) for m in self.lines("model") if m["agent"] == agent)
-
-    def wait_for(self, what: Callable[[], Any], timeout: float = 60, label: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = what()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise TimeoutError(f"timed out waiting for {label}")
 
     # --- ledger ----------------------------------------------------------------------------------
 
@@ -117,7 +106,7 @@ class Family:
             return [dict(r) for r in conn.execute(sa.select(table).where(*where)).mappings()]
 
     def dbos_workflows(self, workflow_id: str) -> list[dict[str, Any]]:
-        name = "workflow_status" if is_sqlite(self.db_url) else "dbos.workflow_status"
+        name = dbos_table(self.db_url, "workflow_status")
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(sa.text(f"SELECT * FROM {name} WHERE workflow_uuid = :id"), {"id": workflow_id}).mappings()]
 

@@ -10,31 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from tests.support.crashkit import helix_table, query
+from tests.support.effects import read_effects
 from tests.support.procs import child_env, popen_python_m
 
 AT_REST = ("completed", "failed", "interrupted")
-
-
-def read_effects(folder: Path, kind: str) -> list[dict[str, Any]]:
-    path = folder / f"{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 120.0) -> Any:
-    """Poll ``cond`` until it returns something true; a generous ceiling, so a busy machine only waits longer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 class WorkerPool:
@@ -88,6 +71,16 @@ class WorkerPool:
         return runs if len(runs) == n and all(r["status"] in AT_REST for r in runs) else None
 
     def stop_all(self) -> None:
+        """SIGTERM each worker (it drains: its runs in flight get ``--drain-timeout``); one still
+        draining a moment later gets the second signal that ends the drain at once, as an operator's
+        would: the test is over, and a run that never ends by itself (an idle companion) would hold
+        the teardown for the whole drain timeout."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 3
+        while any(proc.poll() is None for proc in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

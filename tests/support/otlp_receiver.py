@@ -21,6 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from tests.support.waiting import wait_for
+
 
 @dataclass(frozen=True)
 class Received:
@@ -82,14 +84,14 @@ class Receiver:
         with self.lock:
             return list(self.spans)
 
-    def wait_for(self, check: Callable[[list[Received]], bool], what: str, timeout: float = 120) -> list[Received]:
-        deadline = time.monotonic() + timeout
-        while True:
-            spans = self.snapshot()
-            if check(spans):
-                return spans
-            assert time.monotonic() < deadline, f"timed out waiting for {what}; received {sorted(s.name for s in spans)}"
-            time.sleep(0.05)
+    def wait_for(self, what: str, check: Callable[[list[Received]], bool], timeout: float = 120) -> list[Received]:
+        """The spans received once ``check`` holds for them (``tests.support.waiting.wait_for``'s
+        order); a timeout names the spans that did arrive."""
+        try:
+            (spans,) = wait_for(what, lambda: ((spans,) if check(spans := self.snapshot()) else None), timeout)  # a 1-tuple: true even when no span is what was awaited
+            return spans
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; received {sorted(s.name for s in self.snapshot())}") from None
 
 
 @contextmanager

@@ -13,15 +13,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from tests.support.procs import free_port
+
 
 def binary() -> str | None:
     return shutil.which("pgbouncer") or next((p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PgBouncer:
@@ -32,7 +28,7 @@ class PgBouncer:
         assert exe is not None
         server = make_url(server_url)
         self.pool_size = pool_size
-        self.port = _free_port()
+        self.port = free_port()
         # readable by the unprivileged user it drops to when started as root (it refuses to run as root)
         self.folder = Path(tempfile.mkdtemp(prefix="helix-pgbouncer-"))
         self.folder.chmod(0o755)

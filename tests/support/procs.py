@@ -32,6 +32,15 @@ def child_env(drop: Iterable[str] = FAULT_VARS, extra: Mapping[str, str] | None 
     return env
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on (free when asked; a test binds it, or finds it refused)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def last_json(text: str) -> dict[str, Any] | None:
     """The last line of ``text`` that is a JSON object (what the apps print as their result)."""
     found = None

@@ -309,6 +309,14 @@ def provider_server() -> Iterator[ProviderServer]:
 WIRES = ("chat", "responses", "messages")
 
 
+def quick_retries() -> Any:
+    """A step budget of 3 requests with short delays (0.2 s, 0.4 s), so a test waits for what the
+    provider asks (``Retry-After``), not for the default backoff."""
+    import helix_dbos as hx
+
+    return hx.ModelRetries(attempts=3, first_delay=0.2, backoff=2.0, jitter=0.2)
+
+
 def model_for(wire: str, server: ProviderServer, model_name: str | None = None) -> Any:
     """pydantic-ai's real model class for ``wire``, its provider pointed at ``server``."""
     return model_at(wire, server.root, model_name)

@@ -191,7 +191,7 @@ STOP_TABLE: list[tuple[str, SavedCall, str, str | None]] = [
 def test_a_stop_says_run_stopped_only_of_a_call_whose_body_never_started(
     what: str, saved: SavedCall, status: str, proved_by: str | None, ask_checks: bool
 ) -> None:
-    """Issue 23, item 7: a body that started and left no result may have taken effect, so a stop (or
+    """A body that started and left no result may have taken effect, so a stop (or
     a DBOS cancel, settled as one) of a run whose process died mid-body answers it as a redirect
     would, never "stopped before it finished; not completed". A stop asks no check."""
     (d,) = decide([saved], CHECKED, "stop", ask_checks=ask_checks)

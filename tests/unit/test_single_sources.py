@@ -169,7 +169,7 @@ def _registry_lookups(source: str) -> list[int]:
 def test_a_runs_code_is_handed_its_registry_never_looks_it_up() -> None:
     """``runtime/flow`` and ``runtime/floor`` get the registry (its Env, the agent) as an argument, and
     the durable operations from the one the workflow's entry set (``registry.serving``): no module
-    there calls ``current()``, ``env()`` or ``installed()`` (issue 24, item 5); registry.py defines them."""
+    there calls ``current()``, ``env()`` or ``installed()``; registry.py defines them."""
     found = {}
     for folder in ("flow", "floor"):
         for path in sorted((PACKAGE / "runtime" / folder).glob("*.py")):

@@ -1,4 +1,4 @@
-"""The runtime builds no SQL of its own: every statement lives in ``helix_dbos/ledger/`` (issue 24).
+"""The runtime builds no SQL of its own: every statement lives in ``helix_dbos/ledger/``.
 
 One place per table group means one place to read when a query is slow, a lock is taken or a
 column changes. The rule is read from the source: no module under ``helix_dbos/runtime/``

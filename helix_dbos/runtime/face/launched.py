@@ -1,123 +1,80 @@
-"""What a launch fills in on a ``Runtime`` (engines, lock, DBOS client, registry, settings) and
-the checked accessors that refuse before launch.
+"""A launched runtime: the parts its mode composes over one configuration, frozen once launched.
 
-A base of the ``Runtime`` and of the halves split out of it (``modes.py``, ``executor_leases.py``,
-``drain.py``), so each half names the state it touches without importing ``runtime.py``.
+Every mode holds the store (the API engine, the connections it holds, the resolved settings); a
+mode that enqueues holds an ``Enqueuer``, one that runs runs a ``Runner`` (``shape.py`` says which
+mode composes what). ``launch.py`` builds it; ``close`` takes it down in the one order that keeps
+runs recoverable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-from ...definitions import Agent
-from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError
-from ...ledger.engine import create_sync_engine, is_sqlite
-from ...recovery import Profile
-from ...settings import MODES, EnvSettings, Mode
+from ...ledger.records import RunRow
+from ...settings import EnvSettings
 from ..floor.registry import Registry
-from ..process import leases, polling
 from ..process.config import Settings
-from ..process.executor_lock import ExecutorLock
-from ..process.pools import POOLER_CONNECT_ARGS, Footprint, Pool, PoolSetting, application_name, pooler_url
+from ..process.pools import Footprint
+from . import executor_leases
+from .config import RuntimeConfig
+from .enqueuer import Enqueuer
+from .runner import Runner
+from .shape import Shape
 
-__all__ = ["MODES", "LaunchedParts", "Mode"]
 
-
-class LaunchedParts:
-    """The configuration a ``Runtime`` holds and the state its launch fills in (declared here,
-    assigned by ``Runtime.__init__``)."""
-
-    # configuration (fixed once launched: runtime.CONFIGURATION)
-    agents: dict[str, Agent]
-    api_pool: PoolSetting | None
-    tx_pool: PoolSetting | None
-    dbos_pool: PoolSetting | None
-    pooler_url: str | None
-    live_output: bool
-    recovery: Profile
-    database_url: str | None
-    queue_name: str
-    auto_continue: bool
-    serve_queue: bool
-    store_retry_window: float
-    takeover_after: float | None
-    takeover: bool
-    mode: Mode | None
-    limits: dict[str, AgentLimits]
-    worker_concurrency: int | None
-    owner_share: int | None
-    _executor_id: str | None
-    _app_version: str | None
-    _app_name: str
-    # what a launch fills in
-    _environment: EnvSettings | None  # the HELIX_DBOS_* variables as the launch read them
-    settings: Settings | None
-    _engine: sa.Engine | None
-    _tx_engine: sa.Engine | None
-    _lock: ExecutorLock | None
-    _owns_dbos: bool
-    _takeover: leases.Takeover | None
-    _polling: polling.InternalQueuePolling | None
-    _let_go_of_anyio_root: Callable[[], None] | None  # process/anyio_root.py
-    _lease_generation: int | None
-    _registry: Registry | None
-    _client: Any
-    _mode: Mode
-    _footprint: Footprint | None  # the connections this launch holds on Postgres (process/pools.py)
+@dataclass(frozen=True)
+class Launched:
+    config: RuntimeConfig
+    #: The ``HELIX_DBOS_*`` variables as the launch read them (``helix_dbos/settings.py``).
+    environment: EnvSettings
+    shape: Shape
+    #: The database URL, executor id ("" in a front end), application version... as the launch resolved them.
+    settings: Settings
+    #: The API engine: entries, answers, reads (and a ``DBOSClient``'s system database).
+    engine: sa.Engine
+    #: The connections this launch holds at most on Postgres (process/pools.py).
+    footprint: Footprint
+    enqueuer: Enqueuer | None
+    runner: Runner | None
 
     @property
-    def engine(self) -> sa.Engine:
-        if self._engine is None:
-            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
-        return self._engine
+    def own_executor_id(self) -> str | None:
+        """This process's executor id; None in a front end, which runs nothing."""
+        return self.runner.executor_id if self.runner is not None else None
 
-    @property
-    def is_front_end(self) -> bool:
-        """Launched as a front end (``mode="client"``): it admits and enqueues, and runs nothing."""
-        return self._mode == "client" and self._engine is not None
+    def enqueues(self, agent_name: str) -> bool:
+        """Whether an entry into ``agent_name`` enqueues its run rather than starting it here."""
+        return self.enqueuer is not None and self.enqueuer.enqueues(agent_name)
 
-    def _launched_registry(self) -> Registry:
-        if self._registry is None:
-            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
-        return self._registry
+    def registry(self) -> Registry:
+        """The registry a run started here is started against (a front end starts none: it enqueues)."""
+        if self.runner is None:
+            raise ConfigurationError("a front end (mode='client') runs nothing: its entries enqueue their runs")
+        return self.runner.registry
 
-    @property
-    def launched_settings(self) -> Settings:
-        if self.settings is None:
-            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
-        return self.settings
+    def front_end_client(self) -> Any:
+        """The ``DBOSClient`` a front end reads the system database through (None where DBOS runs here)."""
+        return self.enqueuer.client if self.runner is None and self.enqueuer is not None else None
 
-    @property
-    def executor_id(self) -> str:
-        if self.is_front_end:
-            raise ConfigurationError("a front end (mode='client') has no executor: it runs nothing")
-        if self.settings is None:
-            raise ConfigurationError("the runtime is not launched, so it has no executor id yet; call runtime.launch()")
-        return self.settings.executor_id
+    def run_is_dead(self, run: RunRow, conn: sa.Connection) -> str | None:
+        """Why a ``running`` run's workflow can no longer finish (``executor_leases.run_is_dead``)."""
+        return executor_leases.run_is_dead(run, conn, database_url=self.settings.database_url, own_executor_id=self.own_executor_id,
+                                           probe_lease=self.environment.takeover_after)
 
-    def connection_footprint(self) -> dict[str, int]:
-        """The Postgres connections this launched process holds at most, by pool, and their
-        ``total`` (docs/operations.md, "Database connections"): what to size ``max_connections``
-        by. A pool without overflow opens its connections once and keeps them. All 0 on SQLite."""
-        if self._footprint is None:
-            raise ConfigurationError("the runtime is not launched; call runtime.launch()")
-        return self._footprint.as_dict()
-
-    @staticmethod
-    def _pool_args(url: str, pool: Pool) -> dict[str, int]:
-        return {} if is_sqlite(url) else {"pool_size": pool.size, "max_overflow": pool.overflow}
-
-    def _create_api_engine(self, url: str, environment: EnvSettings, pool: Pool, executor_id: str = "") -> sa.Engine:
-        """The API engine (entries, answers, reads; a worker's or front end's ``DBOSClient``)."""
-        return self._pooled_engine(url, environment, pool, application_name(self._mode, "api", executor_id))
-
-    def _pooled_engine(self, url: str, environment: EnvSettings, pool: Pool, name: str) -> sa.Engine:
-        """An engine of helix's own pools: through the pooler when one is set (pools.pooler_url)."""
-        pooled = pooler_url(self.pooler_url, environment, url)
-        if pooled is None:
-            return create_sync_engine(url, application_name=name, **self._pool_args(url, pool))
-        return create_sync_engine(pooled, application_name=name, connect_args=dict(POOLER_CONNECT_ARGS), **self._pool_args(pooled, pool))
+    def close(self, wait_seconds: float, hurry: threading.Event, loop_stop: float | None = None) -> None:
+        """Take every part down: the client, then the runner's runs (``wait_seconds`` of grace),
+        its lease (through the API engine, still open), the engines, and the lock last."""
+        if self.enqueuer is not None:
+            self.enqueuer.close()  # its engine is ours (disposed below)
+        taken_over = False
+        if self.runner is not None:
+            self.runner.stop(wait_seconds, hurry, loop_stop)
+            taken_over = self.runner.release_lease(self.engine)
+        self.engine.dispose()
+        if self.runner is not None:
+            self.runner.let_go(taken_over)

@@ -15,15 +15,10 @@ transaction function's and its arguments, used from every corner of a run, so th
 (``durable.workflow_function``, which holds the registry) sets it once in a ``ContextVar``
 (``serving``/``serving_registry``), which every task and worker thread of that execution inherits.
 
-Where the process-wide lookup (``current()``, ``env()``, ``installed()``) remains, and why:
-
-- ``runtime/face``: ``Runtime.launch`` installs its registry (``install``; ``installed()`` to
-  refuse a second one) and holds it; nothing under it looks it up.
-- the executor lock: the run's code asks the registry it holds (``registry.lock_held()``); there
-  is no process-wide lookup for it.
-- ``runtime/flow`` and ``runtime/floor`` never call ``current()``, ``env()`` or ``installed()``
-  (``tests/unit/test_single_sources.py`` counts them): the run's code reads the registry it was handed,
-  and the durable operations the ``serving`` one.
+There is no process-wide lookup of it: ``Runtime.launch`` installs its registry (``install``;
+``installed()`` only to refuse a second one) and its launched ``Runner`` holds it; the run's code
+reads the registry it was handed (the executor lock too: ``registry.lock_held()``), and the durable
+operations the ``serving`` one. Tests reach the registry through the runtime they launched.
 
 ``install`` refuses a second registry while one is live, so a second ``Runtime`` in one process
 fails typed instead of taking over the first's workflows; ``uninstall`` at shutdown lets the next
@@ -172,18 +167,6 @@ def uninstall(registry: Registry) -> None:
 
 def installed() -> Registry | None:
     return _installed
-
-
-def current() -> Registry:
-    """The launched runtime's registry, for the face and process layers (see the module's docstring)."""
-    if _installed is None:
-        raise ConfigurationError("helix_dbos runtime is not launched in this process (call runtime.launch())")
-    return _installed
-
-
-def env() -> Env:
-    """The launched runtime's Env (``current().env``)."""
-    return current().env
 
 
 #: The registry the workflow execution running in this context was entered with: set once, at the

@@ -11,8 +11,9 @@ Resolution order, first hit wins:
 - store retry window: the ``store_retry_window`` argument, ``HELIX_DBOS_STORE_RETRY_WINDOW``, then
   60 s: how long transient database errors are retried before a run fails ``store_unavailable``.
 
-The variables themselves are read and checked by ``helix_dbos/settings.py`` (``EnvSettings``); each
-function here takes the object a launch read, or reads the environment now when given none.
+The variables themselves are read and checked by ``helix_dbos/settings.py`` (``EnvSettings``) where
+the process starts (a ``Runtime``'s construction and launch, a CLI command, the service's factory);
+each function here is handed the object read there and never reads the environment itself.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import yaml
 from ...errors import ConfigurationError
 from ...ledger.engine import is_sqlite
 from ...ledger.user_json import JsonObject
-from ...settings import DEFAULT_STORE_RETRY_WINDOW, EnvSettings, from_environ
+from ...settings import DEFAULT_STORE_RETRY_WINDOW, EnvSettings
 from .pools import Pool
 
 if TYPE_CHECKING:
@@ -43,43 +44,40 @@ def _substitute(value: str) -> str:
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: os.environ.get(m.group(1), ""), value)
 
 
-def read_dbos_config(path: str | Path | None = None, environment: EnvSettings | None = None) -> JsonObject:
+def read_dbos_config(environment: EnvSettings, path: str | Path | None = None) -> JsonObject:
     """``dbos-config.yaml`` from ``path``, ``HELIX_DBOS_CONFIG`` or the working directory; {} if absent."""
-    candidate = Path(path or (environment or from_environ()).config_file)
+    candidate = Path(path or environment.config_file)
     if not candidate.exists():
         return {}
     data = yaml.safe_load(candidate.read_text()) or {}
     return data if isinstance(data, dict) else {}
 
 
-def resolve_database_url(explicit: str | None = None, config: JsonObject | None = None, environment: EnvSettings | None = None) -> str:
+def resolve_database_url(explicit: str | None, environment: EnvSettings, config: JsonObject | None = None) -> str:
     if explicit:
         return explicit
-    environment = environment or from_environ()
     if environment.database_url:
         return environment.database_url
-    cfg = read_dbos_config(environment=environment) if config is None else config
+    cfg = read_dbos_config(environment) if config is None else config
     raw = cfg.get("system_database_url")
     if isinstance(raw, str) and _substitute(raw).strip():
         return _substitute(raw).strip()
     return DEFAULT_SQLITE_URL
 
 
-def resolve_app_version(explicit: str | None = None, environment: EnvSettings | None = None) -> str:
-    environment = environment or from_environ()
+def resolve_app_version(explicit: str | None, environment: EnvSettings) -> str:
     return environment.dbos_app_version or explicit or environment.app_version or DEFAULT_APP_VERSION
 
 
-def requested_executor_id(explicit: str | None = None, environment: EnvSettings | None = None) -> str | None:
-    environment = environment or from_environ()
+def requested_executor_id(explicit: str | None, environment: EnvSettings) -> str | None:
     return environment.dbos_vmid or explicit or environment.executor_id or None
 
 
-def resolve_store_retry_window(explicit: float | None = None, environment: EnvSettings | None = None) -> float:
+def resolve_store_retry_window(explicit: float | None, environment: EnvSettings) -> float:
     """Seconds of transient store errors a run rides out; a bad value is refused at launch, typed
     (the variable's by ``EnvSettings``, the argument's here)."""
     if explicit is None:
-        return (environment or from_environ()).store_retry_window
+        return environment.store_retry_window
     raw: object = explicit
     try:
         value = float(raw)  # type: ignore[arg-type]
@@ -88,11 +86,6 @@ def resolve_store_retry_window(explicit: float | None = None, environment: EnvSe
     if not value >= 0 or value == float("inf"):
         raise ConfigurationError(f"store_retry_window must be a finite number of seconds >= 0, not {raw!r}")
     return value
-
-
-def resolve_recovery_poll(environment: EnvSettings | None = None) -> float:
-    """``HELIX_DBOS_RECOVERY_POLL`` seconds (0.05 to 60; ``settings.DEFAULT_RECOVERY_POLL`` says why 3)."""
-    return (environment or from_environ()).recovery_poll
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ import sqlalchemy as sa
 from ...errors import ExecutorIdInUseError
 from ...ledger import executor_locks
 from ...ledger.engine import create_sync_engine, is_sqlite, sqlite_path
-from ...settings import DEFAULT_LEASE, from_environ
+from ...settings import DEFAULT_LEASE
 
 MAX_DEFAULT_SLOTS = 64
 #: How often the watchdog confirms the lock while this process is working (it asked ``held()``
@@ -282,7 +282,7 @@ class ExecutorLock:
     def __init__(self, database_url: str, lease: float | None = None) -> None:
         self.database_url = database_url
         #: How long this holder may go unconfirmed before it exits (and a newcomer may act).
-        self.lease = lease if lease is not None else from_environ().takeover_after  # HELIX_DBOS_TAKEOVER_AFTER
+        self.lease = lease if lease is not None else DEFAULT_LEASE  # the launch hands HELIX_DBOS_TAKEOVER_AFTER's
         self.executor_id: str | None = None
         #: The lock's backend, chosen once by the database (``FileBackend`` for SQLite, else ``AdvisoryBackend``).
         self.backend: _Backend = FileBackend(database_url) if is_sqlite(database_url) else AdvisoryBackend(database_url)

@@ -5,7 +5,7 @@ The first Ctrl-C of a script raises ``KeyboardInterrupt`` and its ``with hx.Runt
 cancel their tasks, so they stay ``PENDING`` for the next launch. A second Ctrl-C inside that
 shutdown raised ``KeyboardInterrupt`` there, so DBOS was never destroyed: the interpreter went on
 exiting while the workflows still ran, their next ledger write was refused by the exiting
-interpreter, and DBOS recorded ``ERROR`` with the ledger run ``running`` (issue 23). Here the
+interpreter, and DBOS recorded ``ERROR`` with the ledger run ``running``. Here the
 shutdown takes Ctrl-C itself: one arriving during it ends the grace period at once, the shutdown
 finishes its steps, and the interrupt is raised when it returns.
 """

@@ -31,7 +31,6 @@ from typing import Any, Final
 from opentelemetry import trace
 
 from ...errors import ConfigurationError
-from ...settings import EnvSettings, from_environ
 
 ENV: Final = "HELIX_DBOS_OTLP_TRACES_ENDPOINTS"
 #: How long a workflow waits for the flush after a commit, and a signal for the flush before dying.
@@ -47,11 +46,6 @@ _lock = threading.Lock()
 _queued: Future[None] | None = None
 _overdue = False
 _flusher = ThreadPoolExecutor(1, thread_name_prefix="helix-trace-flush")
-
-
-def endpoints(environment: EnvSettings | None = None) -> list[str]:
-    """The OTLP/HTTP trace endpoints ``HELIX_DBOS_OTLP_TRACES_ENDPOINTS`` names (comma-separated)."""
-    return list((environment or from_environ()).otlp_traces_endpoints)
 
 
 def install(urls: Sequence[str], service_name: str) -> None:

@@ -1,9 +1,11 @@
-"""Issue 23's doors: CSRF through the /ui cookie, strict ids and Host headers, the published schema,
-NUL in query parameters, odd stored values on every read path, probing ids, CLI numbers, bad tools.
+"""What every way in refuses or renders safely: CSRF through the /ui cookie, strict ids and Host
+headers, the published schema, NUL in query parameters, odd stored values on every read path,
+probing ids, CLI numbers, things passed as tools that are not tools.
 
 The HTTP tests run the real app in-process (Starlette's TestClient runs its lifespan: the runtime
 launches DBOS on the test database, SQLite and Postgres); the CLI tests run the installed
-``helix-dbos``. The browser test (a page on another port of the same host) is in test_ui_csrf.py.
+``helix-dbos``. The browser test (a page on another port of the same host) is test_ui.py's
+``test_a_page_on_another_port_cannot_use_the_signed_in_cookie``.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def serving(db_url: str, runtime: hx.Runtime | None = None, *, keys: bool = Fals
         yield http
 
 
-# --- item 8: ids, Host headers, the published schema ------------------------------------------------
+# --- ids, Host headers, the published schema ---------------------------------------------------------
 
 
 def test_dot_and_dotdot_are_not_session_ids_at_any_door(db_url: str) -> None:
@@ -140,7 +142,7 @@ def test_the_schema_publishes_the_cursor_the_id_and_the_byte_rules(db_url: str) 
         expect_error(http.get("/sessions/x/events", headers={"Last-Event-ID": "abc"}), 400, "validation_error")
 
 
-# --- item 4 (HTTP and CLI): NUL in parameters, odd values on every read path ------------------------
+# --- NUL in parameters, odd values on every read path (HTTP and CLI) ---------------------------------
 
 
 def test_nul_in_any_query_or_path_parameter_is_a_typed_400(db_url: str) -> None:
@@ -234,7 +236,7 @@ def test_every_read_path_renders_nul_surrogates_and_non_finite_numbers(db_url: s
             json.loads(out.stdout)
 
 
-# --- item 10: probing ids, CLI numbers, things that are not tools ------------------------------------
+# --- probing ids, CLI numbers, things that are not tools ---------------------------------------------
 
 
 def test_a_chosen_session_id_reveals_nothing_about_other_owners(db_url: str) -> None:
@@ -297,7 +299,7 @@ def test_an_agent_refuses_what_is_not_a_tool_at_construction(bad: Any) -> None:
     assert "sub_agents[0]" in refused.value.message
 
 
-# --- item 5 without a browser: content types, the CSRF token, the Secure cookie ----------------------
+# --- without a browser: content types, the CSRF token, the Secure cookie -----------------------------
 
 
 def _token(page: str) -> str:

@@ -1,0 +1,70 @@
+"""Every field of the SDK's ``agents.Agent`` and every tool type in ``agents.Tool``, judged: it runs
+under the contract, or the agent is refused when it is read (``UnsupportedFeatureError``), never
+dropped silently. docs/openai-agents.md's capability table says the same, and
+``tests/processes/test_openai_agents_features.py`` fails when the SDK adds a field or a tool type neither judges.
+
+A verdict of ``None`` runs; a string is the reason the feature is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ConfigurationError, UnsupportedFeatureError
+
+#: ``agents.Agent``'s fields. A field not at its default that has a reason here refuses the agent.
+AGENT_FIELDS: dict[str, str | None] = {
+    "name": None,
+    "handoff_description": None,
+    "tools": None,
+    "instructions": None,
+    "model": None,
+    "model_settings": None,
+    "output_type": None,
+    "reset_tool_choice": None,
+    "mcp_servers": "MCP servers are listed and called by the SDK's runner; this adapter does not list them yet (use a pydantic-ai agent's MCPToolset)",
+    "mcp_config": "it configures MCP servers, which this adapter does not list yet",
+    "prompt": "a Responses prompt template is resolved by OpenAI's servers, outside the transcript the ledger keeps",
+    "handoffs": "a handoff switches the agent inside one run; helix binds one agent per run: offer the other agent as hx.remote_agent or hx.companion_agent",
+    "input_guardrails": "guardrails run inside the SDK's runner (beside the model request), which does not run here",
+    "output_guardrails": "guardrails run inside the SDK's runner, on its final output, which does not run here",
+    "hooks": "agent hooks are called by the SDK's runner, which does not run here",
+    "tool_use_behavior": "a tool result as the run's output has no place in the ledger's finish: only 'run_llm_again' runs",
+}
+
+#: The tool types of ``agents.Tool``. Only function tools are calls the ledger can gate and answer.
+TOOL_TYPES: dict[str, str | None] = {
+    "FunctionTool": None,
+    "FileSearchTool": "a hosted tool runs inside the model request, where no ledger row can gate or answer it",
+    "WebSearchTool": "a hosted tool runs inside the model request, where no ledger row can gate or answer it",
+    "CodeInterpreterTool": "a hosted tool runs inside the model request, where no ledger row can gate or answer it",
+    "ImageGenerationTool": "a hosted tool runs inside the model request, where no ledger row can gate or answer it",
+    "HostedMCPTool": "the provider calls the MCP server inside the model request, where no ledger row can gate or answer it",
+    "ToolSearchTool": "tool search loads tools inside the model request; every tool is offered here",
+    "ProgrammaticToolCallingTool": "a generated program calls tools inside the model request, where no ledger row gates them",
+    "ComputerTool": "computer actions are not function calls: their executor is not a body the ledger gates",
+    "LocalShellTool": "shell actions are not function calls: their executor is not a body the ledger gates",
+    "ShellTool": "shell actions are not function calls: their executor is not a body the ledger gates",
+    "ApplyPatchTool": "patch actions are not function calls: their executor is not a body the ledger gates",
+    "CustomTool": "a custom (free-text) tool call is not a function call with JSON arguments the ledger validates",
+}
+
+
+def check_agent(agent: Any, name: str) -> None:
+    """Refuse, with the reason, every field of ``agent`` this adapter cannot honour."""
+    from agents import Agent
+
+    defaults = Agent(name=name, model=agent.model)  # the same model: the SDK's implicit settings follow it
+    for field, reason in AGENT_FIELDS.items():
+        if reason is None:
+            continue
+        value, default = getattr(agent, field), getattr(defaults, field)
+        if field == "mcp_config" and not agent.mcp_servers:
+            continue
+        if value != default:
+            raise UnsupportedFeatureError(f"agent {name!r}: {field}= is not supported: {reason}", detail={"agent": name, "feature": field})
+    if agent.model is None:
+        raise ConfigurationError(f"agent {name!r} has no model; give Agent(model=...) (an OpenAIChatCompletionsModel, an OpenAIResponsesModel, or a name)")
+    retry = agent.model_settings.retry
+    if retry is not None:
+        raise UnsupportedFeatureError(f"agent {name!r}: model_settings.retry is the SDK runner's; give from_openai_agents(model_retries=hx.ModelRetries(...))")
