@@ -30,7 +30,7 @@ from helix_dbos.errors import UnsupportedFeatureError
 from tests.support.procs import child_env
 from tests.support.provider_server import Calls, Text, provider_server
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "openai-agents.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "openai-agents.md"
 
 
 def _doc_table() -> dict[str, str]:
