@@ -103,6 +103,13 @@ class AgentSeam(Protocol):
         overload, 5xx, network, timeout): only the adapter knows its SDK's error types."""
         ...
 
+    def check_model(self) -> None:
+        """Build or check the model now, raising what a missing provider package or key raises: the
+        service calls it before taking requests, so such an agent refuses the start instead of
+        failing every run; and every model step calls it before its rate grant, so a first build (a
+        provider's import) is not paid between grant and send. Cheap once built."""
+        ...
+
 
 @runtime_checkable
 class StreamingSeam(AgentSeam, Protocol):

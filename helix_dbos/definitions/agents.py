@@ -55,6 +55,14 @@ class SubAgent:
             raise UnsupportedFeatureError(
                 f"sub-agent {self.agent.name!r}: a pydantic-ai agent runs as a remote or companion sub-agent, not local"
             )
+        if self.mode == "local" and type(self.agent).request is not Agent.request:
+            from ..errors import UnsupportedFeatureError
+
+            # a local child is pydantic-ai's own loop over the agent's pydantic-ai model
+            # (runtime/flow/local_child.py): an agent that asks its model its own way has none
+            raise UnsupportedFeatureError(
+                f"sub-agent {self.agent.name!r}: an agent of another SDK runs as a remote or companion sub-agent, not local"
+            )
 
     @property
     def tool_name(self) -> str:
@@ -145,7 +153,8 @@ class Agent:
         if isinstance(entries, tuple):
             setattr(self, field_name, list(entries))
 
-    # --- per-run hooks: no-ops here; an adapter's agent (helix_dbos/adapters/) fills them ---
+    # --- the hooks the runtime calls (helix_dbos/adapters/base.py AgentSeam): a pydantic-ai model's
+    # --- defaults here; an adapter's agent (helix_dbos/adapters/<sdk>/) overrides what its SDK does
 
     async def refresh(self, scope: RunScope) -> None:
         """Bring ``tools`` up to date for this run before the runtime reads them (list toolsets)."""
@@ -182,6 +191,13 @@ class Agent:
         from . import model_requests
 
         return await model_requests.stream(self._asking(), messages, instructions, events)
+
+    def check_model(self) -> None:
+        """Build the model now: the service calls it before it takes a request, so a missing provider
+        package or key refuses the start instead of failing every run. An agent that asks its model
+        its own way (``request`` overridden) checks its own model, or nothing, here."""
+        if type(self).request is Agent.request:
+            self.resolved_model()
 
     def _asking(self) -> Asking:
         """The model, settings and offered tools of a request, read now (tools may have been refreshed)."""

@@ -31,7 +31,7 @@ def check_models(agents: Mapping[str, Any]) -> None:
         agent = agents[name]
         model = agent.model if isinstance(agent.model, str) else type(agent.model).__name__
         try:
-            agent.resolved_model()
+            agent.check_model()
         except ImportError as exc:
             package = _missing_package(exc)
             install = _INSTALL.search(str(exc))

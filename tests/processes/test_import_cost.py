@@ -54,6 +54,8 @@ def test_the_runtime_loads_pydantic_ai_only_when_a_run_needs_a_message() -> None
     """``hx.Runtime`` brings DBOS and SQLAlchemy; pydantic-ai (half the import) waits for the first
     message a run reads or writes, so a CLI read or a worker that has nothing to recover skips it."""
     assert _loaded_after("import helix_dbos as hx\nhx.Runtime\nhx.RunHandle\nhx.SessionView\n", ("pydantic_ai",)) == []
+    # the registered adapters are loaded with the runtime, their SDKs are not (adapters/base.py)
+    assert _loaded_after("import helix_dbos as hx\nhx.Runtime\nimport helix_dbos.adapters\n", ("pydantic_ai", "agents", "openai")) == []
     assert _loaded_after("import helix_dbos as hx\nhx.PydanticAgent\n", ("pydantic_ai",)) == ["pydantic_ai"]
 
 

@@ -1,5 +1,6 @@
 """The tree's import graph: no circles anywhere (bench included), the CLI never reaches the service,
-and the runtime's four layers import only downwards: process -> floor -> flow -> face.
+the runtime's four layers import only downwards: process -> floor -> flow -> face, and the agent
+SDK adapters sit beside definitions, reached by the runtime only through the seam.
 
 Read from the source, not from a run: every import counts, also one inside a function (a circle
 hidden in a function is still a circle that decides import order) and one under ``TYPE_CHECKING``
@@ -181,3 +182,42 @@ def test_no_ledger_module_imports_definitions() -> None:
 def test_the_package_check_finds_an_upward_import() -> None:
     graph = {"helix_dbos.ledger.records": {"helix_dbos.definitions.tools"}, "helix_dbos.definitions.tools": {"helix_dbos.ledger.statuses"}}
     assert package_violations(graph) == ["helix_dbos.ledger.records -> helix_dbos.definitions.tools"]
+
+
+#: What the runtime may import of ``helix_dbos.adapters``: the registry and the seam, never one SDK's
+#: adapter (a new SDK then needs no runtime edit).
+ADAPTER_SEAM = {"helix_dbos.adapters", "helix_dbos.adapters.registry", "helix_dbos.adapters.base"}
+
+
+def adapter_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Adapters sit beside definitions: they import definitions, ledger, recovery and errors, never the
+    runtime, service or CLI; nothing below them (definitions, ledger, recovery) imports them; the
+    runtime reaches them only through ``ADAPTER_SEAM``."""
+    adapters = {m for m in graph if m == "helix_dbos.adapters" or m.startswith("helix_dbos.adapters.")}
+    above = ("helix_dbos.runtime", "helix_dbos.service", "helix_dbos.cli")
+    below = ("helix_dbos.definitions", "helix_dbos.ledger", "helix_dbos.recovery")
+    out = [f"{m} -> {d}" for m in adapters for d in graph[m] if d.startswith(above)]
+    out += [f"{m} -> {d}" for m in graph if m.startswith(below) for d in graph[m] if d in adapters]
+    out += [f"{m} -> {d}" for m in graph if m.startswith("helix_dbos.runtime") for d in graph[m] if d in adapters - ADAPTER_SEAM]
+    return sorted(out)
+
+
+def test_adapters_sit_beside_definitions_and_the_runtime_sees_only_the_seam() -> None:
+    graph = import_graph()
+    assert "helix_dbos.adapters.pydantic_ai.agent" in graph and "helix_dbos.adapters.registry" in graph["helix_dbos.runtime.face.agents"]
+    assert adapter_violations(graph) == []
+
+
+def test_the_adapter_check_finds_each_wrong_edge() -> None:
+    graph: dict[str, set[str]] = {
+        "helix_dbos.adapters.pydantic_ai.agent": {"helix_dbos.runtime.flow.planning"},
+        "helix_dbos.definitions.agents": {"helix_dbos.adapters.base"},
+        "helix_dbos.runtime.flow.model_request": {"helix_dbos.adapters.pydantic_ai.agent", "helix_dbos.adapters.base"},
+        "helix_dbos.adapters.base": set(),
+        "helix_dbos.runtime.flow.planning": set(),
+    }
+    assert adapter_violations(graph) == [
+        "helix_dbos.adapters.pydantic_ai.agent -> helix_dbos.runtime.flow.planning",
+        "helix_dbos.definitions.agents -> helix_dbos.adapters.base",
+        "helix_dbos.runtime.flow.model_request -> helix_dbos.adapters.pydantic_ai.agent",
+    ]

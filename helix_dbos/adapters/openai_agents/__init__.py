@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK adapter: an ``agents.Agent`` read, as it is, into an ``hx.Agent``.
+"""Internal: the OpenAI Agents SDK adapter: an ``agents.Agent`` read, as it is, into an ``hx.Agent``.
 
 This module is the adapter's light half (the registry imports it with the runtime): it never
 imports the SDK. ``agent.py`` and the SDK load only when the runtime is handed an ``agents.Agent``

@@ -1,4 +1,4 @@
-"""The pydantic-ai adapter: a ``pydantic_ai.Agent`` read, as it is, into an ``hx.Agent``.
+"""Internal: the pydantic-ai adapter: a ``pydantic_ai.Agent`` read, as it is, into an ``hx.Agent``.
 
 This module is the adapter's light half (the registry imports it with the runtime); ``agent.py``
 and pydantic-ai itself load only when the runtime is handed a ``pydantic_ai.Agent``.
@@ -33,3 +33,5 @@ class PydanticAIAdapter:
 
 
 ADAPTER = PydanticAIAdapter()
+
+__all__ = ["ADAPTER", "PydanticAIAdapter"]

@@ -101,8 +101,8 @@ async def _write(value: LiveValue) -> None:
 
 async def streamed_request(agent: Agent, messages: list[ModelMessage], instructions: str | None, scope: RunScope, step: int) -> ModelResponse:
     """The model request, streamed through the agent (``Agent.stream``); the reply is the same
-    ``ModelResponse`` a plain request returns. An agent that cannot stream makes a plain request and
-    hands no event: then nothing is written (no ``start`` without an ``end``)."""
+    ``ModelResponse`` a plain request returns. ``start`` is written with the first event, so an
+    agent that cannot stream (it makes a plain request and hands no event) writes nothing."""
     request = uuid.uuid4().hex[:12]
     buffer: list[LiveDelta] = []
     flushed = time.monotonic()

@@ -284,6 +284,7 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     await agent.refresh(scope)  # an adapter's agent lists its tools for this run
     messages = transcript.for_model(list(loaded))
     instructions = await agent.instructions_for(scope)
+    agent.check_model()  # before the grant: a model's first build (a provider's import) is not paid between grant and send
     began = await _rate_turn(e, agent.name, run_id)
     await _sendable(e, agent.name, run_id, began)
     # Asked through the agent (helix_dbos/adapters/base.py): how the model is asked and its reply
