@@ -7,6 +7,7 @@ This only keeps the bench from rotting while the runtime changes under it.
 from __future__ import annotations
 
 import subprocess
+import time
 import sys
 from pathlib import Path
 
