@@ -179,7 +179,7 @@ def test_a_write_cancelled_as_its_outcome_arrives_leaves_the_next_group_alone(
         results = await asyncio.gather(runner, sibling, after, return_exceptions=True)
         return tuple(results)  # type: ignore[return-value]
 
-    runner, sibling, after = _run(main())
+    runner, sibling, after = _run(main(), registry)
     assert isinstance(sibling, asyncio.CancelledError), sibling
     assert runner["seen"] == 1, runner
     assert isinstance(after, dict) and after["seen"] == 3, after  # its own group ran, its own write in it

@@ -24,17 +24,18 @@ from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.floor import durable, fence
-from helix_dbos.runtime.floor.registry import serving_registry
 from tests.scenarios import effects
 
 EFFECTS: Path | None = None
+RUNTIME: hx.Runtime | None = None
 
 
 async def refused_step(run_id: str) -> None:
     effects.append(EFFECTS, "step_bodies", {"pid": os.getpid()})
 
     def check() -> None:
-        with serving_registry().env.engine.begin() as conn:  # the registry this run's workflow was entered with
+        assert RUNTIME is not None
+        with RUNTIME.engine.begin() as conn:  # the launched runtime's own engine (the probe is no helix workflow)
             fence.check(conn, run_id, "probe")
 
     await asyncio.to_thread(check)
@@ -59,11 +60,11 @@ async def probe(run_id: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    global EFFECTS
+    global EFFECTS, RUNTIME
     args = effects.app_args(argv)
     EFFECTS = Path(args.effects)
     agent = hx.Agent("plain", TestModel(call_tools=[], custom_output_text="done"))
-    rt = hx.Runtime([agent], database_url=args.db, executor_id=args.executor).launch()
+    rt = RUNTIME = hx.Runtime([agent], database_url=args.db, executor_id=args.executor).launch()
     probe_id = f"probe-{args.session}"
     try:
         out: dict[str, Any]

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 from ...definitions import Agent
 from ...definitions.limits import AgentLimits
 from ...errors import ConfigurationError
+from ...ledger.names import RUNS_QUEUE
 from ...recovery import Profile
 from ...settings import DEFAULT_STORE_RETRY_WINDOW, MODES, EnvSettings, Mode
 from ..process import polling, queues
@@ -46,7 +47,7 @@ class RuntimeConfig:
     executor_id: str | None = None
     application_version: str | None = None
     app_name: str = DEFAULT_APP_NAME
-    queue_name: str = "helix_runs"
+    queue_name: str = RUNS_QUEUE
     #: The last answer a suspended run awaited continues it.
     auto_continue: bool = True
     #: Whether this process dequeues remote children and companion turns from ``queue_name``
