@@ -23,11 +23,11 @@ PEER = "oai_peer_app"
 
 @pytest.mark.kills
 @pytest.mark.parametrize("wire", ["chat", "responses"])
-def test_oai_peer_killed_mid_unsafe_body_runs_it_again_and_tells_the_model_it_succeeded(db_url: str, tmp_path: Path, wire: str) -> None:
+def test_oai_peer_killed_mid_unsafe_body_runs_it_again_and_tells_the_model_it_succeeded(pg_url: str, tmp_path: Path, wire: str) -> None:
     """Killed while ``charge`` blocks mid-body: the peer recorded nothing that the body started (its
     function tools are workflow code), so the relaunch runs ``charge`` again, and the model reads
     "charged 5 to c1" as if it ran once. The step-1 request is a recorded step: not asked again."""
-    app, out, requests = killed_mid_charge(db_url, tmp_path, wire, module=PEER)
+    app, out, requests = killed_mid_charge(pg_url, tmp_path, wire, module=PEER)
     assert out is not None and out["status"] == "completed" and out["output"] == "done", out
     assert [step_of(r) for r in requests] == [0, 1]
     assert app.bodies() == Counter({"charge": 2, "lookup": 2})
@@ -35,7 +35,7 @@ def test_oai_peer_killed_mid_unsafe_body_runs_it_again_and_tells_the_model_it_su
 
 
 @pytest.mark.kills
-def test_oai_peer_killed_with_the_next_request_in_flight_runs_both_bodies_again(db_url: str, tmp_path: Path) -> None:
+def test_oai_peer_killed_with_the_next_request_in_flight_runs_both_bodies_again(pg_url: str, tmp_path: Path) -> None:
     """Killed while the step-2 request is held at the provider: step 1's reply is a recorded step and
     is not asked again, step 2 is; both tool bodies, finished before the kill, run again on the
     replay (2 each), and the model is told each ran once."""
@@ -43,7 +43,7 @@ def test_oai_peer_killed_with_the_next_request_in_flight_runs_both_bodies_again(
         held = Held(Text("done", usage=(190, 23)))
         server.script(STEP1, held)
         server.always(Text("done", usage=(200, 30)))
-        app = App(db_url, tmp_path, server.root, "chat", module=PEER)
+        app = App(pg_url, tmp_path, server.root, "chat", module=PEER)
         proc = app.spawn()
         wait_for("the step-2 request at the provider", lambda: app.alive(proc) and len(server.requests()) == 2)
         kill(proc)

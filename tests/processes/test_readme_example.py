@@ -54,28 +54,6 @@ def test_the_readme_example_runs_as_printed_and_a_relaunch_waits_for_its_session
     assert email["idempotency_key"].startswith("window-seats:")
 
 
-@pytest.mark.kills
-def test_the_readme_crash_walk_runs_in_the_order_printed(db_url: str, tmp_path: Path) -> None:
-    """The walk-through's commands, each line run by bash as printed (``python`` is this interpreter),
-    in order, in a directory holding only ``example.py``, with the virtualenv's ``bin`` first on the
-``PATH`` as after its ``activate``: each does what its comment says."""
-    (tmp_path / "example.py").write_text(readme_example())
-    lines = [ln for ln in readme_example("readme-crash-walk", "bash").splitlines() if ln.strip()]
-    assert len(lines) == 4, lines
-    env = child_env((*SETTINGS_VARS, "OPENAI"))
-    env.update(HELIX_DBOS_DATABASE_URL=db_url, PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")  # the virtualenv's python
-    outs = []
-    for line in lines:
-        proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)
-        outs.append(proc)
-    crashed, relaunched, again, count = outs
-    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stdout + crashed.stderr
-    expected = lines[1].split("# ", 1)[1].removesuffix("...").strip()
-    assert relaunched.returncode == 0 and relaunched.stdout.startswith(expected), relaunched.stdout + relaunched.stderr
-    assert again.returncode == 0 and again.stdout == relaunched.stdout, again.stdout + again.stderr
-    assert count.returncode == 0 and count.stdout.strip() == "1", count.stdout
-
-
 def _stockist(tmp_path: Path) -> None:
     (tmp_path / "inventory.py").write_text(readme_example("readme-mcp-server"))
     (tmp_path / "stockist.py").write_text(readme_example("readme-pydantic-example"))
