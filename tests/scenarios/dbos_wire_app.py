@@ -14,13 +14,12 @@ suggest for a tool with side effects), run sequentially. Prints ``{"status", "ou
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterable
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 from pydantic_ai.durable_exec.dbos import DBOSDurability
 
 from tests.scenarios import wire_app
@@ -48,21 +47,7 @@ def main(argv: list[str]) -> int:
         usage = result.usage()
         return {"output": result.output, "usage": [usage.input_tokens, usage.output_tokens]}
 
-    DBOS.launch()  # a relaunch recovers the pending workflow here
-    try:
-        if args.cmd == "start":
-            with SetWorkflowID(args.session):
-                handle = DBOS.start_workflow(run, "charge card c1 5")
-        else:
-            handle = DBOS.retrieve_workflow(args.session)
-        try:
-            out: dict[str, Any] = {"status": "completed", **handle.get_result()}
-        except Exception as exc:  # noqa: BLE001 - the peer's failure is the measurement
-            out = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        print(json.dumps(out), flush=True)
-    finally:
-        DBOS.destroy(destroy_registry=True)
-    return 0
+    return wire_app.serve_peer(args, run)
 
 
 if __name__ == "__main__":

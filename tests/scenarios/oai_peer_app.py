@@ -13,7 +13,6 @@ output]}`` or ``{"status": "failed", "error"}`` as a JSON line.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -23,7 +22,7 @@ from typing import Any
 from agents import Agent, Model, function_tool, set_tracing_disabled
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.models.openai_responses import OpenAIResponsesModel
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 from dbos_openai_agents import DBOSRunner
 from openai import AsyncOpenAI
 
@@ -70,21 +69,7 @@ def main(argv: list[str]) -> int:
         usage = result.context_wrapper.usage
         return {"output": result.final_output, "usage": [usage.input_tokens, usage.output_tokens]}
 
-    DBOS.launch()  # a relaunch recovers the pending workflow here
-    try:
-        if args.cmd == "start":
-            with SetWorkflowID(args.session):
-                handle = DBOS.start_workflow(run, "charge card c1 5")
-        else:
-            handle = DBOS.retrieve_workflow(args.session)
-        try:
-            out: dict[str, Any] = {"status": "completed", **handle.get_result()}
-        except Exception as exc:  # noqa: BLE001 - the peer's failure is the measurement
-            out = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        print(json.dumps(out), flush=True)
-    finally:
-        DBOS.destroy(destroy_registry=True)
-    return 0
+    return wire_app.serve_peer(args, run)
 
 
 if __name__ == "__main__":

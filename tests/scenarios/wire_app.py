@@ -89,6 +89,30 @@ def build_sdk_agent(wire: str, provider: str) -> Any:
     return SdkAgent(name="cashier", model=model, instructions="Charge the card, then say done.", tools=[charge, lookup])
 
 
+def serve_peer(args: argparse.Namespace, run: Callable[[str], Any]) -> int:
+    """A peer app's process (DBOS configured, ``run`` its workflow): launch (a relaunch recovers the
+    pending workflow here), ``start`` the session's workflow or ``wake`` to wait for the recovered
+    one, and print its outcome as one JSON line: ``{"status": "completed", ...what it returned}`` or
+    ``{"status": "failed", "error"}`` (the peer's failure is the measurement)."""
+    from dbos import DBOS, SetWorkflowID
+
+    DBOS.launch()
+    try:
+        if args.cmd == "start":
+            with SetWorkflowID(args.session):
+                handle = DBOS.start_workflow(run, "charge card c1 5")
+        else:
+            handle = DBOS.retrieve_workflow(args.session)
+        try:
+            out: dict[str, Any] = {"status": "completed", **handle.get_result()}
+        except Exception as exc:  # noqa: BLE001 - the peer's failure is the measurement
+            out = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(out), flush=True)
+    finally:
+        DBOS.destroy(destroy_registry=True)
+    return 0
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     for name in ("--db", "--effects", "--provider", "--wire"):

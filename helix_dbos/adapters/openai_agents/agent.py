@@ -14,7 +14,6 @@ honour is refused when the agent is read (``features.py``).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,6 +26,7 @@ from ...definitions import home
 from ...definitions.agents import FINISH_TOOL, Agent, SubAgent, SubAgentInput
 from ...definitions.context import RunScope, ToolContext
 from ...definitions.model_retries import ModelRetries
+from ...definitions.run_deps import RunDeps
 from ...errors import ConfigurationError, UnsupportedFeatureError
 from . import features, messages
 from .tools import SdkTool, read_tool
@@ -55,7 +55,7 @@ class OpenAIAgentsAgent(Agent):
     tool_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     deps_factory: DepsFactory | None = None
     tool_timeout: float | None = None
-    _deps: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _deps: RunDeps = field(default_factory=RunDeps, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
     _read: dict[int, tuple[Any, SdkTool]] = field(default_factory=dict, init=False, repr=False)
 
@@ -75,21 +75,7 @@ class OpenAIAgentsAgent(Agent):
     async def deps_for(self, scope: RunScope) -> Any:
         """The run's context object (``RunContextWrapper.context``): the factory fed the stored JSON,
         once per run in this process; without a factory, the JSON itself."""
-        if scope.run_id in self._deps:
-            return self._deps[scope.run_id]
-        if self.deps_factory is None:
-            deps = scope.deps_input
-        else:
-            deps = await home.at_home(scope.session_id, self._make_deps(scope.deps_input))
-        if len(self._deps) > 256:
-            self._deps.pop(next(iter(self._deps)))
-        self._deps[scope.run_id] = deps
-        return deps
-
-    async def _make_deps(self, data: Any) -> Any:
-        assert self.deps_factory is not None
-        deps = self.deps_factory(data)
-        return await deps if inspect.isawaitable(deps) else deps
+        return await self._deps.get(scope, self.deps_factory)
 
     async def wrapper(self, scope: RunScope) -> Any:
         from agents import RunContextWrapper

@@ -33,6 +33,7 @@ from ...definitions import home
 from ...definitions.agents import Agent, SubAgent
 from ...definitions.context import RunScope, ToolContext
 from ...definitions.model_retries import ModelRetries
+from ...definitions.run_deps import RunDeps
 from ...definitions.tools import ApprovalRule, Tool
 from ...errors import (
     ConfigurationError,
@@ -268,7 +269,7 @@ class PydanticAgent(Agent):
     output_description: str | None = None
     output_strict: bool | None = None
     _listed: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
-    _deps: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _deps: RunDeps = field(default_factory=RunDeps, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
     _catalog: dict[int, dict[str, ToolsetTool]] = field(default_factory=dict, init=False, repr=False)
 
@@ -282,21 +283,7 @@ class PydanticAgent(Agent):
 
     async def deps_for(self, scope: RunScope) -> Any:
         """The run's deps: the factory fed the stored JSON, once per run in this process."""
-        if scope.run_id in self._deps:
-            return self._deps[scope.run_id]
-        if self.deps_factory is None:
-            deps = scope.deps_input
-        else:  # where the run's code runs (``home``): an asyncpg connection belongs to the loop that opened it
-            deps = await home.at_home(scope.session_id, self._make_deps(scope.deps_input))
-        if len(self._deps) > 256:
-            self._deps.pop(next(iter(self._deps)))
-        self._deps[scope.run_id] = deps
-        return deps
-
-    async def _make_deps(self, data: Any) -> Any:
-        assert self.deps_factory is not None
-        deps = self.deps_factory(data)
-        return await deps if inspect.isawaitable(deps) else deps
+        return await self._deps.get(scope, self.deps_factory)
 
     async def run_context(self, scope: RunScope, call: ToolContext | None = None, approved: bool = False) -> RunContext[Any]:
         helix: dict[str, Any] = {"session_id": scope.session_id, "run_id": scope.run_id, "agent_name": self.name}
