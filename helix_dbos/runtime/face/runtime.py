@@ -319,24 +319,28 @@ class Runtime:
 
     # --- answers and stop ----------------------------------------------------------------------
 
-    def _answer(self, session_id: str, dispatch_id: str, priority: int | None, **kw: Any) -> AnswerReceipt:
-        check_session_id(session_id)
-        check_text("dispatch_id", dispatch_id, 64)
+    def _answer(self, request: entries.AnswerRequest, priority: int | None) -> AnswerReceipt:
+        """Record ``request`` (its ``at`` minted with it, before the first try: a retry finds its
+        answer by it) and, when it was the last one pending, continue the run."""
+        sid, did, at = request.session_id, request.dispatch_id, request.at
+        check_session_id(sid)
+        check_text("dispatch_id", did, 64)
         check_priority(priority)
-        at = now()  # the answer's time, minted before the first try: a retry finds its answer by it
-        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, entries.AnswerRequest(session_id=session_id, dispatch_id=dispatch_id, at=at, **kw)),
-                             lambda conn: entries.answered(conn, session_id=session_id, dispatch_id=dispatch_id, at=at))
+        assert at is not None
+        out = self._entry_tx("recording an answer", lambda conn: entries.answer(conn, request),
+                             lambda conn: entries.answered(conn, session_id=sid, dispatch_id=did, at=at))
         run = None
         if out.all_answered and self.auto_continue:
-            run = self._enter("resume_continue", session_id=session_id, priority=priority)
-        return AnswerReceipt(session_id, dispatch_id, out.remaining, run)
+            run = self._enter("resume_continue", session_id=sid, priority=priority)
+        return AnswerReceipt(sid, did, out.remaining, run)
 
     def approve(self, session_id: str, dispatch_id: str, approved: bool = True, reason: str | None = None, actor: str | None = None, *, priority: int | None = None) -> AnswerReceipt:
         """Decide a pending approval; the last answer continues the run (approved bodies then run),
         enqueued with ``priority`` (as for ``start``) where it is enqueued."""
         check_text("reason", reason)
         check_text("actor", actor, 200)
-        return self._answer(session_id, dispatch_id, priority, kind="approval", approved=approved, reason=reason, actor=actor)
+        return self._answer(entries.AnswerRequest(session_id=session_id, dispatch_id=dispatch_id, kind="approval", approved=approved,
+                                                  reason=reason, actor=actor, at=now()), priority)
 
     def submit_tool_result(self, session_id: str, dispatch_id: str, result: Any = None, error: str | None = None, *, priority: int | None = None) -> AnswerReceipt:
         """Settle a pending client-tool call with its result (or its error); ``priority`` as for ``approve``.
@@ -344,7 +348,8 @@ class Runtime:
         The result is a tool's output, kept exactly as a server tool's is (``ledger/escape.py``): NUL
         and lone surrogates in its strings and keys included. The error is caller text (``check_text``)."""
         check_text("error", error)
-        return self._answer(session_id, dispatch_id, priority, kind="client", result=result, error=error)
+        return self._answer(entries.AnswerRequest(session_id=session_id, dispatch_id=dispatch_id, kind="client", result=result,
+                                                  error=error, at=now()), priority)
 
     def stop(self, session_id: str, kind: StopKind = "interrupt", requested_by: str | None = None) -> StopReceipt:
         """Record a durable stop for the session's current run and return at once.
