@@ -21,7 +21,7 @@ the application is never imported by helix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..definitions.agents import Agent, SubAgent
@@ -96,6 +96,13 @@ class AgentSeam(Protocol):
         sub-agents and the output tool; the reply read into a pydantic-ai ``ModelResponse``, which
         the ledger records as it is. A provider's error is raised, ideally as pydantic-ai's
         ``ModelAPIError`` family, so a run that gives up fails with a typed code."""
+        ...
+
+    def prepare(self, messages: list[ModelMessage], instructions: str | None, scope: RunScope) -> Callable[[], Awaitable[ModelResponse]]:
+        """``request`` built now and sent by the returned call: the runtime prepares before the
+        request's rate grant and sends right after it, so a provider that counts arrivals sees the
+        rate. ``hx.Agent``'s sends an overridden ``request`` as it is; an adapter whose request has
+        costly building of its own (schemas, message conversion) overrides this too."""
         ...
 
     def is_retryable(self, exc: BaseException) -> bool:

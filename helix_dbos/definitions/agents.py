@@ -6,6 +6,7 @@ defines it, which is what lets recovery compare a saved call's policy with the t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -181,6 +182,18 @@ class Agent:
         from . import model_requests
 
         return await model_requests.request(self._asking(), messages, instructions)
+
+    def prepare(self, messages: list[ModelMessage], instructions: str | None, scope: RunScope) -> Callable[[], Awaitable[ModelResponse]]:
+        """``request``, with all that can be built before the request's rate grant built now (the
+        tools' definitions, the messages with this request's instructions, pydantic-ai's import); the
+        returned call sends it. A provider counts a request when it arrives, so work done between
+        the grant and the send lets two windows' requests arrive closer than the rate allows. A
+        subclass that overrides ``request`` is sent through it as it is."""
+        if type(self).request is not Agent.request:
+            return lambda: self.request(messages, instructions, scope)
+        from . import model_requests
+
+        return model_requests.prepared(self._asking(), messages, instructions)
 
     async def stream(self, messages: list[ModelMessage], instructions: str | None, scope: RunScope, events: StreamEvents) -> ModelResponse:
         """``request``, streamed to ``events`` (live output). A subclass that overrides ``request``

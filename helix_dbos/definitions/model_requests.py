@@ -76,11 +76,21 @@ def with_instructions(messages: list[ModelMessage], instructions: str | None) ->
     return out
 
 
-async def request(asking: Asking, messages: list[ModelMessage], instructions: str | None) -> ModelResponse:
+def prepared(asking: Asking, messages: list[ModelMessage], instructions: str | None) -> Callable[[], Awaitable[ModelResponse]]:
+    """The request built (model, messages with ``instructions``, settings, tools), to be sent by the
+    returned call: built before the rate grant, sent right after it (``Agent.prepare``)."""
     from pydantic_ai.direct import model_request
 
-    return await model_request(asking.model, with_instructions(messages, instructions),
-                               model_settings=settings(asking), model_request_parameters=request_parameters(asking))
+    model, sent, model_settings, parameters = asking.model, with_instructions(messages, instructions), settings(asking), request_parameters(asking)
+
+    def send() -> Awaitable[ModelResponse]:
+        return model_request(model, sent, model_settings=model_settings, model_request_parameters=parameters)
+
+    return send
+
+
+async def request(asking: Asking, messages: list[ModelMessage], instructions: str | None) -> ModelResponse:
+    return await prepared(asking, messages, instructions)()
 
 
 async def stream(asking: Asking, messages: list[ModelMessage], instructions: str | None, events: StreamEvents) -> ModelResponse:

@@ -211,11 +211,16 @@ async def _model_request(e: Env, run_id: str, session_id: str, agent_name: str, 
 
 
 #: How long a granted request may take to reach the wire (seconds). A provider counts requests as they
-#: arrive, so the window is counted over ``period + SEND_ALLOWANCE`` at grant time and a request that
+#: arrive, so the window is counted over ``period + SEND_ALLOWANCE + SEND_MARGIN`` at grant time and a request that
 #: is not on its way within the allowance of its grant's transaction starting takes a fresh grant:
 #: then no ``period`` of send times holds more than ``n`` (two sends n grants apart are at least
 #: ``period + allowance`` apart at grant time and at most ``allowance`` later each).
 SEND_ALLOWANCE: Final = 0.25
+#: The time a request may still take after its last check, from there to the provider (the first
+#: request's lazy imports in the provider SDK, a loaded machine's scheduling): the window is also
+#: counted over it, so a request that passed its check and was then held back does not arrive in the
+#: next window's company. Measured: 0.2-0.55 s on a 2-core machine at load 8-30.
+SEND_MARGIN: Final = 0.5
 
 
 async def _rate_turn(e: Env, agent_name: str, run_id: str) -> float | None:
@@ -230,7 +235,7 @@ async def _rate_turn(e: Env, agent_name: str, run_id: str) -> float | None:
     n, period = lim.model_requests
     while True:
         began = time.monotonic()
-        grant = await plain_tx(rate.try_grant, agent_rate_key(agent_name), n, period + SEND_ALLOWANCE, run_id)
+        grant = await plain_tx(rate.try_grant, agent_rate_key(agent_name), n, period + SEND_ALLOWANCE + SEND_MARGIN, run_id)
         if grant.epoch is not None:
             return began
         # a stop requested during the wait (which may last a whole period) is honoured within a
@@ -285,16 +290,18 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     messages = transcript.for_model(list(loaded))
     instructions = await agent.instructions_for(scope)
     agent.check_model()  # before the grant: a model's first build (a provider's import) is not paid between grant and send
+    # Asked through the agent (helix_dbos/adapters/base.py): how the model is asked and its reply
+    # read is its adapter's; the reply is a pydantic-ai ``ModelResponse`` whatever the SDK. The
+    # request is built before the grant, so only its sending follows it.
+    send = None if e.live_output else agent.prepare(messages, instructions, scope)
     began = await _rate_turn(e, agent.name, run_id)
     await _sendable(e, agent.name, run_id, began)
-    # Asked through the agent (helix_dbos/adapters/base.py): how the model is asked and its reply
-    # read is its adapter's; the reply is a pydantic-ai ``ModelResponse`` whatever the SDK.
-    if e.live_output:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
+    if send is None:  # deltas to the run's DBOS stream as they come (runtime/flow/live.py)
         from .live import streamed_request
 
         response = await streamed_request(agent, messages, instructions, scope, step)
     else:
-        response = await agent.request(messages, instructions, scope)
+        response = await send()
     # Planned here, with the reply, so the plan is recorded with it: a replay after a deploy
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
     # The agent's ``review_plan`` hook is public API: it sees the plan as plain dicts, the keys a
