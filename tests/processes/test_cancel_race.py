@@ -114,4 +114,5 @@ def test_a_dbos_cancel_is_honoured_at_the_next_ledger_transaction_every_time(db_
                 expect(t1 <= cancel["t"], "asked after the cancel returned")  # asked before the CLI returned: its read came first
     print("cancel race tally:", dict(tally))  # noqa: T201 - what -s shows of where the cancels landed
     assert problems == [], "\n".join(problems)
-    assert sum(tally.values()) == len(plan) >= 20
+    # every run tallied once by where it ended (the window's own line is a note on one of them)
+    assert sum(n for k, n in tally.items() if not k.endswith("after the ledger's end")) == len(plan) >= 20
