@@ -85,9 +85,15 @@ def make_agent(spec: WorkloadSpec, safe: bool = False) -> Any:
 
 def make_peer_runner(spec: WorkloadSpec) -> Runner:
     """``dbos-openai-agents``: register the workflow (after ``configure_dbos(..., launch=False)``)."""
+    import importlib
+
+    import dbos_openai_agents.runner
     from agents import set_tracing_disabled
     from dbos import DBOS
-    from dbos_openai_agents import DBOSRunner
+
+    # Its model step is a module-level @DBOS.step, registered with the DBOS of its first import: a
+    # second DBOS in the process (the bench's next database) needs it registered again.
+    DBOSRunner = importlib.reload(dbos_openai_agents.runner).DBOSRunner
 
     set_tracing_disabled(True)  # no trace export to OpenAI's servers from a benchmark
     agent = make_agent(spec)
