@@ -28,6 +28,7 @@ from agents import (
 from openai import AsyncOpenAI
 
 import helix_dbos as hx
+from helix_dbos.cli.render import describe
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.ledger.names import REPLY_TX
@@ -104,8 +105,9 @@ def test_guardrails_run_once_on_the_input_and_the_final_output_and_are_recorded(
         assert first == [{"stage": "input", "guardrail": "no_secrets", "tripwire": False, "output_info": {"checked": "is Oslo safe?", "found": False}},
                          {"stage": "input", "guardrail": "polite", "tripwire": False, "output_info": "ok"}]
         assert last == [{"stage": "output", "guardrail": "no_danger", "tripwire": False, "output_info": {"unsafe": False, "kind": "Verdict"}}]
-        shown = [(e["data"]["step"], e["data"]["guardrail"]) for e in rt.reader.events(result.session_id).events if e["type"] == "guardrail"]
-        assert shown == [(0, "no_secrets"), (0, "polite"), (1, "no_danger")]
+        events = [e for e in rt.reader.events(result.session_id).events if e["type"] == "guardrail"]
+        assert [(e["data"]["step"], e["data"]["guardrail"]) for e in events] == [(0, "no_secrets"), (0, "polite"), (1, "no_danger")]
+        assert describe(events[1], {}) == "input guardrail polite (step 0): passed ok"  # as helix-dbos show prints it
 
         # the session's next turn is new input: checked again, once
         SEEN.clear()
