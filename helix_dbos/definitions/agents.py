@@ -173,6 +173,19 @@ class Agent:
         """A last look at the planned calls inside the model step (output validators run here)."""
         return planned
 
+    async def check_input(self, messages: list[ModelMessage], scope: RunScope) -> list[dict[str, Any]]:
+        """Checks on the run's input before this step's model request (an SDK's input guardrails),
+        each one's result as a JSON object, recorded with the step's reply; a check that trips
+        raises a typed error (``GuardrailTrippedError``), which the step records as its outcome.
+        Called at most once per step, however often the request is asked again. None here."""
+        return []
+
+    async def check_output(self, output: Any, scope: RunScope) -> list[dict[str, Any]]:
+        """Checks on the run's final output (the text or the ``final_result`` as the run will store
+        it), inside the step whose reply gives it, before the reply is recorded: as ``check_input``.
+        None here."""
+        return []
+
     def uses_scope(self) -> bool:
         """Whether the hooks need a ``RunScope`` (a deps read): plain agents skip the read."""
         return False

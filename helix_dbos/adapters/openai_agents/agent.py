@@ -28,7 +28,7 @@ from ...definitions.context import RunScope, ToolContext
 from ...definitions.model_retries import ModelRetries
 from ...definitions.run_deps import RunDeps
 from ...errors import ConfigurationError, UnsupportedFeatureError
-from . import features, messages
+from . import features, guardrails, messages, sdk_tracing
 from .tools import SdkTool, read_tool
 
 if TYPE_CHECKING:
@@ -146,6 +146,27 @@ class OpenAIAgentsAgent(Agent):
             out.append(p)
         return out
 
+    async def check_input(self, messages_: list[ModelMessage], scope: RunScope) -> list[dict[str, Any]]:
+        """The agent's ``input_guardrails`` on the run's new input (``guardrails.new_input``: the
+        user message the transcript ends with), before the step's model request; none at a later
+        step of the run (its input was checked by its first)."""
+        listed = list(self.source.input_guardrails or [])
+        given = guardrails.new_input(messages_) if listed else None
+        if given is None:
+            return []
+        rcw = await self.wrapper(scope)
+        return await guardrails.run_all("input", listed, lambda g: g.run(self.source, given, rcw), scope, self.name)
+
+    async def check_output(self, output: Any, scope: RunScope) -> list[dict[str, Any]]:
+        """The agent's ``output_guardrails`` on the run's final output, as the SDK hands it: the text,
+        or the ``output_type`` value (validated again from the stored JSON)."""
+        listed = list(self.source.output_guardrails or [])
+        if not listed:
+            return []
+        value = output if self.output_schema is None else self._adapter().validate_python(output)
+        rcw = await self.wrapper(scope)
+        return await guardrails.run_all("output", listed, lambda g: g.run(rcw, self.source, value), scope, self.name)
+
     def _rule(self, name: str) -> Any:
         tool = self.tool(name)
         return tool.approval_rule if isinstance(tool, SdkTool) else None
@@ -191,10 +212,12 @@ class OpenAIAgentsAgent(Agent):
         from pydantic_ai.models.openai._errors import map_api_errors
 
         items = messages.to_items(messages_)
-        with provider_managed_retries_disabled(True), map_api_errors(self.model_name):
+        # inside the run's SDK trace, the model opens its own generation/response span (sdk_tracing)
+        tracing = ModelTracing.ENABLED if sdk_tracing.sensitive() else ModelTracing.ENABLED_WITHOUT_DATA
+        with provider_managed_retries_disabled(True), map_api_errors(self.model_name), sdk_tracing.in_sdk_trace(scope, self.name):
             reply = await self.sdk_model.get_response(
                 system_instructions=instructions, input=items, model_settings=self._settings(messages_), tools=self._offered(),
-                output_schema=None, handoffs=[], tracing=ModelTracing.DISABLED, previous_response_id=None, conversation_id=None,
+                output_schema=None, handoffs=[], tracing=tracing, previous_response_id=None, conversation_id=None,
                 prompt=None,
             )
         return messages.to_response(reply, self.model_name)
@@ -233,7 +256,10 @@ class OpenAIAgentsAgent(Agent):
         """One body with the run's context object, on the run's home loop when it has one."""
         scope = self._scopes.get(call.run_id) or RunScope(call.session_id, call.run_id)
         deps = await self.deps_for(scope)
-        return await home.at_home(call.session_id, tool.run_body(raw, call, deps, self.source))
+        with sdk_tracing.in_sdk_trace(scope, self.name), sdk_tracing.function(tool.name, json.dumps(raw, ensure_ascii=False)) as span:
+            value = await home.at_home(call.session_id, tool.run_body(raw, call, deps, self.source))
+            sdk_tracing.output(span, value)
+        return value
 
 
 def _output_description(schema: Any) -> str:
@@ -310,6 +336,7 @@ def from_openai_agents(
         tool_timeout=tool_timeout,
     )
     made.sdk_model = made.model
+    sdk_tracing.install()  # the SDK's spans go to the run's trace, none to OpenAI's backend (sdk_tracing)
     unknown = set(made.tool_policies) - {getattr(t, "name", None) for t in agent.tools}
     if unknown:
         raise ConfigurationError(f"agent {agent_name!r}: tool_policies name tools it does not have: {sorted(unknown)}")
