@@ -48,8 +48,13 @@ class SubAgent:
     agent: Agent
     mode: SubAgentMode
     description: str | None = None
+    #: the tool name the parent's model is offered, when not ``subagent__<name>``: an SDK that names
+    #: its agent tools itself (the OpenAI Agents SDK's ``agent.as_tool(tool_name=...)``) keeps its name
+    tool: str | None = None
 
     def __post_init__(self) -> None:
+        if self.tool is not None and (not self.tool or not all(ch.isalnum() or ch in "-_" for ch in self.tool)):
+            raise ConfigurationError(f"sub-agent {self.agent.name!r}: tool name {self.tool!r}: use letters, digits, '-' or '_'")
         if self.mode == "local" and self.agent.uses_scope():
             from ..errors import UnsupportedFeatureError
 
@@ -67,7 +72,7 @@ class SubAgent:
 
     @property
     def tool_name(self) -> str:
-        return f"{SUBAGENT_PREFIX}{self.agent.name}"
+        return self.tool or f"{SUBAGENT_PREFIX}{self.agent.name}"
 
     def definition(self) -> ToolDefinition:
         from pydantic_ai.tools import ToolDefinition
