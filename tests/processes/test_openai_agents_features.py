@@ -72,12 +72,10 @@ def _refused_agents() -> dict[str, Agent[Any]]:
     from agents.mcp import MCPServerStdio
 
     server = MCPServerStdio(params={"command": "true"})
-    other = Agent(name="other", model=_model())
     values: dict[str, dict[str, Any]] = {
         "mcp_servers": {"mcp_servers": [server]},
         "mcp_config": {"mcp_servers": [server], "mcp_config": {"convert_schemas_to_strict": True}},
         "prompt": {"prompt": {"id": "pmpt_1"}},
-        "handoffs": {"handoffs": [other]},
         "hooks": {"hooks": AgentHooks()},
         "tool_use_behavior": {"tool_use_behavior": "stop_on_first_tool"},
     }
