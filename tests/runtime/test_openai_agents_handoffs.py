@@ -17,7 +17,7 @@ from openai import AsyncOpenAI
 
 import helix_dbos as hx
 from helix_dbos.errors import ConfigurationError, UnsupportedFeatureError
-from tests.support.provider_server import Calls, ProviderServer, Text, provider_server, tools_sent
+from tests.support.provider_server import Calls, ProviderServer, Status, Text, provider_server, tools_sent
 
 EFFECTS: list[tuple[str, Any]] = []
 
@@ -98,6 +98,49 @@ def test_a_handoff_is_a_step_of_the_run_and_the_target_answers_from_then_on(make
         again = rt.start("triage", "and order o2?", session_id=result.session_id).result(timeout=120)
         assert again.status == "completed", again
         assert instructions_of(server.requests()[before]) == "You are triage."  # a new turn: the agent the runtime was given
+
+
+def test_a_retry_after_the_handoff_continues_with_the_agent_handed_to(make_runtime: Any) -> None:
+    """The run fails after its handoff was committed (billing's request refused by the provider);
+    ``retry()`` is a new run of the same turn, and its first request is billing's: the handoff is
+    read from the transcript, never asked of triage again."""
+    with provider_server() as server:
+        server.script(Calls([("transfer_to_billing", {})]), Status(400))
+        server.always(scripted)
+        rt = make_runtime([desk(server)])
+        EFFECTS.clear()
+        failed = rt.start("triage", "refund o1").result(timeout=120)
+        assert (failed.status, failed.error_code) == ("failed", "model_request_invalid"), failed
+        before = len(server.requests())
+        result = rt.retry(failed.session_id).result(timeout=120)
+        assert (result.status, result.output) == ("completed", "refund done"), result
+        assert result.run_id != failed.run_id
+        asked = [instructions_of(r) for r in server.requests()]
+        assert asked[:before] == ["You are triage.", "You are billing."]
+        assert asked[before:] == ["You are billing.", "You are billing."]  # triage never asked again
+        assert [c.tool_name for c in rt.session(result.session_id).calls] == ["transfer_to_billing", "refund"]
+
+
+def test_an_agent_tools_agent_given_to_the_runtime_too_is_one_definition(make_runtime: Any) -> None:
+    """The helper given to the runtime (first, with a policy mapping) is the definition the agent
+    tool's child runs: the mapping reaches the child's tool, and the runtime holds one ``helper``."""
+
+    def answer(entry: Any) -> Any:
+        if instructions_of(entry) == "You help.":
+            return Text("helped") if "refund" in told(entry) else Calls([("refund", {"order": "o3"})])
+        return Text("done") if "ask_helper" in told(entry) else Calls([("ask_helper", {"message": "refund o3"})])
+
+    with provider_server() as server:
+        server.always(answer)
+        helper = Agent(name="helper", model=model(server), instructions="You help.", tools=[refund])
+        boss = Agent(name="boss", model=model(server), tools=[helper.as_tool(tool_name="ask_helper", tool_description="Ask.")])
+        other_boss = Agent(name="other_boss", model=model(server), tools=[helper.as_tool(tool_name="ask_helper", tool_description="Ask.")])
+        rt = make_runtime([helper, boss, other_boss], tool_policies={"helper": {"refund": {"replay": "safe"}}})
+        result = rt.start("boss", "refund o3").result(timeout=120)
+        assert (result.status, result.output) == ("completed", "done"), result
+        (call,) = rt.session(result.session_id).calls
+        (inner,) = rt.session(call.child_session_id).calls
+        assert (inner.tool_name, inner.status, inner.replay) == ("refund", "ok", "safe")
 
 
 def test_a_tool_the_answering_agent_was_not_offered_is_an_unknown_tool(make_runtime: Any) -> None:
