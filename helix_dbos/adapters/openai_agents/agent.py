@@ -435,7 +435,14 @@ def _model_of(agent: Any, name: str, provider: Any) -> Any:
 #: options: the agent behind an ``as_tool`` is that one definition however many agents offer it, and
 #: the one the runtime was handed when the app gave it the agent too (child runs resolve their agent
 #: by name, so two definitions under one name would clash).
-_READ: dict[int, tuple[Any, OpenAIAgentsAgent, bool]] = {}
+_READ: dict[int, tuple[Any, OpenAIAgentsAgent, bool, tuple[int, ...]]] = {}
+
+
+def _shape(agent: Any) -> tuple[int, ...]:
+    """What a kept definition was read from: an agent changed since (its tools, handoffs, model,
+    instructions or output type replaced) is read again."""
+    return (id(agent.model), id(agent.instructions), id(agent.output_type), id(agent.model_settings),
+            *map(id, agent.tools), -1, *map(id, agent.handoffs))
 
 
 def from_openai_agents(
@@ -469,11 +476,11 @@ def from_openai_agents(
     agent_name = name or agent.name
     plain = not (tool_policies or deps_factory or model_provider or max_steps or tool_timeout or sub_agents or model_retries)
     kept = _READ.get(id(agent))
-    if plain and agent_name == agent.name and kept is not None and kept[0] is agent and kept[2]:
+    if plain and agent_name == agent.name and kept is not None and kept[0] is agent and kept[2] and kept[3] == _shape(agent):
         return kept[1]
     made = _read(agent, agent_name, tool_policies, deps_factory, model_provider, max_steps, tool_timeout, sub_agents, model_retries)
     if agent_name == agent.name:
-        _READ[id(agent)] = (agent, made, plain)
+        _READ[id(agent)] = (agent, made, plain, _shape(agent))
     return made
 
 
@@ -481,7 +488,7 @@ def _child(agent: Any, model_provider: Any) -> OpenAIAgentsAgent:
     """The definition of an agent tool's agent: the one read last from it (the runtime's, when the
     app gave it the agent first), else a plain read."""
     kept = _READ.get(id(agent))
-    if kept is not None and kept[0] is agent:
+    if kept is not None and kept[0] is agent and kept[3] == _shape(agent):
         return kept[1]
     return from_openai_agents(agent) if model_provider is None else from_openai_agents(agent, model_provider=model_provider)
 
