@@ -237,3 +237,30 @@ def test_what_handoffs_and_agent_tools_cannot_honour_is_refused() -> None:
     twin = Agent(name="other", model=model())
     with pytest.raises(ConfigurationError, match="two different agents named 'other'"):
         hx.from_openai_agents(Agent(name="a", model=model(), handoffs=[other, Agent(name="b", model=model(), handoffs=[twin])]))
+
+
+def test_guardrails_are_the_entry_agents_on_input_and_the_answering_agents_on_output(make_runtime: Any) -> None:
+    """As the SDK's runner runs them: triage's input guardrail on the user's message, billing's
+    output guardrail on the output billing gave; neither of the other agent's."""
+    from agents import GuardrailFunctionOutput, InputGuardrail, OutputGuardrail
+
+    ran: list[tuple[str, str, Any]] = []
+
+    def guard(stage: str, who: str) -> Any:
+        def check(ctx: RunContextWrapper[Any], agent: Agent[Any], given: Any) -> GuardrailFunctionOutput:
+            ran.append((stage, who, given))
+            return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+        return check
+
+    with provider_server() as server:
+        server.always(scripted)
+        billing = Agent(name="billing", model=model(server), instructions="You are billing.", tools=[refund],
+                        input_guardrails=[InputGuardrail(guardrail_function=guard("input", "billing"))],
+                        output_guardrails=[OutputGuardrail(guardrail_function=guard("output", "billing"))])
+        triage = Agent(name="triage", model=model(server), instructions="You are triage.", handoffs=[billing],
+                       input_guardrails=[InputGuardrail(guardrail_function=guard("input", "triage"))],
+                       output_guardrails=[OutputGuardrail(guardrail_function=guard("output", "triage"))])
+        rt = make_runtime([triage])
+        result = rt.start("triage", "refund o1").result(timeout=120)
+        assert (result.status, result.output) == ("completed", "refund done"), result
+        assert ran == [("input", "triage", "refund o1"), ("output", "billing", "refund done")]
