@@ -7,8 +7,11 @@ model object (``OpenAIChatCompletionsModel``, ``OpenAIResponsesModel``, any ``ag
 asked with ``get_response``, the agent's function tools' own ``on_invoke_tool`` is each body, its
 instructions (static or a function of the run context) are rendered per request with
 ``get_system_prompt``, ``is_enabled`` is honoured through ``get_all_tools``, ``needs_approval`` gates
-a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. What the runtime cannot
-honour is refused when the agent is read (``features.py``).
+a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. The agents its
+``handoffs=`` reach are read into the same definition, one ``Member`` each, and the one answering a
+request is read from the transcript (``handoffs.py``); an ``agent.as_tool()`` tool is a remote
+sub-agent (``agent_tools.py``). What the runtime cannot honour is refused when the agent is read
+(``features.py``).
 """
 
 from __future__ import annotations
