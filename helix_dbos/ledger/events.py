@@ -41,11 +41,12 @@ def one_bump(conn: sa.Connection) -> Iterator[None]:
         yield
         return
     kept: list[_Held] = []
-    conn.info[_HELD] = kept
+    info = conn.info  # the dict itself: a connection lost inside the block may not answer ``conn.info`` again
+    info[_HELD] = kept
     try:
         yield
     finally:
-        del conn.info[_HELD]
+        info.pop(_HELD, None)  # never raises over the block's own error (a store outage is retried by its type)
     _append_held(conn, kept)
 
 
