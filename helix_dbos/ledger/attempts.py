@@ -14,7 +14,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from . import tables as t
-from .events import emit, emit_statement
+from .events import emit, emit_statement, held, holding
 from .records import AttemptRow, CallRow
 from .rows import fetch_all, fetch_one, now
 
@@ -40,8 +40,10 @@ def start_attempt(
         close_open_attempts(conn, call["dispatch_id"])
     data = {"dispatch_id": call["dispatch_id"], "tool_name": call["tool_name"], "attempt": attempt, "args": call["args"]}
     if conn.dialect.name == "postgresql":  # one statement: the attempt, the call's status, the event
+        # the event held back to the transaction's end (``events.one_bump``): the statement without it
+        event_held = held(conn, call["session_id"], run_id, "tool_start", data)
         conn.execute(
-            _start_attempt_pg(),
+            _start_attempt_pg(event_held),
             {"w_dispatch_id": call["dispatch_id"], "w_run_id": run_id, "w_session_id": call["session_id"], "p_attempt": attempt,
              "p_executor_id": executor_id, "p_ts": ts, "p_token": token, "p_started_at": call["started_at"] or ts,
              "p_run_id": run_id, "p_type": "tool_start", "p_data": data, "p_created_at": ts},
@@ -54,20 +56,21 @@ def start_attempt(
 
 
 @functools.cache
-def _start_attempt_pg() -> sa.Insert:
+def _start_attempt_pg(event_held: bool = False) -> sa.Insert | sa.Update:
     opened = (
         t.attempts.insert()
         .values(dispatch_id=sa.bindparam("w_dispatch_id"), attempt=sa.bindparam("p_attempt"), run_id=sa.bindparam("w_run_id"),
                 executor_id=sa.bindparam("p_executor_id"), started_at=sa.bindparam("p_ts"), token=sa.bindparam("p_token"))
         .cte("opened")
     )
-    marked = (
+    mark = (
         t.calls.update()
         .where(t.calls.c.dispatch_id == sa.bindparam("w_dispatch_id"))
         .values(status="running", attempts=sa.bindparam("p_attempt"), started_at=sa.bindparam("p_started_at"))
-        .cte("marked")
     )
-    return emit_statement(True).add_cte(opened, marked)  # the event's binds: emit's
+    if event_held:
+        return mark.add_cte(opened)
+    return emit_statement(True).add_cte(opened, mark.cte("marked"))  # the event's binds: emit's
 
 
 _WRITE_RESULT = (
@@ -139,7 +142,11 @@ def record_result_fenced(
     params = {"w_dispatch_id": dispatch_id, "w_attempt": attempt, "w_run_id": run_id, "p_status": status, "p_result": result,
               "p_error": error, "p_ts": ts}
     if conn.dialect.name == "postgresql":
-        return conn.execute(_result_write_pg(), {**params, "p_data": data}).first() is not None
+        if not holding(conn):
+            return conn.execute(_result_write_pg(), {**params, "p_data": data}).first() is not None
+        # inside ``events.one_bump``: the statement without its event, which is held back if it wrote
+        session = conn.execute(_result_write_pg(event_held=True), params).scalar()
+        return session is not None and held(conn, session, run_id, "tool_end", data)
     written = conn.execute(_result_write_sqlite(), params).first()
     if written is None:
         return False
@@ -177,7 +184,7 @@ def _result_write_sqlite() -> sa.Update:
 
 
 @functools.cache
-def _result_write_pg() -> sa.Insert:
+def _result_write_pg(event_held: bool = False) -> sa.Insert | sa.Select[Any]:
     # The session row by its key, from the run's (a scalar subquery, not a join): planned on tables
     # whose statistics are still those of an empty ledger (a fresh database, a burst of sessions), a
     # join filtered on ``current_run_id`` (no index) was a sequential scan of every session per result.
@@ -204,6 +211,8 @@ def _result_write_pg() -> sa.Insert:
         .values(ended_at=sa.bindparam("p_ts"), outcome=sa.bindparam("p_status"))
         .cte("ended")
     )
+    if event_held:  # the call's session when it was written (Postgres runs every writable CTE, read or not)
+        return sa.select(written.c.session_id).add_cte(fenced, written, ended)
     bumped = (
         t.sessions.update()
         .where(t.sessions.c.session_id.in_(sa.select(written.c.session_id)))

@@ -8,8 +8,9 @@ the same statement, so a reader resuming after N never skips an event that commi
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, cast
 
 import sqlalchemy as sa
 
@@ -17,15 +18,84 @@ from . import tables as t
 from .records import EventRow
 from .rows import fetch_all, now
 
+#: ``Connection.info``'s key for the events a transaction holds back until its end (``one_bump``).
+_HELD: Final = "helix_held_events"
+#: One held event: session, run, type, data.
+_Held = tuple[str, str | None, str, dict[str, Any]]
 
-def emit(conn: sa.Connection, session_id: str, run_id: str | None, type_: str, data: Mapping[str, Any]) -> int:
+
+@contextmanager
+def one_bump(conn: sa.Connection) -> Iterator[None]:
+    """The events that ``conn``'s writes emit inside the block are appended at its end, in the order
+    emitted, one statement and one bump of the session's counter per session (Postgres; SQLite,
+    whose bump is a trigger under the database's one write lock, emits as it goes).
+
+    For a transaction of several writes of one session (a group commit's gates or results): each
+    write's own event bumped the session row again, a new row version (and WAL) per write, and a
+    re-lock of the new version by the next write's fence. Held back, the block's writes lock the
+    row once and it is bumped once. The numbers are what they would have been: the events are
+    numbered in the order emitted, the row stays locked to the transaction's end (the fence took
+    it first), and nothing reads the events back inside the transaction. A block that raises
+    appends nothing (its transaction rolls back anyway)."""
+    if conn.dialect.name != "postgresql" or _HELD in conn.info:
+        yield
+        return
+    kept: list[_Held] = []
+    info = conn.info  # the dict itself: a connection lost inside the block may not answer ``conn.info`` again
+    info[_HELD] = kept
+    try:
+        yield
+    finally:
+        info.pop(_HELD, None)  # never raises over the block's own error (a store outage is retried by its type)
+    _append_held(conn, kept)
+
+
+def _append_held(conn: sa.Connection, kept: list[_Held]) -> None:
+    """``kept`` in order, each run of events of one session and run in one statement (``emit_many``'s)."""
+    start = 0
+    for i in range(1, len(kept) + 1):
+        if i == len(kept) or kept[i][:2] != kept[start][:2]:
+            session_id, run_id = kept[start][:2]
+            _emit_many_now(conn, session_id, run_id, [(h[2], h[3]) for h in kept[start:i]])
+            start = i
+
+
+def holding(conn: sa.Connection) -> bool:
+    """Whether ``conn`` is inside ``one_bump`` (its events held back to the block's end)."""
+    return _HELD in conn.info
+
+
+def held(conn: sa.Connection, session_id: str, run_id: str | None, type_: str, data: Mapping[str, Any]) -> bool:
+    """Hold the event back for ``one_bump``'s end when ``conn`` is inside one (True), else False:
+    for a write that folds its event into a statement of its own (``attempts``), which then runs
+    the statement without it."""
+    pending: list[_Held] | None = conn.info.get(_HELD)
+    if pending is None:
+        return False
+    pending.append((session_id, run_id, type_, dict(data)))
+    return True
+
+
+def append_held(conn: sa.Connection) -> None:
+    """Append the events held so far (``one_bump``) now: for a statement that numbers events of its
+    own from the session's counter (``step_rows``), so theirs come after the held ones."""
+    pending: list[_Held] | None = conn.info.get(_HELD)
+    if pending:
+        _append_held(conn, pending[:])
+        pending.clear()
+
+
+def emit(conn: sa.Connection, session_id: str, run_id: str | None, type_: str, data: Mapping[str, Any]) -> int | None:
     """Append an event in the writer's own transaction, so the stream is exactly what the ledger holds.
 
     One statement. The sequence number comes from the session row's counter, bumped in the same
     statement (Postgres: a writable CTE, which takes the row's lock; SQLite: the trigger of
     migration 0010, under the database's one write lock): events of one session commit in sequence
-    order, so a reader resuming after N never skips an event that commits later.
+    order, so a reader resuming after N never skips an event that commits later. Inside
+    ``one_bump`` it is held back to the block's end, and its number is not known here (None).
     """
+    if held(conn, session_id, run_id, type_, data):
+        return None
     # ``p_*`` names, not column names: on Postgres the statement holds an UPDATE of sessions too,
     # and a key named like a column would become a SET of that UPDATE as well.
     params = {"w_session_id": session_id, "p_run_id": run_id, "p_type": type_, "p_data": dict(data), "p_created_at": now()}
@@ -63,6 +133,14 @@ def emit_many(conn: sa.Connection, session_id: str, run_id: str | None, events: 
     """
     if not events:
         return
+    pending: list[_Held] | None = conn.info.get(_HELD)
+    if pending is not None:  # after what ``one_bump`` holds, in order
+        pending.extend((session_id, run_id, kind, dict(data)) for kind, data in events)
+        return
+    _emit_many_now(conn, session_id, run_id, events)
+
+
+def _emit_many_now(conn: sa.Connection, session_id: str, run_id: str | None, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
     ts = now()
     if conn.dialect.name == "postgresql":
         conn.execute(_emit_many_pg(), {"w_session_id": session_id, "p_run_id": run_id, "p_created_at": ts, **emit_many_params(events)})

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from . import tables as t
 from .checkpoints import insert_checkpoint
-from .events import emit_many, emit_many_params, emit_many_pg
+from .events import append_held, emit_many, emit_many_params, emit_many_pg
 from .messages import insert_message, next_message_seq
 from .rows import now
 from .runs import count_run_step
@@ -51,6 +51,7 @@ def write(conn: sa.Connection, rows: StepRows, events: Events = ()) -> None:
         _write_each(conn, rows)
         emit_many(conn, rows.session_id, rows.run_id, events)
         return
+    append_held(conn)  # its events are numbered after any a ``one_bump`` holds
     ts = now()
     params: dict[str, Any] = {"w_session_id": rows.session_id, "w_run_id": rows.run_id, "p_step": rows.step, "p_ts": ts}
     if events:

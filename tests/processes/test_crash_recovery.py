@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from helix_dbos.ledger import calls as call_rows
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import NOT_STARTED, OUTCOME_UNKNOWN, REPLAY_LIMIT_REACHED
+from helix_dbos.runtime.floor import commits
 from tests.support.crashkit import Kit, calls_by_tool, transcript_problems
 
 
@@ -154,6 +156,34 @@ def test_a_crash_before_any_body_runs_every_call_once(db_url: str, tmp_path: Pat
     assert result is not None and result["status"] == "completed"
     assert all(c["status"] == "ok" and c["attempts"] == 1 for c in result["calls"])
     assert set(k.bodies().values()) == {1}
+    assert_saved_step_not_asked_again(k)
+
+
+@pytest.mark.kills
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_a_replayed_append_answers_its_calls_in_either_record_format(db_url: str, tmp_path: Path, fmt: int) -> None:
+    """The append's record (``helix.append#0``) holds the saved step without its calls (format 2: a
+    replay reads them from the ledger); a record of format 1, written by earlier code, holds them and
+    a replay uses them. Either way a crash after the append runs every call once, model not asked again."""
+    k = kit(db_url, tmp_path, "mixed")
+    k.crash("after_append")
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    o = t.tx_outputs.c
+    try:
+        with engine.begin() as conn:
+            record = conn.execute(sa.select(o.workflow_id, o.output).where(o.op == "helix.append#0")).one()
+            assert record.output.get("v") == 2 and "calls" not in record.output, record.output
+            calls = call_rows.of_step(conn, record.output["run_id"], record.output["step"])
+            assert len(calls) >= 2
+            if fmt == 1:  # as earlier code recorded it: the step and its calls' briefs
+                v1 = {k_: record.output[k_] for k_ in ("run_id", "step", "checkpoint_id")} | {"calls": [commits.brief(c) for c in calls]}
+                conn.execute(t.tx_outputs.update().where(o.workflow_id == record.workflow_id, o.op == "helix.append#0").values(output=v1))
+    finally:
+        engine.dispose()
+    result = k.wake().result
+    assert result is not None and result["status"] == "completed"
+    assert all(c["status"] == "ok" and c["attempts"] == 1 for c in result["calls"])
+    assert set(k.bodies().values()) == {1} and len(k.bodies()) == len(calls)
     assert_saved_step_not_asked_again(k)
 
 

@@ -223,6 +223,24 @@ def append_checkpoint(conn: sa.Connection, run_id: str, sid: str, step: int, rep
     return {"run_id": run_id, "step": step, "checkpoint_id": checkpoint_id, "calls": [brief(r) for r in rows]}
 
 
+#: The append's record format: 2 records the saved step without its calls (``Appended``).
+APPENDED_V = 2
+
+
+def appended_record(saved: Appended) -> Appended:
+    """What ``helix.append#k`` records of the append's output: the step, not its calls, which are
+    the step's rows of ``calls`` (they repeated each call's row, ~300 bytes a call, in every append)."""
+    return {"run_id": saved["run_id"], "step": saved["step"], "checkpoint_id": saved["checkpoint_id"], "v": APPENDED_V}
+
+
+def saved_calls(conn: sa.Connection, saved: Appended) -> list[CallBrief]:
+    """The calls of a replayed append (``appended_record``'s format: none recorded), as the append
+    handed them over: the step's calls in order. A record of format 1 holds its own (``calls``)."""
+    if "calls" in saved:
+        return saved["calls"]
+    return [brief(c) for c in calls_of_step(conn, saved["run_id"], saved["step"])]
+
+
 def brief(row: Mapping[str, Any]) -> CallBrief:
     return cast(CallBrief, {k: row[k] for k in ("dispatch_id", "run_id", "step", "position", "tool_name", "kind", "concurrency_group", "sequential", "status")})
 

@@ -146,7 +146,9 @@ async def record_reply(reply: Rec) -> Rec:
     return cast(Rec, await tx(REPLY_TX, _the_reply, reply, read_as=ReplyRecord))
 
 
-async def tx_with_reply(reply: ReplyRecord, name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
+async def tx_with_reply(
+    reply: ReplyRecord, name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, recorded_as: Callable[[T], object] | None = None
+) -> T:
     """``record_reply(reply)`` and ``tx(name, fn, *args)`` in one database transaction.
 
     For a reply whose first consequence is that transaction (the append checkpoint of a step that
@@ -168,10 +170,12 @@ async def tx_with_reply(reply: ReplyRecord, name: str, fn: Callable[[sa.Connecti
         tx_outputs.record(conn, workflow_id, op, codec.encode(reply))
         return fn(conn, *a)
 
-    return await tx(name, work, *args)
+    return await tx(name, work, *args, recorded_as=recorded_as)
 
 
-async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_as: type[T] | None = None) -> T:
+async def tx(
+    name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_as: type[T] | None = None, recorded_as: Callable[[T], object] | None = None
+) -> T:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.
 
@@ -190,6 +194,10 @@ async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_
     given as ``read_as`` so a replay decodes it), or a row (a ``TypedDict`` of ``records.py`` or
     ``ledger/records.py``, a list of them, a string), which a replay hands back with the same keys
     (a tuple would come back a list).
+
+    ``recorded_as``: what of the output is recorded, when part of it is rows the transaction wrote
+    anyway (the append's calls): this execution gets the whole output, a replay the recorded part,
+    and the caller reads the rest back from the ledger.
     """
     workflow_id = DBOS.workflow_id
     assert workflow_id is not None, "ledger transactions run in a workflow"
@@ -212,7 +220,7 @@ async def tx(name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_
                     if done is not None:
                         return replayed(done[0])
                 out = fn(conn, *args)
-                tx_outputs.record(conn, workflow_id, op, _encoded(name, out, read_as))
+                tx_outputs.record(conn, workflow_id, op, _encoded(name, out if recorded_as is None else recorded_as(out), read_as))
         except sa.exc.IntegrityError:
             # another execution of this workflow committed this operation first: its output is the answer
             with engine.connect() as conn:

@@ -6,6 +6,8 @@ so as separate transactions they queue behind each other's round trips and commi
 step with three calls spent most of its time waiting on that lock, not writing. Here a write that
 finds its run's queue idle waits one event-loop turn for the siblings woken in the same turn, then
 commits them all in one transaction; writes that arrive while it is in flight form the next one.
+The group's events are appended at its end, numbered in the order its writes emitted them: the
+session's row is locked by the first write's fence and bumped once (``events.one_bump``).
 
 What each write means does not change: every gate still decides its own call under the same fence
 inside the transaction, every result is still fenced by its attempt, and no body starts before its
@@ -26,6 +28,7 @@ from typing import Any, TypeVar, TypeVarTuple
 import sqlalchemy as sa
 
 from ...errors import StoreUnavailableError
+from ...ledger import events
 from .durable import plain_tx
 from .registry import Registry
 from .write_queue import GroupKey, GroupQueue, PendingWrite, Raised, Wrote
@@ -39,7 +42,10 @@ _Outcome = Wrote[Any] | Raised
 
 
 def _all(conn: sa.Connection, writes: list[PendingWrite[Any]]) -> list[Any]:
-    return [w.work(conn) for w in writes]
+    """The group's writes in order; their events appended together at the end, one bump of the
+    session's counter for the group (``events.one_bump``) instead of one per write."""
+    with events.one_bump(conn):
+        return [w.work(conn) for w in writes]
 
 
 _all.__name__ = "a group of ledger writes"

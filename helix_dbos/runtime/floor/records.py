@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, final
+from typing import Any, Literal, NotRequired, TypedDict, final
 
 from ...ledger.records import CheckVerdict, NewCallRow
 from ...ledger.statuses import CallKind, CallStatus, EntryKind, PairedBy, ReplayPolicy, RunStatus
@@ -333,12 +333,17 @@ class CallBrief(TypedDict):
 
 
 class Appended(TypedDict):
-    """``commits.append_checkpoint``: the saved step and its calls, committed before any body."""
+    """``commits.append_checkpoint``: the saved step and its calls, committed before any body.
+
+    Recorded (``helix.append#k``) without its calls since format 2 (``v``, ``commits.APPENDED_V``):
+    they are the step's rows of ``calls``, which a replay reads back (``commits.saved_calls``); a
+    record of format 1 (no ``v``) holds them, and a replay of it uses them as it always did."""
 
     run_id: str
     step: int
     checkpoint_id: str
-    calls: list[CallBrief]
+    calls: NotRequired[list[CallBrief]]
+    v: NotRequired[int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,12 +265,14 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
         if starts_a_body(planned):
             append = tracing.traced(tracing.APPEND_SPAN, commits.append_checkpoint, run_id, session_id=sid, step=step_no, calls=len(planned))
             if recorded_already:
-                saved = await tx(APPEND_TX, append, run_id, sid, step_no, reply, planned)
+                saved = await tx(APPEND_TX, append, run_id, sid, step_no, reply, planned, recorded_as=commits.appended_record)
             else:  # the reply's record and the append commit together (``durable.tx_with_reply``)
-                saved = await durable.tx_with_reply(reply, APPEND_TX, append, run_id, sid, step_no, reply, planned)
+                saved = await durable.tx_with_reply(reply, APPEND_TX, append, run_id, sid, step_no, reply, planned, recorded_as=commits.appended_record)
                 crash_point("after_model")
             crash_point("after_append")
-            outcome = await _answer_saved_calls(registry, run_id, sid, saved, saved["calls"])
+            # a replayed append's record holds no calls (``commits.appended_record``): read from the ledger
+            calls = saved["calls"] if "calls" in saved else await plain_tx(commits.saved_calls, saved)
+            outcome = await _answer_saved_calls(registry, run_id, sid, saved, calls)
         else:
             crash_point("before_step_commit")
             fail_point("step_commit")
