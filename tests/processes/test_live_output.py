@@ -22,6 +22,8 @@ import helix_dbos as hx
 from helix_dbos.runtime.flow import live
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.support.procs import child_env, popen_python_m
+from tests.support.provider_server import Calls, Paused, Text, looking_agent, provider_server
+from tests.support.waiting import wait_for
 
 
 def streaming_model() -> FunctionModel:
@@ -158,6 +160,63 @@ def test_service_streams_live_output_over_sse(db_url: str) -> None:
         values = [v for k, v in events if k == "live"]
         assert _texts(values, 1) == "All looked up." and all(v["best_effort"] for v in values)
         assert client.get("/sessions/nope/live").status_code == 404
+
+
+#: The real model classes on the wire to the loopback provider, per SDK: pydantic-ai's
+#: ``OpenAIChatModel``/``OpenAIResponsesModel`` and the OpenAI Agents SDK's
+#: ``OpenAIChatCompletionsModel``/``OpenAIResponsesModel`` (through ``stream_response``).
+WIRED = [pytest.param(sdk, wire, id=f"{sdk}-{wire}") for sdk in ("pydantic_ai", "openai_agents") for wire in ("chat", "responses")]
+
+
+@pytest.mark.parametrize(("sdk", "wire"), WIRED)
+def test_wire_deltas_reach_the_services_live_endpoint_while_the_step_runs(db_url: str, sdk: str, wire: str) -> None:
+    """The provider streams step 1's reply word by word and stops after its second word until the
+    test lets it go on: by then ``/sessions/{id}/live`` has served those words (the step is still
+    running: the rest of the reply has not been sent). Step 0's tool call streams its name and
+    arguments; the reply saved for step 1 is the text that streamed."""
+    from fastapi.testclient import TestClient
+
+    from helix_dbos.service.app import create_app
+
+    with provider_server() as server:
+        name = f"live_{sdk}_{wire}"
+        rt = hx.Runtime([looking_agent(sdk, wire, server, name)], database_url=db_url,
+                        executor_id=f"svc-{uuid.uuid4().hex[:8]}", live_output=True)
+        paused = Paused(Text("All looked up now.", usage=(12, 4)), texts=2)
+        server.script(Calls([("look", {"key": "a"})]), paused)
+        with TestClient(create_app(rt), base_url="http://localhost") as client:
+            handle = rt.start(name, "go")
+            events: list[tuple[str, Any]] = []
+
+            def follow() -> None:
+                with client.stream("GET", f"/sessions/{handle.session_id}/live", params={"timeout": 60}) as response:
+                    assert response.status_code == 200
+                    kind = ""
+                    for line in response.iter_lines():
+                        if line.startswith("event: "):
+                            kind = line[7:]
+                        elif line.startswith("data: "):
+                            events.append((kind, json.loads(line[6:])))
+
+            reader = threading.Thread(target=follow)
+            reader.start()
+            try:
+                wait_for("step 1's first words on /live", lambda: _texts([v for k, v in list(events) if k == "live"], 1) == "All looked ")
+                assert rt.get_run(handle.run_id).status == "running"  # the reply is half sent: the step runs
+            finally:
+                paused.release.set()
+            result = handle.result(timeout=120)
+            reader.join(70)
+        requests = server.requests()
+    assert (result.status, result.output) == ("completed", "All looked up now."), result
+    assert len(requests) == 2 and all(r.body.get("stream") is True for r in requests)
+    assert events[0] == ("run", {"run_id": handle.run_id, "best_effort": True}) and events[-1][0] == "end"
+    values = [v for k, v in events if k == "live"]
+    assert all(v["best_effort"] is True for v in values)
+    assert _texts(values, 1) == result.output  # what streamed is what was saved
+    calls = [d for v in values if v["type"] == "deltas" and v["step"] == 0 for d in v["deltas"] if d["kind"] == "tool_call"]
+    assert calls[0]["tool_name"] == "look" and "".join(d["args"] for d in calls) == '{"key": "a"}'
+    assert {(v["step"], v["type"]) for v in values} >= {(0, "start"), (0, "end"), (1, "start"), (1, "end")}
 
 
 def _cli(monkeypatch: Any, *args: str) -> Any:

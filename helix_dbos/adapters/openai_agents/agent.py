@@ -4,7 +4,8 @@ The SDK's ``Runner`` is not used: the run workflow keeps its own loop (the model
 before anything acts on it, every call saved first with a dispatch id, each body between its
 attempt gate and its result write). What is the SDK's runs as the SDK runs it: the agent's own
 model object (``OpenAIChatCompletionsModel``, ``OpenAIResponsesModel``, any ``agents.Model``) is
-asked with ``get_response``, the agent's function tools' own ``on_invoke_tool`` is each body, its
+asked with ``get_response`` (``stream_response`` under ``live_output``: ``streaming.py``), the agent's
+function tools' own ``on_invoke_tool`` is each body, its
 instructions (static or a function of the run context) are rendered per request with
 ``get_system_prompt``, ``is_enabled`` is honoured through ``get_all_tools``, ``needs_approval`` gates
 a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. What the runtime cannot
@@ -34,6 +35,8 @@ from .tools import SdkTool, read_tool
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.tools import ToolDefinition
+
+    from ...definitions.model_requests import StreamEvents
 
 log = logging.getLogger("helix_dbos")
 
@@ -197,6 +200,25 @@ class OpenAIAgentsAgent(Agent):
                 output_schema=None, handoffs=[], tracing=ModelTracing.DISABLED, previous_response_id=None, conversation_id=None,
                 prompt=None,
             )
+        return messages.to_response(reply, self.model_name)
+
+    async def stream(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope, events: StreamEvents) -> ModelResponse:
+        """``request``, streamed (``Runtime(live_output=True)``): the same request through the model's
+        ``stream_response``, each text, argument and reasoning delta handed to ``events`` as it comes
+        (``streaming.py``); the reply is the one ``request`` would have recorded."""
+        from agents.models._retry_runtime import provider_managed_retries_disabled
+        from agents.models.interface import ModelTracing
+        from pydantic_ai.models.openai._errors import map_api_errors
+
+        from . import streaming
+
+        items = messages.to_items(messages_)
+        with provider_managed_retries_disabled(True), map_api_errors(self.model_name):
+            reply = await streaming.collect(self.sdk_model.stream_response(
+                system_instructions=instructions, input=items, model_settings=self._settings(messages_), tools=self._offered(),
+                output_schema=None, handoffs=[], tracing=ModelTracing.DISABLED, previous_response_id=None, conversation_id=None,
+                prompt=None,
+            ), events, self.model_name)
         return messages.to_response(reply, self.model_name)
 
     # --- the output ---------------------------------------------------------------------------------
