@@ -235,8 +235,8 @@ AGENTS = [remote_boss, local_boss, pal_boss, approver, clienty, stopper, waiter]
 
 def agents() -> list[Any]:
     """``AGENTS`` for the SDK the test chose (``SCENARIO_SDK``, set by the ``scenario_sdk`` fixture
-    and inherited by every process it starts): with ``openai_agents`` the approval and stop agents
-    are OpenAI Agents SDK agents (``family_sdk.py``)."""
+    and inherited by every process it starts): with ``openai_agents`` the approval, client-tool and
+    stop agents are OpenAI Agents SDK agents (``family_sdk.py``)."""
     if os.environ.get("SCENARIO_SDK", "pydantic_ai") == "openai_agents":
         from tests.scenarios import family_sdk
 

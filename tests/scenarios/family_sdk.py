@@ -115,7 +115,8 @@ async def _over_100(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
 
 
 def agents(home: ModuleType) -> list[Any]:
-    """``home.AGENTS`` with the human-in-the-loop agents as SDK agents (the sub-agent parents stay
+    """``home.AGENTS`` with the human-in-the-loop agents as SDK agents (the client tool offered with
+    ``from_openai_agents(client_tools=...)``) (the sub-agent parents stay
     ``hx.Agent``s: their children are offered as helix sub-agents either way). ``home`` is the family
     module as this process runs it (``__main__`` under ``python -m``, whose effects folder is set)."""
     wire_body = home._wire
@@ -128,5 +129,7 @@ def agents(home: ModuleType) -> list[Any]:
                      tools=[function_tool(wire, needs_approval=_over_100), sdk_body(home.purge, needs_approval=True)])
     stopper = Agent(name="stopper", model=ScriptedModel(home, "stopper", home._stopper), tools=[sdk_body(home.slow), sdk_body(home.after)])
     waiter = Agent(name="waiter", model=ScriptedModel(home, "waiter", home._waiter), tools=[sdk_body(home.after)])
-    swapped = {"approver": approver, "stopper": stopper, "waiter": waiter}
+    clienty = hx.from_openai_agents(Agent(name="clienty", model=ScriptedModel(home, "clienty", home._clienty), tools=[sdk_body(home.note)]),
+                                    client_tools=[home.ask_user])
+    swapped = {"approver": approver, "clienty": clienty, "stopper": stopper, "waiter": waiter}
     return [swapped.get(a.name, a) for a in home.AGENTS]

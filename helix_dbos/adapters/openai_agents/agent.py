@@ -28,6 +28,7 @@ from ...definitions.agents import FINISH_TOOL, Agent, SubAgent, SubAgentInput
 from ...definitions.context import RunScope, ToolContext
 from ...definitions.model_retries import ModelRetries
 from ...definitions.run_deps import RunDeps
+from ...definitions.tools import Tool
 from ...errors import ConfigurationError, UnsupportedFeatureError
 from . import features, messages
 from .tools import SdkTool, read_tool
@@ -58,6 +59,8 @@ class OpenAIAgentsAgent(Agent):
     tool_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     deps_factory: DepsFactory | None = None
     tool_timeout: float | None = None
+    #: ``hx.client_tool``s offered beside the SDK's tools: the client answers them (the SDK has no such tool)
+    client_tools: list[Tool] = field(default_factory=list)
     _deps: RunDeps = field(default_factory=RunDeps, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
     _read: dict[int, tuple[Any, SdkTool]] = field(default_factory=dict, init=False, repr=False)
@@ -101,7 +104,7 @@ class OpenAIAgentsAgent(Agent):
                 kept = (tool, read_tool(tool, self, self.name, self.tool_policies.get(getattr(tool, "name", "")), self.tool_timeout))
                 self._read[id(tool)] = kept
             out.append(kept[1])
-        names = [t.name for t in out] + [s.tool_name for s in self.sub_agents]
+        names = [t.name for t in out] + [c.name for c in self.client_tools] + [s.tool_name for s in self.sub_agents]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigurationError(f"agent {self.name!r}: duplicate tool names {dupes}")
@@ -119,7 +122,7 @@ class OpenAIAgentsAgent(Agent):
         except Exception as exc:  # noqa: BLE001 keep the last good listing; say why in the log
             log.warning("agent %r: its tools could not be listed: %s", self.name, exc)
             return
-        self.tools = list(self.read_tools(listed))
+        self.tools = [*self.read_tools(listed), *self.client_tools]
 
     async def instructions_for(self, scope: RunScope) -> str | None:
         """``instructions`` as the SDK renders them: a string, or the function called with the run's
@@ -160,6 +163,10 @@ class OpenAIAgentsAgent(Agent):
         from agents import FunctionTool
 
         offered: list[Any] = [t.listed for t in self.tools if isinstance(t, SdkTool)]
+        for client in self.client_tools:
+            d = client.definition()
+            offered.append(FunctionTool(name=d.name, description=d.description or "", params_json_schema=d.parameters_json_schema,
+                                        on_invoke_tool=_never_called, strict_json_schema=bool(d.strict)))
         for sub in self.sub_agents:
             d = sub.definition()
             offered.append(FunctionTool(name=d.name, description=d.description or "", params_json_schema=SubAgentInput.model_json_schema(),
@@ -298,6 +305,7 @@ def from_openai_agents(
     tool_timeout: float | None = None,
     sub_agents: list[SubAgent] | None = None,
     model_retries: ModelRetries | None = None,
+    client_tools: list[Tool] | None = None,
 ) -> OpenAIAgentsAgent:
     """Read an ``agents.Agent`` into an ``hx.Agent``; refuses what the runtime cannot honour.
 
@@ -307,7 +315,8 @@ def from_openai_agents(
     by name is resolved by ``model_provider`` (default: the SDK's ``MultiProvider``). ``max_steps``:
     model requests per run (the SDK's ``max_turns``; default 50). ``tool_timeout``: the bound on a
     body without its own ``timeout_seconds`` (default 120 s). ``sub_agents``: helix sub-agents
-    offered beside the agent's tools.
+    offered beside the agent's tools. ``client_tools``: ``hx.client_tool``s offered beside them too,
+    answered by the client (``submit_tool_result``), never by a body.
     """
     from agents import Agent as SdkAgent
 
@@ -335,6 +344,10 @@ def from_openai_agents(
     unknown = set(made.tool_policies) - {getattr(t, "name", None) for t in agent.tools}
     if unknown:
         raise ConfigurationError(f"agent {agent_name!r}: tool_policies name tools it does not have: {sorted(unknown)}")
-    made.tools = list(made.read_tools(list(agent.tools)))
+    for client in list[Any](client_tools or []):  # from an untyped caller too
+        if not isinstance(client, Tool) or not client.client:
+            raise ConfigurationError(f"agent {agent_name!r}: client_tools takes hx.client_tool(...)s, not {client!r:.80}")
+    made.client_tools = list(client_tools or [])
+    made.tools = [*made.read_tools(list(agent.tools)), *made.client_tools]
     return made
 
