@@ -40,6 +40,7 @@ from tests.support.provider_server import (
     WIRES,
     Calls,
     Cut,
+    Failed,
     Held,
     Logged,
     Status,
@@ -229,6 +230,32 @@ def test_a_stream_cut_midway_is_asked_again_by_the_steps_budget(make_runtime: An
     assert len(ended) == 1 and len({v["request"] for v in values}) <= 2
     streamed = "".join(d["text"] for v in values if v["request"] == ended[0] and v["type"] == "deltas" for d in v["deltas"] if d["kind"] == "text")
     assert streamed == result.output
+
+
+@pytest.mark.parametrize("sdk", ["pydantic_ai", "openai_agents"])
+def test_a_response_failed_mid_stream_is_classified_as_pydantic_ai_classifies_it(make_runtime: Any, db_url: str, sdk: str) -> None:
+    """Live output on, the Responses wire: the provider answers 200 and then ends the stream with
+    ``response.failed``. A ``server_error`` is asked again within the step's budget (the run
+    completes); a ``context_length_exceeded`` is not, and the run fails ``model_request_invalid``. The same for
+    pydantic-ai's ``OpenAIResponsesModel`` and the SDK's (``stream_response``)."""
+    with provider_server() as server:
+        name = f"failed_{sdk}"
+        if sdk == "pydantic_ai":
+            agent = hx.from_pydantic_ai(Agent(model_for("responses", server), name=name), model_retries=quick_retries())
+        else:
+            from agents import Agent as SdkAgent
+
+            agent = hx.from_openai_agents(SdkAgent(name=name, model=sdk_model_at("responses", server.root)), model_retries=quick_retries())
+        rt = make_runtime([agent], live_output=True)
+        server.script(Failed("server_error"), Text("the whole answer", usage=(12, 4)))
+        recovered = rt.start(name, "go").result(timeout=180)
+        asked = len(server.requests())
+        server.script(Failed("context_length_exceeded", "the prompt is too long"))
+        refused = rt.start(name, "go").result(timeout=180)
+        requests = server.requests()
+    assert (recovered.status, recovered.output) == ("completed", "the whole answer"), recovered
+    assert asked == 2 and len(requests) == 3 and all(r.body.get("stream") is True for r in requests)
+    assert (refused.status, refused.error_code) == ("failed", "model_request_invalid"), refused
 
 
 def _provider_process(port: int, log: Path, script: list[dict[str, Any]], always: str) -> subprocess.Popen[str]:

@@ -100,7 +100,16 @@ class Paused:
     timeout: float = 120.0
 
 
-Answer = Text | Calls | Empty | Status | Held | Cut | Paused
+@dataclass(frozen=True)
+class Failed:
+    """A Responses stream (``stream: true``) that starts, then ends with ``response.failed`` carrying
+    the error ``code``: a provider that fails mid-response after its HTTP 200."""
+
+    code: str = "server_error"
+    message: str = "scripted failure"
+
+
+Answer = Text | Calls | Empty | Status | Held | Cut | Paused | Failed
 
 
 @dataclass(frozen=True)
@@ -196,6 +205,9 @@ class ProviderServer:
         if isinstance(answer, Held):
             answer.release.wait(answer.timeout)
             answer = answer.answer
+        if isinstance(answer, Failed):
+            self._fail(h, entry, answer, n)
+            return
         cut = answer if isinstance(answer, Cut) else None
         paused = answer if isinstance(answer, Paused) else None
         status, headers, payload = self._render(wire, cut.answer if cut else paused.answer if paused else answer, body, n)
@@ -229,6 +241,22 @@ class ProviderServer:
                 h.wfile.flush()
         except OSError:  # the client is gone (killed while its request was held): nothing to answer
             h.close_connection = True
+
+    def _fail(self, h: BaseHTTPRequestHandler, entry: Logged, answer: Failed, n: int) -> None:
+        if entry.wire != "responses" or not entry.body.get("stream"):
+            raise NotImplementedError("a failed stream is scripted for streamed Responses requests")
+        _, _, payload = self._render("responses", Empty(), entry.body, n)
+        failed = {**payload, "status": "failed", "error": {"code": answer.code, "message": answer.message}}
+        events = [{"type": "response.created", "sequence_number": 0, "response": {**payload, "status": "in_progress", "usage": None}},
+                  {"type": "response.failed", "sequence_number": 1, "response": failed}]
+        data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Content-Length", str(len(data)))
+        h.send_header("x-request-id", entry.request_id)
+        h.end_headers()
+        h.wfile.write(data)
+        h.wfile.flush()
 
     def _render(self, wire: str, a: Text | Calls | Empty | Status, body: dict[str, Any], n: int) -> tuple[int, dict[str, str], dict[str, Any]]:
         model = str(body.get("model") or "scripted-model")

@@ -8,9 +8,10 @@ streams). The part index of an event is the ``output_index`` of its item: ``mess
 makes one part per output item, so a delta lands on the part the saved reply has at that index.
 
 The reply is built as the SDK's runner builds it from a stream (``run_loop``): the
-``response.completed`` event's response, its output completed from the ``output_item.done`` items
-when a backend leaves it empty; a stream that ends without one, or with ``response.failed`` /
-``response.incomplete`` / ``error``, is no reply. A stream the provider cut mid-body raises the
+``response.completed`` (or ``response.incomplete``) event's response, its output completed from the
+``output_item.done`` items when a backend leaves it empty; a stream that ends without one is no
+reply, and ``response.failed`` / ``error`` is the error it reports, classified by its code as
+pydantic-ai classifies it (a ``server_error`` is asked again within the step's budget). A stream the provider cut mid-body raises the
 transport's error, which ``map_api_errors`` reads as pydantic-ai's ``ModelConnectionError``: the
 step's budget asks again, as for a pydantic-ai model.
 """
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponseStreamEvent
 
 #: Responses stream events that end a response without one the ledger could record.
-FAILED = frozenset({"response.failed", "response.incomplete", "error", "response.error"})
+FAILED = frozenset({"response.failed", "error", "response.error"})
+#: Responses stream events that end it with the response to record (an incomplete one is recorded as
+#: it is, as ``get_response`` returns it and a pydantic-ai model records it).
+ENDED = frozenset({"response.completed", "response.incomplete"})
 
 
 def part_event(event: Any) -> ModelResponseStreamEvent | None:
@@ -70,12 +74,24 @@ def part_event(event: Any) -> ModelResponseStreamEvent | None:
     return None
 
 
+def failure(event: Any, model_name: str) -> Exception:
+    """The error a ``response.failed`` or ``error`` event reports, classified by its code as a
+    pydantic-ai OpenAI model classifies the same event (a ``server_error`` is worth asking again)."""
+    from pydantic_ai.models.openai._errors import response_error, response_error_type
+
+    error = getattr(getattr(event, "response", None), "error", None)
+    if error is not None:
+        return response_error(model_name, error.code, error.message, error_type=response_error_type(error), in_stream=True)
+    message = getattr(event, "message", None) or f"the model's stream ended with {event.type}"
+    return response_error(model_name, getattr(event, "code", None), str(message), in_stream=True)
+
+
 async def collect(stream: AsyncIterator[Any], events: Any, model_name: str) -> SdkResponse:
     """Hand each event of ``stream`` to ``events`` (as a part event) and return the SDK's reply."""
     from agents.items import ModelResponse as SdkModelResponse
     from agents.models.fake_id import FAKE_RESPONSES_ID
     from agents.usage import Usage, _response_usage_to_usage
-    from pydantic_ai.exceptions import ModelAPIError, ModelConnectionError
+    from pydantic_ai.exceptions import ModelConnectionError
 
     completed: Any = None
     done: list[Any] = []
@@ -83,10 +99,8 @@ async def collect(stream: AsyncIterator[Any], events: Any, model_name: str) -> S
         async for event in events_in:
             kind = getattr(event, "type", None)
             if kind in FAILED:
-                response = getattr(event, "response", None)
-                error = getattr(response, "error", None) or getattr(event, "message", None) or kind
-                raise ModelAPIError(model_name, f"the stream ended with {kind}: {error}", in_stream=True)
-            if kind == "response.completed":
+                raise failure(event, model_name)
+            if kind in ENDED:
                 completed = event.response
             elif kind == "response.output_item.done":
                 done.append(event.item)
