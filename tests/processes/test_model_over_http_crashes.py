@@ -42,6 +42,7 @@ from tests.support.provider_server import (
     Cut,
     Failed,
     Held,
+    Incomplete,
     Logged,
     Status,
     Text,
@@ -256,6 +257,37 @@ def test_a_response_failed_mid_stream_is_classified_as_pydantic_ai_classifies_it
     assert (recovered.status, recovered.output) == ("completed", "the whole answer"), recovered
     assert asked == 2 and len(requests) == 3 and all(r.body.get("stream") is True for r in requests)
     assert (refused.status, refused.error_code) == ("failed", "model_request_invalid"), refused
+
+
+@pytest.mark.parametrize("sdk", ["pydantic_ai", "openai_agents"])
+def test_an_incomplete_response_is_what_its_sdk_says_and_never_asked_again(make_runtime: Any, db_url: str, sdk: str) -> None:
+    """Live output on, the Responses wire: the reply ends with ``response.incomplete`` (the
+    provider's token limit) after some text. pydantic-ai records it as a reply (the run's output
+    is the text that streamed); the OpenAI Agents SDK's model raises ``ModelBehaviorError`` for it,
+    streamed or not, and the run fails ``run_error``. Either way it is asked once."""
+    from helix_dbos.runtime.flow import live
+
+    with provider_server() as server:
+        name = f"incomplete_{sdk}"
+        if sdk == "pydantic_ai":
+            agent = hx.from_pydantic_ai(Agent(model_for("responses", server), name=name), model_retries=quick_retries())
+        else:
+            from agents import Agent as SdkAgent
+
+            agent = hx.from_openai_agents(SdkAgent(name=name, model=sdk_model_at("responses", server.root)), model_retries=quick_retries())
+        rt = make_runtime([agent], live_output=True)
+        server.script(Incomplete("the whole", usage=(12, 4)))
+        result = rt.start(name, "go").result(timeout=180)
+        requests = server.requests()
+    assert len(requests) == 1 and requests[0].body.get("stream") is True
+    if sdk == "pydantic_ai":
+        assert (result.status, result.output) == ("completed", "the whole"), result
+        values = list(live.read(result.run_id, timeout=5))
+        assert "".join(d["text"] for v in values if v["type"] == "deltas" for d in v["deltas"] if d["kind"] == "text") == "the whole"
+        assert usage_rows(db_url, result.run_id) == [(0, 12, 4)]
+    else:
+        assert (result.status, result.error_code) == ("failed", "run_error"), result
+        assert "ModelBehaviorError" in str(result.error) and "incomplete" in str(result.error)
 
 
 def _provider_process(port: int, log: Path, script: list[dict[str, Any]], always: str) -> subprocess.Popen[str]:

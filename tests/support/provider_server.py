@@ -109,7 +109,16 @@ class Failed:
     message: str = "scripted failure"
 
 
-Answer = Text | Calls | Empty | Status | Held | Cut | Paused | Failed
+@dataclass(frozen=True)
+class Incomplete:
+    """A Responses stream (``stream: true``) whose text stops at ``text`` and ends with
+    ``response.incomplete`` (``max_output_tokens``): a reply cut short by the provider's own limit."""
+
+    text: str
+    usage: tuple[int, int] = (10, 5)
+
+
+Answer = Text | Calls | Empty | Status | Held | Cut | Paused | Failed | Incomplete
 
 
 @dataclass(frozen=True)
@@ -205,7 +214,7 @@ class ProviderServer:
         if isinstance(answer, Held):
             answer.release.wait(answer.timeout)
             answer = answer.answer
-        if isinstance(answer, Failed):
+        if isinstance(answer, (Failed, Incomplete)):
             self._fail(h, entry, answer, n)
             return
         cut = answer if isinstance(answer, Cut) else None
@@ -242,14 +251,21 @@ class ProviderServer:
         except OSError:  # the client is gone (killed while its request was held): nothing to answer
             h.close_connection = True
 
-    def _fail(self, h: BaseHTTPRequestHandler, entry: Logged, answer: Failed, n: int) -> None:
+    def _fail(self, h: BaseHTTPRequestHandler, entry: Logged, answer: Failed | Incomplete, n: int) -> None:
+        """A stream that ends with ``response.failed`` or ``response.incomplete`` (Responses wire only)."""
         if entry.wire != "responses" or not entry.body.get("stream"):
-            raise NotImplementedError("a failed stream is scripted for streamed Responses requests")
-        _, _, payload = self._render("responses", Empty(), entry.body, n)
-        failed = {**payload, "status": "failed", "error": {"code": answer.code, "message": answer.message}}
-        events = [{"type": "response.created", "sequence_number": 0, "response": {**payload, "status": "in_progress", "usage": None}},
-                  {"type": "response.failed", "sequence_number": 1, "response": failed}]
-        data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+            raise NotImplementedError("a failed or incomplete stream is scripted for streamed Responses requests")
+        if isinstance(answer, Failed):
+            _, _, payload = self._render("responses", Empty(), entry.body, n)
+            ended = {**payload, "status": "failed", "error": {"code": answer.code, "message": answer.message}}
+            events = [{"type": "response.created", "response": {**payload, "status": "in_progress", "usage": None}},
+                      {"type": "response.failed", "response": ended}]
+        else:
+            _, _, payload = self._render("responses", Text(answer.text, usage=answer.usage), entry.body, n)
+            ended = {**payload, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+            events = [json.loads(e.split(b"data: ", 1)[1]) for e, _ in _responses_sse(payload)[:-1]]
+            events.append({"type": "response.incomplete", "response": ended})
+        data = "".join(f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n" for i, e in enumerate(events)).encode()
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Content-Length", str(len(data)))

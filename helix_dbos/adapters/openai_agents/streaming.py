@@ -8,10 +8,11 @@ streams). The part index of an event is the ``output_index`` of its item: ``mess
 makes one part per output item, so a delta lands on the part the saved reply has at that index.
 
 The reply is built as the SDK's runner builds it from a stream (``run_loop``): the
-``response.completed`` (or ``response.incomplete``) event's response, its output completed from the
-``output_item.done`` items when a backend leaves it empty; a stream that ends without one is no
-reply, and ``response.failed`` / ``error`` is the error it reports, classified by its code as
-pydantic-ai classifies it (a ``server_error`` is asked again within the step's budget). A stream the provider cut mid-body raises the
+``response.completed`` event's response, its output completed from the ``output_item.done`` items
+when a backend leaves it empty; a stream that ends without one is no reply, ``response.failed`` /
+``error`` is the error it reports, classified by its code as pydantic-ai classifies it (a
+``server_error`` is asked again within the step's budget), and ``response.incomplete`` is the SDK
+model's own ``ModelBehaviorError``, as from ``get_response``. A stream the provider cut mid-body raises the
 transport's error, which ``map_api_errors`` reads as pydantic-ai's ``ModelConnectionError``: the
 step's budget asks again, as for a pydantic-ai model.
 """
@@ -26,11 +27,10 @@ if TYPE_CHECKING:
     from agents.items import ModelResponse as SdkResponse
     from pydantic_ai.messages import ModelResponseStreamEvent
 
-#: Responses stream events that end a response without one the ledger could record.
+#: Responses stream events that end a response with an error the provider reports. (The SDK's own
+#: model raises ``ModelBehaviorError`` after ``response.incomplete``, as its ``get_response`` does:
+#: that is left to it.)
 FAILED = frozenset({"response.failed", "error", "response.error"})
-#: Responses stream events that end it with the response to record (an incomplete one is recorded as
-#: it is, as ``get_response`` returns it and a pydantic-ai model records it).
-ENDED = frozenset({"response.completed", "response.incomplete"})
 
 
 def part_event(event: Any) -> ModelResponseStreamEvent | None:
@@ -100,7 +100,7 @@ async def collect(stream: AsyncIterator[Any], events: Any, model_name: str) -> S
             kind = getattr(event, "type", None)
             if kind in FAILED:
                 raise failure(event, model_name)
-            if kind in ENDED:
+            if kind == "response.completed":
                 completed = event.response
             elif kind == "response.output_item.done":
                 done.append(event.item)
