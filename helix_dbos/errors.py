@@ -365,6 +365,17 @@ class OutputRetriesExceededError(HelixError):
     status = 409
 
 
+class GuardrailTrippedError(HelixError):
+    """A guardrail of the agent (an OpenAI Agents SDK agent's ``input_guardrails`` on the run's input,
+    ``output_guardrails`` on its final output) tripped its wire: the run ends here, nothing the reply
+    planned runs. ``detail`` keeps the guardrail's name, the stage and the output info it returned,
+    and the message says them too (the run's ``error``); recorded as the step's outcome, so a
+    recovered run fails the same way without running the guardrail again. ``retry()`` asks again."""
+
+    code = "guardrail_tripped"
+    status = 409
+
+
 class TransactionEscapedError(HelixError):
     """A transactional body committed the call's transaction itself (through the driver's connection,
     past ``ctx.connection``): its effect may exist apart from any result. The call is answered
@@ -395,6 +406,7 @@ __all__ = [
     "DuplicateAnswerError",
     "ExecutorIdInUseError",
     "ForbiddenError",
+    "GuardrailTrippedError",
     "HelixError",
     "HostNotAllowedError",
     "LimitsMismatchError",

@@ -90,6 +90,19 @@ class AgentSeam(Protocol):
         It sees and returns plain dicts with a recorded plan's keys; a typed error fails the step."""
         ...
 
+    async def check_input(self, messages: list[ModelMessage], scope: RunScope) -> list[dict[str, Any]]:
+        """Checks on the run's input (its SDK's input guardrails) before the step's model request,
+        at most once per step: each result a JSON object, recorded with the step's reply, so a
+        replay never runs them again; a tripwire raises a typed error (``GuardrailTrippedError``),
+        recorded as the step's outcome. The adapter decides when the transcript holds new input."""
+        ...
+
+    async def check_output(self, output: Any, scope: RunScope) -> list[dict[str, Any]]:
+        """Checks on the run's final output (its SDK's output guardrails), in the step whose reply
+        gives it, recorded as ``check_input``'s are. ``output`` is the text or the ``final_result``
+        as the run will store it (JSON)."""
+        ...
+
     async def request(self, messages: list[ModelMessage], instructions: str | None, scope: RunScope) -> ModelResponse:
         """Ask the model once (no retries of its own: the runtime's ``ModelRetries`` budget is the only
         one) with the transcript so far and this request's instructions, offering ``tools``,

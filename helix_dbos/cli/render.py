@@ -65,6 +65,8 @@ def describe(event: Mapping[str, Any], tools: Mapping[str, str]) -> str:
         return f"run {short(event.get('run_id'))} {d.get('status')}{extra}{err}"
     if kind == "model_text":
         return f"model (step {d.get('step')}): {compact(d.get('text', ''), 200)}"
+    if kind == "guardrail":
+        return f"{d.get('stage')} guardrail {d.get('guardrail')} (step {d.get('step')}): {'tripped' if d.get('tripwire') else 'passed'} {compact(d.get('output_info'), 80)}"
     if kind == "call_saved" and d.get("kind") == "finish":
         return f"output given through {tool}: {compact(d.get('args'), 80)}"
     if kind == "call_saved":

@@ -48,8 +48,13 @@ class SubAgent:
     agent: Agent
     mode: SubAgentMode
     description: str | None = None
+    #: the tool name the parent's model is offered, when not ``subagent__<name>``: an SDK that names
+    #: its agent tools itself (the OpenAI Agents SDK's ``agent.as_tool(tool_name=...)``) keeps its name
+    tool: str | None = None
 
     def __post_init__(self) -> None:
+        if self.tool is not None and (not self.tool or not all(ch.isalnum() or ch in "-_" for ch in self.tool)):
+            raise ConfigurationError(f"sub-agent {self.agent.name!r}: tool name {self.tool!r}: use letters, digits, '-' or '_'")
         if self.mode == "local" and self.agent.uses_scope():
             from ..errors import UnsupportedFeatureError
 
@@ -67,7 +72,7 @@ class SubAgent:
 
     @property
     def tool_name(self) -> str:
-        return f"{SUBAGENT_PREFIX}{self.agent.name}"
+        return self.tool or f"{SUBAGENT_PREFIX}{self.agent.name}"
 
     def definition(self) -> ToolDefinition:
         from pydantic_ai.tools import ToolDefinition
@@ -172,6 +177,19 @@ class Agent:
     async def review_plan(self, planned: list[dict[str, Any]], scope: RunScope) -> list[dict[str, Any]]:
         """A last look at the planned calls inside the model step (output validators run here)."""
         return planned
+
+    async def check_input(self, messages: list[ModelMessage], scope: RunScope) -> list[dict[str, Any]]:
+        """Checks on the run's input before this step's model request (an SDK's input guardrails),
+        each one's result as a JSON object, recorded with the step's reply; a check that trips
+        raises a typed error (``GuardrailTrippedError``), which the step records as its outcome.
+        Called at most once per step, however often the request is asked again. None here."""
+        return []
+
+    async def check_output(self, output: Any, scope: RunScope) -> list[dict[str, Any]]:
+        """Checks on the run's final output (the text or the ``final_result`` as the run will store
+        it), inside the step whose reply gives it, before the reply is recorded: as ``check_input``.
+        None here."""
+        return []
 
     def uses_scope(self) -> bool:
         """Whether the hooks need a ``RunScope`` (a deps read): plain agents skip the read."""

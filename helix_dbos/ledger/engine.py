@@ -28,6 +28,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from ..errors import ConfigurationError
+from . import sqlite_turns
 from .tables import SCHEMA
 
 if TYPE_CHECKING:
@@ -286,6 +287,9 @@ def create_sync_engine(url: str, *, application_name: str | None = None, **kwarg
         engine = sa.create_engine(sync_url(url), connect_args={"check_same_thread": False}, **kwargs)
         event.listens_for(engine, "connect")(_sqlite_pragmas)
         event.listen(engine, "before_execute", _sqlite_lock_for_update)
+        path = sqlite_path(url)
+        if path is not None:  # a file (an in-memory database has one connection, no one to wait for)
+            sqlite_turns.install(engine, path)
     else:
         if "poolclass" not in kwargs:
             kwargs["poolclass"] = BoundedQueuePool

@@ -17,10 +17,7 @@ import pytest
 from agents import (
     Agent,
     AgentHooks,
-    GuardrailFunctionOutput,
-    InputGuardrail,
     OpenAIChatCompletionsModel,
-    OutputGuardrail,
 )
 from openai import AsyncOpenAI
 
@@ -74,18 +71,11 @@ def _model() -> OpenAIChatCompletionsModel:
 def _refused_agents() -> dict[str, Agent[Any]]:
     from agents.mcp import MCPServerStdio
 
-    def check(*_: Any) -> GuardrailFunctionOutput:
-        return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
-
     server = MCPServerStdio(params={"command": "true"})
-    other = Agent(name="other", model=_model())
     values: dict[str, dict[str, Any]] = {
         "mcp_servers": {"mcp_servers": [server]},
         "mcp_config": {"mcp_servers": [server], "mcp_config": {"convert_schemas_to_strict": True}},
         "prompt": {"prompt": {"id": "pmpt_1"}},
-        "handoffs": {"handoffs": [other]},
-        "input_guardrails": {"input_guardrails": [InputGuardrail(guardrail_function=check)]},
-        "output_guardrails": {"output_guardrails": [OutputGuardrail(guardrail_function=check)]},
         "hooks": {"hooks": AgentHooks()},
         "tool_use_behavior": {"tool_use_behavior": "stop_on_first_tool"},
     }

@@ -187,15 +187,11 @@ def test_a_provider_error_is_asked_again_then_typed(make_runtime: Any) -> None:
 
 
 def test_what_the_adapter_cannot_honour_is_refused_when_the_agent_is_read() -> None:
-    from agents import WebSearchTool, handoff
+    from agents import WebSearchTool
 
     model = OpenAIChatCompletionsModel("m", openai_client=AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"))
-    other = Agent(name="other", model=model)
     refused: list[tuple[Agent[Any], str]] = [
-        (Agent(name="a", model=model, handoffs=[other]), "handoffs"),
-        (Agent(name="a", model=model, handoffs=[handoff(other)]), "handoffs"),
         (Agent(name="a", model=model, tools=[WebSearchTool()]), "WebSearchTool"),
-        (Agent(name="a", model=model, tools=[other.as_tool(tool_name="ask_other", tool_description="d")]), "as_tool"),
         (Agent(name="a", model=model, tool_use_behavior="stop_on_first_tool"), "tool_use_behavior"),
         (Agent(name="a", model=model, tools=[function_tool(lambda x: x, name_override="g", needs_approval=False, tool_input_guardrails=[])]), ""),
     ]
@@ -222,7 +218,10 @@ def test_client_tools_are_offered_beside_the_sdks_tools_and_checked_when_read() 
     ask = hx.client_tool(name="ask", description="Ask the user.", input_schema=Colour)
     read = hx.from_openai_agents(Agent(name="a", model=model, tools=[lookup]), client_tools=[ask])
     assert [(t.name, t.kind) for t in read.tools] == [("lookup", "tool"), ("ask", "client")]
-    offered = {t.name: t for t in read._offered()}
+    from helix_dbos.definitions.context import RunScope
+
+    tools, _ = asyncio.run(read._offered(read._members()[0], RunScope("s", "r")))
+    offered = {t.name: t for t in tools}
     assert set(offered) == {"lookup", "ask"} and offered["ask"].params_json_schema == ask.definition().parameters_json_schema
 
     @hx.tool

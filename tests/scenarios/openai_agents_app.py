@@ -18,7 +18,16 @@ from typing import Any
 
 import httpx
 import openai
-from agents import Agent, Model, ModelResponse, Usage, function_tool
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    Model,
+    ModelResponse,
+    Usage,
+    function_tool,
+    input_guardrail,
+    output_guardrail,
+)
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 import helix_dbos as hx
@@ -95,9 +104,28 @@ def _text(text: str, n: int) -> ResponseOutputMessage:
                                  content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
 
 
+def guardrails(effect: Effect) -> dict[str, Any]:
+    """An input and an output guardrail that pass, each run counted in the effects (``guardrails``):
+    the test counts outside the runtime how often each ran, across kills."""
+
+    @input_guardrail(name="input_check")
+    def input_check(ctx: Any, agent: Any, given: Any) -> GuardrailFunctionOutput:
+        effect("guardrails", guardrail="input_check", given=given, pid=os.getpid())
+        return GuardrailFunctionOutput(output_info={"length": len(str(given))}, tripwire_triggered=False)
+
+    @output_guardrail(name="output_check")
+    def output_check(ctx: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+        effect("guardrails", guardrail="output_check", given=output, pid=os.getpid())
+        return GuardrailFunctionOutput(output_info={"length": len(str(output))}, tripwire_triggered=False)
+
+    return {"input_guardrails": [input_check], "output_guardrails": [output_check]}
+
+
 def build_agent(scenario: str, tools: list[hx.Tool], calls: list[str], effect: Effect) -> Agent[Any]:
     """The agent over ``tools`` (the app's, the process's own module: under ``python -m`` it is
-    ``__main__``, whose effects folder is set) whose first reply calls ``calls``."""
+    ``__main__``, whose effects folder is set) whose first reply calls ``calls``; with
+    ``SCENARIO_GUARDRAILS=1``, with the counted guardrails (``guardrails``)."""
     sdk = [sdk_tool(t) for t in tools if not t.transactional]
     names = {t.name for t in sdk}
-    return Agent(name="crashy", model=ScenarioModel(scenario, [n for n in calls if n in names], effect), tools=sdk)
+    extra = guardrails(effect) if os.environ.get("SCENARIO_GUARDRAILS") == "1" else {}
+    return Agent(name="crashy", model=ScenarioModel(scenario, [n for n in calls if n in names], effect), tools=sdk, **extra)

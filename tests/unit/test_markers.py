@@ -18,7 +18,7 @@ SPAWNS = re.compile(
     r"|WorkerPool|os\.kill|killed_mid_charge|PageRun\(|start_service|\bservices\b|provider_killed|PgBouncer|forkserver|dbos_cli\("
 )
 #: How a test reaches a database or launches DBOS: the database fixtures, a Runtime, DBOS itself.
-LAUNCHES = re.compile(r"make_runtime|Runtime\(|\.launch\(|db_url|pg_url|DBOS\(")
+LAUNCHES = re.compile(r"make_runtime|Runtime\(|\.launch\(|db_url|pg_url|DBOS\(|create_sync_engine\(")
 KINDS = ("unit", "runtime", "processes")
 
 

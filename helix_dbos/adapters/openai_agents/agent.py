@@ -8,8 +8,11 @@ asked with ``get_response`` (``stream_response`` under ``live_output``: ``stream
 function tools' own ``on_invoke_tool`` is each body, its
 instructions (static or a function of the run context) are rendered per request with
 ``get_system_prompt``, ``is_enabled`` is honoured through ``get_all_tools``, ``needs_approval`` gates
-a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. What the runtime cannot
-honour is refused when the agent is read (``features.py``).
+a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. The agents its
+``handoffs=`` reach are read into the same definition, one ``Member`` each, and the one answering a
+request is read from the transcript (``handoffs.py``); an ``agent.as_tool()`` tool is a remote
+sub-agent (``agent_tools.py``). What the runtime cannot honour is refused when the agent is read
+(``features.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from ...definitions.model_retries import ModelRetries
 from ...definitions.run_deps import RunDeps
 from ...definitions.tools import Tool
 from ...errors import ConfigurationError, UnsupportedFeatureError
-from . import features, messages
+from . import agent_tools, features, guardrails, handoffs, messages, sdk_tracing
+from . import policy as policies
+from .handoffs import HandoffTool
 from .tools import SdkTool, read_tool
 
 if TYPE_CHECKING:
@@ -49,6 +54,26 @@ def _never_called(*_: Any) -> Any:  # pragma: no cover - the runtime answers the
 
 
 @dataclass
+class Member:
+    """One SDK agent that can answer a run: the entry agent, or one its handoffs reach. Each keeps
+    its own model, settings, instructions and tools; the run's definition holds them all, so a
+    saved call of any of them is judged by its tool as it is now."""
+
+    name: str
+    source: Any  # agents.Agent
+    sdk_model: Any
+    settings: Any  # agents.ModelSettings
+    handoffs: list[HandoffTool] = field(default_factory=list)
+    #: its ``as_tool`` agent tools and, for the entry agent, ``from_openai_agents(sub_agents=...)``
+    sub_agents: list[SubAgent] = field(default_factory=list)
+
+    @property
+    def model_name(self) -> str:
+        name = getattr(self.sdk_model, "model", None)
+        return str(name) if name else type(self.sdk_model).__name__
+
+
+@dataclass
 class OpenAIAgentsAgent(Agent):
     """An ``hx.Agent`` read from an ``agents.Agent``; build it with ``from_openai_agents``."""
 
@@ -64,6 +89,14 @@ class OpenAIAgentsAgent(Agent):
     _deps: RunDeps = field(default_factory=RunDeps, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
     _read: dict[int, tuple[Any, SdkTool]] = field(default_factory=dict, init=False, repr=False)
+    #: the agents that can answer a run, by name; the entry agent (``source``) is ``members[name]``
+    members: dict[str, Member] = field(default_factory=dict, repr=False)
+    #: per run: the tool names the agent answering its last request was offered (``review_plan``)
+    _offers: dict[str, set[str]] = field(default_factory=dict, init=False, repr=False)
+    #: per run: the agent that answered its last request (whose output guardrails check its output)
+    _answering: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    #: the SDK agent whose tool a tool name is (``ToolContext.agent`` of its body)
+    _tool_agents: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def uses_scope(self) -> bool:
         return True
@@ -99,12 +132,15 @@ class OpenAIAgentsAgent(Agent):
         """The SDK's tools as ``SdkTool``s; each object is read once (its quiet copy kept)."""
         out: list[SdkTool] = []
         for tool in listed:
+            if getattr(tool, "_is_agent_tool", False):  # a sub-agent (agent_tools.py), offered as one
+                continue
             kept = self._read.get(id(tool))
             if kept is None or kept[0] is not tool:
                 kept = (tool, read_tool(tool, self, self.name, self.tool_policies.get(getattr(tool, "name", "")), self.tool_timeout))
                 self._read[id(tool)] = kept
             out.append(kept[1])
-        names = [t.name for t in out] + [c.name for c in self.client_tools] + [s.tool_name for s in self.sub_agents]
+        names = ([t.name for t in out] + [c.name for c in self.client_tools] + [s.tool_name for s in self.sub_agents]
+                 + [h.name for h in self.handoff_tools()])
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigurationError(f"agent {self.name!r}: duplicate tool names {dupes}")
@@ -117,12 +153,30 @@ class OpenAIAgentsAgent(Agent):
         the run's context); a listing that fails keeps the last good one."""
         self._remember(scope)
         rcw = await self.wrapper(scope)
+        listed: list[Any] = []
         try:
-            listed = await home.at_home(scope.session_id, self.source.get_all_tools(rcw))
+            for member in self._members():
+                found = await home.at_home(scope.session_id, member.source.get_all_tools(rcw))
+                for tool in found:
+                    if self._tool_agents.setdefault(getattr(tool, "name", ""), member.source) is not member.source:
+                        if not any(t is tool for t in listed):  # one tool object shared by two agents is one tool
+                            raise ConfigurationError(f"agent {self.name!r}: two different tools named {tool.name!r} in the agents it can hand off to")
+                        continue
+                    if not any(t is tool for t in listed):
+                        listed.append(tool)
+        except ConfigurationError:
+            raise
         except Exception as exc:  # noqa: BLE001 keep the last good listing; say why in the log
             log.warning("agent %r: its tools could not be listed: %s", self.name, exc)
             return
-        self.tools = [*self.read_tools(listed), *self.client_tools]
+        self.tools = [*self.read_tools(listed), *self.client_tools, *self.handoff_tools()]
+
+    def handoff_tools(self) -> list[HandoffTool]:
+        """Every handoff of every agent the run can be handed to, once each."""
+        out: list[HandoffTool] = []
+        for member in self.members.values():
+            out.extend(h for h in member.handoffs if not any(h is o for o in out))
+        return out
 
     async def instructions_for(self, scope: RunScope) -> str | None:
         """``instructions`` as the SDK renders them: a string, or the function called with the run's
@@ -133,6 +187,7 @@ class OpenAIAgentsAgent(Agent):
     async def review_plan(self, planned: list[dict[str, Any]], scope: RunScope) -> list[dict[str, Any]]:
         """A tool's ``needs_approval`` function, asked per call with the run's context, the arguments
         and the call id, inside the model step (recorded with the reply); one that raises asks a human."""
+        planned = self._offered_only(planned, scope)
         gated = [p for p in planned if p.get("kind") == "tool" and p.get("status") == "saved"
                  and isinstance(self.tool(p["tool_name"]), SdkTool) and self._rule(p["tool_name"]) is not None]
         if not gated:
@@ -152,22 +207,77 @@ class OpenAIAgentsAgent(Agent):
             out.append(p)
         return out
 
+    async def check_input(self, messages_: list[ModelMessage], scope: RunScope) -> list[dict[str, Any]]:
+        """The agent's ``input_guardrails`` on the run's new input (``guardrails.new_input``: the
+        user message the transcript ends with), before the step's model request; none at a later
+        step of the run (its input was checked by its first)."""
+        listed = list(self.source.input_guardrails or [])
+        given = guardrails.new_input(messages_) if listed else None
+        if given is None:
+            return []
+        rcw = await self.wrapper(scope)
+        return await guardrails.run_all("input", listed, lambda g: g.run(self.source, given, rcw), scope, self.name)
+
+    async def check_output(self, output: Any, scope: RunScope) -> list[dict[str, Any]]:
+        """The ``output_guardrails`` of the agent that gave the run's final output (after a handoff,
+        the agent handed to, as the SDK's runner runs the last agent's), on the output as the SDK
+        hands it: the text, or the ``output_type`` value (validated again from the stored JSON)."""
+        member = self.members.get(self._answering.get(scope.run_id, self.name))
+        source = member.source if member is not None else self.source  # the agent that gave the output (handoffs)
+        listed = list(source.output_guardrails or [])
+        if not listed:
+            return []
+        value = output if self.output_schema is None else self._adapter().validate_python(output)
+        rcw = await self.wrapper(scope)
+        return await guardrails.run_all("output", listed, lambda g: g.run(rcw, source, value), scope, self.name)
+
+    def _offered_only(self, planned: list[dict[str, Any]], scope: RunScope) -> list[dict[str, Any]]:
+        """With handoffs, the definition holds every tool of every agent the run can be handed to:
+        a call to a tool the answering agent was not offered is answered as an unknown tool, and a
+        second handoff in one reply is not taken (as the SDK's runner answers it)."""
+        offered = self._offers.pop(scope.run_id, None)
+        if offered is None or (len(self.members) < 2 and not any(m.handoffs for m in self.members.values())):
+            return planned
+        out: list[dict[str, Any]] = []
+        handed = False
+        for p in planned:
+            name = p["tool_name"]
+            if p.get("kind") != "invalid" and name not in offered:
+                p = _refused(p, "unknown_tool", f"Unknown tool name: {name!r}. Available tools: {', '.join(sorted(offered)) or 'none'}")
+            elif isinstance(self.tool(name), HandoffTool) and p.get("kind") != "invalid":
+                if handed:
+                    p = _refused(p, "invalid_arguments", "Multiple handoffs detected, ignoring this one.")
+                handed = True
+            out.append(p)
+        return out
+
     def _rule(self, name: str) -> Any:
         tool = self.tool(name)
         return tool.approval_rule if isinstance(tool, SdkTool) else None
 
     # --- the model request ------------------------------------------------------------------------
 
-    def _offered(self) -> list[Any]:
-        """The tools the model is offered: the agent's, its sub-agents', and ``final_result``."""
+    def _members(self) -> list[Member]:
+        return list(self.members.values()) or [Member(self.name, self.source, self.sdk_model, self.sdk_settings, sub_agents=self.sub_agents)]
+
+    async def _offered(self, member: Member, scope: RunScope) -> tuple[list[Any], list[Any]]:
+        """The tools and handoffs the model is offered: the answering agent's tools (as
+        ``get_all_tools`` lists them now), its sub-agents, its enabled handoffs, and ``final_result``."""
         from agents import FunctionTool
 
-        offered: list[Any] = [t.listed for t in self.tools if isinstance(t, SdkTool)]
+        if len(self.members) < 2 and not member.handoffs:
+            tools: list[SdkTool] = [t for t in self.tools if isinstance(t, SdkTool)]
+            enabled: list[Any] = []
+        else:
+            rcw = await self.wrapper(scope)
+            tools = self.read_tools(await home.at_home(scope.session_id, member.source.get_all_tools(rcw)))
+            enabled = [h.handoff for h in member.handoffs if await home.at_home(scope.session_id, _enabled(h.handoff, rcw, member.source))]
+        offered: list[Any] = [t.listed for t in tools]
         for client in self.client_tools:
             d = client.definition()
             offered.append(FunctionTool(name=d.name, description=d.description or "", params_json_schema=d.parameters_json_schema,
                                         on_invoke_tool=_never_called, strict_json_schema=bool(d.strict)))
-        for sub in self.sub_agents:
+        for sub in member.sub_agents:
             d = sub.definition()
             offered.append(FunctionTool(name=d.name, description=d.description or "", params_json_schema=SubAgentInput.model_json_schema(),
                                         on_invoke_tool=_never_called, strict_json_schema=True))
@@ -175,17 +285,22 @@ class OpenAIAgentsAgent(Agent):
             offered.append(FunctionTool(name=FINISH_TOOL, description=_output_description(self.output_schema),
                                         params_json_schema=self.output_schema.json_schema(), on_invoke_tool=_never_called,
                                         strict_json_schema=self.output_schema.is_strict_json_schema()))
-        return offered
+        names = {t.name for t in offered} | {h.tool_name for h in enabled}
+        self._offers[scope.run_id] = names
+        if len(self._offers) > 256:
+            self._offers.pop(next(iter(self._offers)))
+        return offered, enabled
 
-    def _settings(self, history: list[ModelMessage]) -> Any:
+    def _settings(self, history: list[ModelMessage], member: Member | None = None) -> Any:
         """The agent's model settings for this request: a ``tool_choice`` the app set is reset once a
         tool has answered (``reset_tool_choice``, as the SDK's runner does), and a structured output
         makes a tool call required (the output is the ``final_result`` call)."""
         from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-        settings = self.sdk_settings
+        settings = member.settings if member is not None else self.sdk_settings
+        source = member.source if member is not None else self.source
         choice = settings.tool_choice
-        if choice is not None and self.source.reset_tool_choice and any(
+        if choice is not None and source.reset_tool_choice and any(
             isinstance(m, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in m.parts) for m in history
         ):
             choice = None
@@ -193,40 +308,58 @@ class OpenAIAgentsAgent(Agent):
             choice = "required"
         return dataclasses.replace(settings, tool_choice=choice) if choice != settings.tool_choice else settings
 
+    async def _request_args(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope) -> tuple[Member, dict[str, Any]]:
+        """The answering agent and the arguments of its model's request (``get_response`` and
+        ``stream_response`` take the same): no server-side state, the whole transcript every time."""
+        from agents.models.interface import ModelTracing
+
+        member = self.answering(messages_)
+        self._answering[scope.run_id] = member.name
+        if len(self._answering) > 256:
+            self._answering.pop(next(iter(self._answering)))
+        if member.source is not self.source:  # handed to: the agent handed to speaks with its own instructions
+            instructions = await home.at_home(scope.session_id, member.source.get_system_prompt(await self.wrapper(scope)))
+        tools, handed = await self._offered(member, scope)
+        items = messages.to_items(messages_)
+        # inside the run's SDK trace, the model opens its own generation/response span (sdk_tracing)
+        tracing = ModelTracing.ENABLED if sdk_tracing.sensitive() else ModelTracing.ENABLED_WITHOUT_DATA
+        return member, {"system_instructions": instructions, "input": items, "model_settings": self._settings(messages_, member),
+                        "tools": tools, "output_schema": None, "handoffs": handed, "tracing": tracing, "previous_response_id": None,
+                        "conversation_id": None, "prompt": None}
+
     async def request(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope) -> ModelResponse:
         """One ``get_response`` of the agent's own model, with the provider SDK's own retries off (the
         step's budget is the only one) and no server-side state: the whole transcript every time."""
         from agents.models._retry_runtime import provider_managed_retries_disabled
-        from agents.models.interface import ModelTracing
         from pydantic_ai.models.openai._errors import map_api_errors
 
-        items = messages.to_items(messages_)
-        with provider_managed_retries_disabled(True), map_api_errors(self.model_name):
-            reply = await self.sdk_model.get_response(
-                system_instructions=instructions, input=items, model_settings=self._settings(messages_), tools=self._offered(),
-                output_schema=None, handoffs=[], tracing=ModelTracing.DISABLED, previous_response_id=None, conversation_id=None,
-                prompt=None,
-            )
-        return messages.to_response(reply, self.model_name)
+        member, asking = await self._request_args(messages_, instructions, scope)
+        with provider_managed_retries_disabled(True), map_api_errors(member.model_name), sdk_tracing.in_sdk_trace(scope, self.name):
+            reply = await member.sdk_model.get_response(**asking)
+        return messages.to_response(reply, member.model_name)
 
     async def stream(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope, events: StreamEvents) -> ModelResponse:
         """``request``, streamed (``Runtime(live_output=True)``): the same request through the model's
         ``stream_response``, each text, argument and reasoning delta handed to ``events`` as it comes
         (``streaming.py``); the reply is the one ``request`` would have recorded."""
         from agents.models._retry_runtime import provider_managed_retries_disabled
-        from agents.models.interface import ModelTracing
         from pydantic_ai.models.openai._errors import map_api_errors
 
         from . import streaming
 
-        items = messages.to_items(messages_)
-        with provider_managed_retries_disabled(True), map_api_errors(self.model_name):
-            reply = await streaming.collect(self.sdk_model.stream_response(
-                system_instructions=instructions, input=items, model_settings=self._settings(messages_), tools=self._offered(),
-                output_schema=None, handoffs=[], tracing=ModelTracing.DISABLED, previous_response_id=None, conversation_id=None,
-                prompt=None,
-            ), events, self.model_name)
-        return messages.to_response(reply, self.model_name)
+        member, asking = await self._request_args(messages_, instructions, scope)
+        with provider_managed_retries_disabled(True), map_api_errors(member.model_name), sdk_tracing.in_sdk_trace(scope, self.name):
+            reply = await streaming.collect(member.sdk_model.stream_response(**asking), events, member.model_name)
+        return messages.to_response(reply, member.model_name)
+
+    def answering(self, messages_: list[ModelMessage]) -> Member:
+        """The agent that answers the next request: the entry agent, switched by each handoff the
+        transcript records as answered since the last user message (``handoffs.current``)."""
+        members = self._members()
+        if len(members) < 2:
+            return members[0]
+        routes = {m.name: {h.name: h.target for h in m.handoffs} for m in members}
+        return self.members[handoffs.current(messages_, self.name, routes)]
 
     # --- the output ---------------------------------------------------------------------------------
 
@@ -262,7 +395,44 @@ class OpenAIAgentsAgent(Agent):
         """One body with the run's context object, on the run's home loop when it has one."""
         scope = self._scopes.get(call.run_id) or RunScope(call.session_id, call.run_id)
         deps = await self.deps_for(scope)
-        return await home.at_home(call.session_id, tool.run_body(raw, call, deps, self.source))
+        source = self._tool_agents.get(tool.name, self.source)  # the agent whose tool it is (handoffs)
+        with sdk_tracing.in_sdk_trace(scope, self.name), sdk_tracing.function(tool.name, json.dumps(raw, ensure_ascii=False)) as span:
+            value = await home.at_home(call.session_id, tool.run_body(raw, call, deps, source))
+            sdk_tracing.output(span, value)
+        return value
+
+    async def call_handoff(self, tool: HandoffTool, raw: dict[str, Any], call: ToolContext) -> Any:
+        """A handoff's body: the SDK's ``on_invoke_handoff`` (the input checked against its
+        ``input_type``, ``on_handoff`` called) with the run's context; its answer names the agent
+        handed to, which is what switches the agent (``handoffs.current``)."""
+        from agents import RunContextWrapper
+
+        scope = self._scopes.get(call.run_id) or RunScope(call.session_id, call.run_id)
+        rcw = RunContextWrapper(context=await self.deps_for(scope))
+        token = policies.CURRENT_CALL.set(call)
+        try:
+            await home.at_home(call.session_id, tool.handoff.on_invoke_handoff(rcw, json.dumps(raw, ensure_ascii=False)))
+        finally:
+            policies.CURRENT_CALL.reset(token)
+        return handoffs.answer(tool.target)
+
+
+def _refused(planned: dict[str, Any], code: str, message: str) -> dict[str, Any]:
+    """A planned call answered at once, as planning answers an unknown tool: no body, a retry prompt."""
+    return {**planned, "kind": "invalid", "status": "error", "paired_by": "validation", "error": {"code": code, "message": message},
+            "requires_approval": False}
+
+
+async def _enabled(handoff: Any, rcw: Any, agent: Any) -> bool:
+    """A handoff's ``is_enabled`` as the SDK's ``get_handoffs`` asks it: a bool, or a function of the
+    run context and the agent offering it (sync or async)."""
+    import inspect
+
+    attr = handoff.is_enabled
+    if isinstance(attr, bool):
+        return attr
+    result = attr(rcw, agent)
+    return bool(await result if inspect.isawaitable(result) else result)
 
 
 def _output_description(schema: Any) -> str:
@@ -294,6 +464,20 @@ def _model_of(agent: Any, name: str, provider: Any) -> Any:
     return provider.get_model(agent.model)
 
 
+#: The last definition read from each SDK agent under its own name, and whether it was read with no
+#: options: the agent behind an ``as_tool`` is that one definition however many agents offer it, and
+#: the one the runtime was handed when the app gave it the agent too (child runs resolve their agent
+#: by name, so two definitions under one name would clash).
+_READ: dict[int, tuple[Any, OpenAIAgentsAgent, bool, tuple[int, ...]]] = {}
+
+
+def _shape(agent: Any) -> tuple[int, ...]:
+    """What a kept definition was read from: an agent changed since (its tools, handoffs, model,
+    instructions or output type replaced) is read again."""
+    return (id(agent.model), id(agent.instructions), id(agent.output_type), id(agent.model_settings),
+            *map(id, agent.tools), -1, *map(id, agent.handoffs))
+
+
 def from_openai_agents(
     agent: Any,
     *,
@@ -309,22 +493,56 @@ def from_openai_agents(
 ) -> OpenAIAgentsAgent:
     """Read an ``agents.Agent`` into an ``hx.Agent``; refuses what the runtime cannot honour.
 
-    ``tool_policies`` maps a tool name to policy keys and wins over the tool's own ``openai_policy``.
-    ``deps_factory(deps_input)`` rebuilds the run's context object (``RunContextWrapper.context``,
-    what tools and dynamic instructions see) from the JSON the run was started with. A model given
-    by name is resolved by ``model_provider`` (default: the SDK's ``MultiProvider``). ``max_steps``:
-    model requests per run (the SDK's ``max_turns``; default 50). ``tool_timeout``: the bound on a
-    body without its own ``timeout_seconds`` (default 120 s). ``sub_agents``: helix sub-agents
-    offered beside the agent's tools. ``client_tools``: ``hx.client_tool``s offered beside them too,
-    answered by the client (``submit_tool_result``), never by a body.
+    ``tool_policies`` maps a tool name to policy keys and wins over the tool's own ``openai_policy``
+    (any tool or handoff of the agents it can hand off to). ``deps_factory(deps_input)`` rebuilds
+    the run's context object (``RunContextWrapper.context``, what tools and dynamic instructions
+    see) from the JSON the run was started with. A model given by name is resolved by
+    ``model_provider`` (default: the SDK's ``MultiProvider``). ``max_steps``: model requests per run
+    (the SDK's ``max_turns``; default 50). ``tool_timeout``: the bound on a body without its own
+    ``timeout_seconds`` (default 120 s). ``sub_agents``: helix sub-agents offered beside the agent's
+    tools. ``handoffs=`` run in the same run (``handoffs.py``); ``agent.as_tool()`` tools are
+    remote sub-agents (``agent_tools.py``). ``client_tools``: ``hx.client_tool``s offered beside the
+    agent's tools, answered by the client (``submit_tool_result``), never by a body.
     """
     from agents import Agent as SdkAgent
 
     if not isinstance(agent, SdkAgent):
         raise ConfigurationError(f"from_openai_agents needs an agents.Agent, not {type(agent).__name__}")
     agent_name = name or agent.name
-    features.check_agent(agent, agent_name)
+    plain = not (tool_policies or deps_factory or model_provider or max_steps or tool_timeout or sub_agents or model_retries or client_tools)
+    kept = _READ.get(id(agent))
+    if plain and agent_name == agent.name and kept is not None and kept[0] is agent and kept[2] and kept[3] == _shape(agent):
+        return kept[1]
+    made = _read(agent, agent_name, tool_policies, deps_factory, model_provider, max_steps, tool_timeout, sub_agents, model_retries,
+                 client_tools)
+    if agent_name == agent.name:
+        _READ[id(agent)] = (agent, made, plain, _shape(agent))
+    return made
+
+
+def _child(agent: Any, model_provider: Any) -> OpenAIAgentsAgent:
+    """The definition of an agent tool's agent: the one read last from it (the runtime's, when the
+    app gave it the agent first), else a plain read."""
+    kept = _READ.get(id(agent))
+    if kept is not None and kept[0] is agent and kept[3] == _shape(agent):
+        return kept[1]
+    return from_openai_agents(agent) if model_provider is None else from_openai_agents(agent, model_provider=model_provider)
+
+
+def _read(agent: Any, agent_name: str, tool_policies: Mapping[str, Mapping[str, Any]] | None, deps_factory: DepsFactory | None,
+          model_provider: Any, max_steps: int | None, tool_timeout: float | None, sub_agents: list[SubAgent] | None,
+          model_retries: ModelRetries | None, client_tools: list[Tool] | None = None) -> OpenAIAgentsAgent:
+    reachable = handoffs.graph(agent, agent_name)
+    for member_name, source in reachable.items():
+        features.check_agent(source, member_name)
     schema, output_type = _output_schema(agent.output_type, agent_name)
+    for member_name, source in reachable.items():
+        other, _ = _output_schema(source.output_type, member_name)
+        if (other is None) != (schema is None) or (other is not None and other.json_schema() != schema.json_schema()):
+            raise UnsupportedFeatureError(
+                f"agent {agent_name!r} can hand off to {member_name!r}, whose output_type differs: a run has one output, stored as "
+                "the entry agent's type; give every agent it can hand off to the same output_type",
+                detail={"agent": agent_name, "feature": "handoffs.output_type"})
     made = OpenAIAgentsAgent(
         name=agent_name,
         model=_model_of(agent, agent_name, model_provider),
@@ -341,13 +559,80 @@ def from_openai_agents(
         tool_timeout=tool_timeout,
     )
     made.sdk_model = made.model
-    unknown = set(made.tool_policies) - {getattr(t, "name", None) for t in agent.tools}
+    sdk_tracing.install()  # the SDK's spans go to the run's trace, none to OpenAI's backend (sdk_tracing)
+    explicit = list(made.sub_agents)
+    members: dict[str, Member] = {}
+    by_name: dict[str, tuple[Any, HandoffTool]] = {}
+    for member_name, source in reachable.items():
+        where = f"agent {member_name!r}"
+        model = made.sdk_model if source is agent else _model_of(source, member_name, model_provider)
+        member = Member(member_name, source, model, source.model_settings, sub_agents=list(explicit) if source is agent else [])
+        member.handoffs = [_one_handoff(by_name, handoffs.read_handoff(h, made, where, made.tool_policies.get(_handoff_name(h))), h, agent_name)
+                           for h in source.handoffs]
+        for tool in source.tools:
+            if getattr(tool, "_is_agent_tool", False):
+                member.sub_agents.append(_agent_tool(tool, where, model_provider))
+        members[member_name] = member
+    made.members = members
+    made.sub_agents = _distinct(explicit + [s for m in members.values() for s in m.sub_agents], agent_name)
+    tools = [t for m in members.values() for t in m.source.tools if not getattr(t, "_is_agent_tool", False)]
+    known = {getattr(t, "name", None) for t in tools} | {h.name for m in members.values() for h in m.handoffs}
+    unknown = set(made.tool_policies) - known
     if unknown:
         raise ConfigurationError(f"agent {agent_name!r}: tool_policies name tools it does not have: {sorted(unknown)}")
     for client in list[Any](client_tools or []):  # from an untyped caller too
         if not isinstance(client, Tool) or not client.client:
             raise ConfigurationError(f"agent {agent_name!r}: client_tools takes hx.client_tool(...)s, not {client!r:.80}")
     made.client_tools = list(client_tools or [])
-    made.tools = [*made.read_tools(list(agent.tools)), *made.client_tools]
+    listed: list[Any] = []
+    for m in members.values():
+        for tool in m.source.tools:
+            if getattr(tool, "_is_agent_tool", False) or any(t is tool for t in listed):
+                continue
+            if made._tool_agents.setdefault(getattr(tool, "name", ""), m.source) is not m.source:
+                raise ConfigurationError(f"agent {agent_name!r}: two different tools named {tool.name!r} in the agents it can hand off to")
+            listed.append(tool)
+    made.tools = [*made.read_tools(listed), *made.client_tools, *made.handoff_tools()]
     return made
 
+
+def _one_handoff(seen: dict[str, tuple[Any, HandoffTool]], read: HandoffTool, item: Any, agent_name: str) -> HandoffTool:
+    """One tool per handoff name: two agents handing off to the same agent the SDK's plain way (or
+    with the same ``Handoff``) share it; two different handoffs under one name are refused."""
+    from agents import Agent as SdkAgent
+
+    kept = seen.get(read.name)
+    if kept is None:
+        seen[read.name] = (item, read)
+        return read
+    other, tool = kept
+    if other is item or (isinstance(other, SdkAgent) and isinstance(item, SdkAgent) and tool.target == read.target):
+        return tool
+    raise ConfigurationError(f"agent {agent_name!r}: two different handoffs are named {read.name!r} in the agents it can hand off to")
+
+
+def _handoff_name(item: Any) -> str:
+    from agents import Handoff
+
+    return item.tool_name if isinstance(item, Handoff) else Handoff.default_tool_name(item)
+
+
+def _agent_tool(tool: Any, where: str, model_provider: Any) -> SubAgent:
+    """An ``as_tool`` agent tool as a remote sub-agent under the tool's name and description."""
+    from ...definitions.agents import remote_agent
+
+    child = agent_tools.child_of(tool, f"{where}: tool {tool.name!r}")
+    definition = _child(child, model_provider)
+    sub = remote_agent(definition, description=tool.description or None)
+    return dataclasses.replace(sub, tool=tool.name)
+
+
+def _distinct(subs: list[SubAgent], agent_name: str) -> list[SubAgent]:
+    """One sub-agent per tool name: the same agent tool offered by two agents of a handoff graph is one."""
+    out: dict[str, SubAgent] = {}
+    for sub in subs:
+        other = out.get(sub.tool_name)
+        if other is not None and other.agent is not sub.agent:
+            raise ConfigurationError(f"agent {agent_name!r}: two different sub-agents are offered as {sub.tool_name!r}")
+        out.setdefault(sub.tool_name, sub)
+    return list(out.values())

@@ -25,9 +25,9 @@ AGENT_FIELDS: dict[str, str | None] = {
     "mcp_servers": "MCP servers are listed and called by the SDK's runner; this adapter does not list them yet (use a pydantic-ai agent's MCPToolset)",
     "mcp_config": "it configures MCP servers, which this adapter does not list yet",
     "prompt": "a Responses prompt template is resolved by OpenAI's servers, outside the transcript the ledger keeps",
-    "handoffs": "a handoff switches the agent inside one run; helix binds one agent per run: offer the other agent as hx.remote_agent or hx.companion_agent",
-    "input_guardrails": "guardrails run inside the SDK's runner (beside the model request), which does not run here",
-    "output_guardrails": "guardrails run inside the SDK's runner, on its final output, which does not run here",
+    "handoffs": None,  # in the same run: the handoff a recorded call, the agent answering read from the transcript (handoffs.py)
+    "input_guardrails": None,  # run before the run's first model request, recorded with its reply (guardrails.py)
+    "output_guardrails": None,  # run on the reply that gives the final output, recorded with it
     "hooks": "agent hooks are called by the SDK's runner, which does not run here",
     "tool_use_behavior": "a tool result as the run's output has no place in the ledger's finish: only 'run_llm_again' runs",
 }

@@ -80,8 +80,8 @@ def refuse_tool_features(tool: Any, agent: str) -> None:
     name = getattr(tool, "name", "?")
     where = f"agent {agent!r}: tool {name!r}"
     if getattr(tool, "_is_agent_tool", False):
-        raise UnsupportedFeatureError(f"{where} is an agent.as_tool(): its nested run would be one unsafe body with no ledger of its own; "
-                                      "give the agent to the runtime and offer it with hx.remote_agent or hx.companion_agent")
+        raise UnsupportedFeatureError(f"{where} is an agent.as_tool(): it is read as a remote sub-agent by the agent that offers it "
+                                      "(agent_tools.py), never run as one body")
     if getattr(tool, "_is_codex_tool", False):
         raise UnsupportedFeatureError(f"{where} is a Codex tool: its session runs outside the ledger")
     if tool.tool_input_guardrails or tool.tool_output_guardrails:

@@ -160,7 +160,10 @@ def planned_calls(planned: Sequence[object]) -> tuple[PlannedCall, ...]:
 
 
 def _encode_model_reply(r: ModelReply) -> JsonObject:
-    return {"response": r.response, "usage": r.usage, "model_name": r.model_name, "step": r.step, "planned": planned_dicts(r.planned)}
+    out: JsonObject = {"response": r.response, "usage": r.usage, "model_name": r.model_name, "step": r.step, "planned": planned_dicts(r.planned)}
+    if r.checks:  # a reply without checks is recorded as it was before checks existed
+        out["checks"] = list(r.checks)
+    return out
 
 
 def _decode_reply(data: object) -> ReplyRecord:
@@ -172,7 +175,8 @@ def _decode_reply(data: object) -> ReplyRecord:
             return RaisedReply(code, error)
         if "stopped" in d:
             return StoppedReply(d["stopped"])
-        return ModelReply(d["response"], d["usage"], d["model_name"], d["step"], planned_calls(d["planned"]))
+        checks = tuple(_mapping(ModelReply, c) for c in d.get("checks") or ())
+        return ModelReply(d["response"], d["usage"], d["model_name"], d["step"], planned_calls(d["planned"]), cast(tuple[JsonObject, ...], checks))
     except (KeyError, TypeError, ValueError) as bad:
         raise RecordShapeError(f"a recorded model reply has not a reply's shape ({bad!r}): {dict(d)!r:.300}") from None
 

@@ -200,7 +200,9 @@ def _call_events(rows: Sequence[Mapping[str, Any]]) -> Events:
 
 def _reply_events(step: int, reply: ModelReply) -> Events:
     text = transcript.reply_text(transcript.load_response(reply.response))
-    return [("model_text", {"step": step, "text": text})] if text else []
+    events: Events = [("model_text", {"step": step, "text": text})] if text else []
+    # the checks the step ran (an SDK's guardrails) and passed, shown with the reply they came with
+    return events + [("guardrail", {"step": step, **check}) for check in reply.checks]
 
 
 def _reply_rows(run_id: str, sid: str, step: int, reply: ModelReply, *after: tuple[str, Any], checkpoint: tuple[str, str]) -> step_rows.StepRows:

@@ -85,13 +85,18 @@ class PlannedCall:
 @dataclass(frozen=True, slots=True)
 class ModelReply(ReplyRecord):
     """A model request's reply as the ledger records it (``durable.record_reply``) before anything
-    acts on it: pydantic-ai's ``ModelResponse`` as JSON, its usage and the calls planned from it."""
+    acts on it: pydantic-ai's ``ModelResponse`` as JSON, its usage and the calls planned from it.
+
+    ``checks``: what the agent's checks on the step (an SDK's guardrails: ``Agent.check_input`` and
+    ``check_output``) returned, one JSON object each, recorded with the reply so a replay never runs
+    them again."""
 
     response: JsonObject
     usage: ReplyUsage
     model_name: str | None
     step: int
     planned: tuple[PlannedCall, ...]
+    checks: tuple[JsonObject, ...] = ()
 
 
 @final

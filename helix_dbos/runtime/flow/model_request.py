@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import sqlalchemy as sa
@@ -27,9 +27,10 @@ from ...errors import StoreUnavailableError
 from ...ledger import rate
 from ...ledger import usage as usage_rows
 from ...ledger.names import agent_rate_key
+from ...ledger.user_json import JsonObject
 from ..floor import codec, fence, transcript
 from ..floor.durable import plain_tx
-from ..floor.records import ModelReply, Preread, Reply, ReplyUsage, StoppedReply
+from ..floor.records import ModelReply, PlannedCall, Preread, Reply, ReplyUsage, StoppedReply
 from ..floor.registry import Env
 from ..process import tracing
 from . import provider_errors, scopes
@@ -59,6 +60,18 @@ def _read(conn: sa.Connection, run_id: str, session_id: str, after_seq: int) -> 
     if stop is not None:
         return stop, 0, []
     return None, int(rows[0].superseded), [(int(r.seq), r.body) for r in rows if r.seq is not None]
+
+
+def final_output(agent: Agent, response: ModelResponse, planned: Sequence[PlannedCall]) -> tuple[bool, Any]:
+    """Whether this reply gives the run its final output, and that output as the run will store it:
+    a ``final_result`` that passed validation, or (an agent without ``output_type``) a reply with
+    no call at all, whose text is the output (``commits.commit_without_bodies``)."""
+    finish = next((p for p in planned if p.kind == "finish" and p.status == "ok"), None)
+    if finish is not None:
+        return True, finish.result
+    if agent.output_type is None and not planned:
+        return True, transcript.reply_text(response)
+    return False, None
 
 
 def check_usage_limits(limits: Any, used: Mapping[str, int], reply: ModelReply) -> None:
@@ -116,10 +129,11 @@ async def ask(e: Env, run_id: str, session_id: str, agent_name: str, step: int) 
     policy = agent.retry_policy()
     started = time.monotonic()
     attempt = 0
+    checked = Checked()  # the step's input checks run once, whichever request of the budget runs them
     while True:
         attempt += 1
         try:
-            return await one_request(e, run_id, session_id, agent_name, step)
+            return await one_request(e, run_id, session_id, agent_name, step, checked)
         except ModelRequestFailed as failed:
             cause = failed.cause
             wait = policy.wait(attempt, provider_errors.retry_after(cause)) if attempt < policy.attempts and agent.is_retryable(cause) else None
@@ -158,11 +172,21 @@ async def live_model_request_step(e: Env, run_id: str, session_id: str, agent_na
         failed.reraise()
 
 
-async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+class Checked:
+    """The input checks of one step (``Agent.check_input``), once they ran: a request asked again
+    within the step's budget records the same results with its reply instead of running them again."""
+
+    __slots__ = ("input",)
+
+    def __init__(self) -> None:
+        self.input: list[JsonObject] | None = None
+
+
+async def one_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int, checked: Checked | None = None) -> Reply:
     """One model request, no retry, inside its ``helix.model_request`` span (not a DBOS step: ``ask``
     retries it, ``live_model_request_step`` makes it one)."""
     with tracing.span(tracing.MODEL_REQUEST_SPAN, run_id, session_id=session_id, agent=agent_name, step=step) as s:
-        reply = await _model_request(e, run_id, session_id, agent_name, step)
+        reply = await _model_request(e, run_id, session_id, agent_name, step, checked or Checked())
         if isinstance(reply, ModelReply):
             usage = reply.usage
             tracing.annotate(s, model=reply.model_name, calls=len(reply.planned),
@@ -185,7 +209,7 @@ def preread(conn: sa.Connection, e: Env, run_id: str, session_id: str, step: int
     return Preread(step, last_seq, stop, superseded, rows)
 
 
-async def _model_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int) -> Reply:
+async def _model_request(e: Env, run_id: str, session_id: str, agent_name: str, step: int, checked: Checked) -> Reply:
     agent = e.agent(agent_name)
     last_seq, seen_superseded, loaded = e.transcripts.get(session_id)
     pre = e.prereads.take(run_id)
@@ -201,7 +225,7 @@ async def _model_request(e: Env, run_id: str, session_id: str, agent_name: str, 
     if stop is not None:
         return StoppedReply(stop)
     try:
-        return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows)
+        return await _asked(e, agent, run_id, session_id, step, last_seq, superseded, loaded, rows, checked)
     except _StoppedWhileWaiting as stopped:
         return StoppedReply(stopped.kind)
     except Exception as exc:
@@ -282,13 +306,18 @@ def _stop_kind(conn: sa.Connection, run_id: str) -> str | None:
     return fence.check(conn, run_id, "model request")["stop_kind"]
 
 
-async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[tuple[int, Any]]) -> ModelReply:
+async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, last_seq: int, superseded: int, loaded: list[Any], rows: list[tuple[int, Any]],
+                 checked: Checked) -> ModelReply:
     loaded += transcript.load([body for _, body in rows])
     e.transcripts.put(session_id, rows[-1][0] if rows else last_seq, superseded, loaded)
     scope = await scopes.scope_of(agent, run_id, session_id, step)
     await agent.refresh(scope)  # an adapter's agent lists its tools for this run
     messages = transcript.for_model(list(loaded))
     instructions = await agent.instructions_for(scope)
+    # The agent's checks on the run's input (an SDK's input guardrails), before the model is paid
+    # for: their results are recorded with this step's reply, a tripwire as the step's outcome.
+    if checked.input is None:
+        checked.input = list(await agent.check_input(messages, scope))
     agent.check_model()  # before the grant: a model's first build (a provider's import) is not paid between grant and send
     # Asked through the agent (helix_dbos/adapters/base.py): how the model is asked and its reply
     # read is its adapter's; the reply is a pydantic-ai ``ModelResponse`` whatever the SDK. The
@@ -306,8 +335,12 @@ async def _asked(e: Env, agent: Agent, run_id: str, session_id: str, step: int, 
     # that changed or removed a tool follows the same path, and recovery judges the tool as it is now.
     # The agent's ``review_plan`` hook is public API: it sees the plan as plain dicts, the keys a
     # recorded plan has, and what it hands back is read as the plan (``codec``).
-    reviewed = await agent.review_plan(codec.planned_dicts(plan_calls(agent, response)), scope)
-    reply = ModelReply(transcript.dump(response), _usage(response), response.model_name, step, codec.planned_calls(reviewed))
+    planned = codec.planned_calls(await agent.review_plan(codec.planned_dicts(plan_calls(agent, response)), scope))
+    checks = list(checked.input)
+    ends, output = final_output(agent, response, planned)
+    if ends:  # the agent's checks on the run's final output (an SDK's output guardrails)
+        checks += await agent.check_output(output, scope)
+    reply = ModelReply(transcript.dump(response), _usage(response), response.model_name, step, planned, tuple(checks))
     limits = getattr(agent, "usage_limits", None)
     if limits is not None:
         check_usage_limits(limits, await plain_tx(usage_rows.used_by_run, run_id), reply)
