@@ -4,6 +4,7 @@ reason, and refuse every answer that does not fit, typed and without writing any
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,14 @@ from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.support.familykit import Family, dump_ledger
 from tests.scenarios import family
+from tests.support.waiting import wait_for
 
+
+
+def asked_through(kit: Family, sdk: str) -> bool:
+    """Whether every request of the approver went to the SDK the test chose (its model logs which)."""
+    asked = [m.get("sdk", "pydantic_ai") for m in kit.lines("model") if m["agent"] == "approver"]
+    return bool(asked) and set(asked) == {sdk}
 
 
 def refused(kit: Family, error: type[HelixError], answer: Callable[[], Any]) -> HelixError:
@@ -38,7 +46,7 @@ def refused(kit: Family, error: type[HelixError], answer: Callable[[], Any]) -> 
 
 
 @pytest.mark.kills
-def test_approval_round_trip_across_restarts_with_recovery_leaving_it_pending(make_runtime: Any, fam: Family) -> None:
+def test_approval_round_trip_across_restarts_with_recovery_leaving_it_pending(make_runtime: Any, fam: Family, scenario_sdk: str) -> None:
     sid = uuid.uuid4().hex
     # The reply: wire 500 (the rule asks for approval), wire 50 (it does not), purge (always asks).
     crashed = fam.run("start", "--agent", "approver", "--message", "pay", "--session", sid,
@@ -58,7 +66,7 @@ def test_approval_round_trip_across_restarts_with_recovery_leaving_it_pending(ma
     assert [c["status"] for c in woke["calls"]] == ["pending", "outcome_unknown", "pending"]
     assert fam.bodies("wire") == []  # wire 50 died before its body began, and was never run again
 
-    rt = make_runtime(family.AGENTS)  # a third process answers
+    rt = make_runtime(family.agents())  # a third process answers
     wire_id, purge_id = list(pending)
     first = rt.approve(sid, wire_id, approved=True, reason="invoice 7", actor="alice")
     assert first.remaining == [purge_id] and first.run is None
@@ -84,6 +92,7 @@ def test_approval_round_trip_across_restarts_with_recovery_leaving_it_pending(ma
     assert seen[2] == {"status": "denied", "message": "the call was denied: keep the old data"}
     decided = fam.rows(t.events, t.events.c.session_id == sid, t.events.c.type == "approval_decided")
     assert [(e["data"]["actor"], e["data"]["approved"]) for e in decided] == [("alice", True), ("bob", False)]
+    assert asked_through(fam, scenario_sdk)
 
 
 def test_refused_answers_are_typed_and_store_nothing(make_runtime: Any, fam: Family) -> None:
@@ -124,11 +133,60 @@ def test_refused_answers_are_typed_and_store_nothing(make_runtime: Any, fam: Fam
     assert {c.dispatch_id: c.status for c in rt.session(a).calls}[purge_id] == "run_stopped"
 
 
-def test_a_callable_rule_decides_per_call(make_runtime: Any, fam: Family) -> None:
-    rt = make_runtime(family.AGENTS)
+def test_a_callable_rule_decides_per_call(make_runtime: Any, fam: Family, scenario_sdk: str) -> None:
+    rt = make_runtime(family.agents())
     result = rt.start("approver", "pay").result(timeout=60)
     kinds = {(p.tool_name, p.args.get("amount")) for p in result.pending}
     assert kinds == {("wire", 500), ("purge", None)}  # wire 50 ran without asking
     rows = {r["position"]: r for r in fam.rows(t.calls, t.calls.c.session_id == result.session_id)}
     assert [rows[i]["requires_approval"] for i in range(3)] == [True, False, True]
     assert [b["key"] for b in fam.bodies("wire")] == ["bob:50"]
+    assert asked_through(fam, scenario_sdk)
+
+
+@pytest.mark.kills
+def test_an_approved_unsafe_body_killed_midway_is_outcome_unknown_and_never_run_again(db_url: str, fam: Family, scenario_sdk: str) -> None:
+    """The service approves wire 500 over HTTP (purge still waits, so no run starts); another
+    process approves purge and is SIGKILLed while purge's unsafe body runs. The relaunch answers
+    purge ``outcome_unknown`` and never runs it again; wire 500, approved over HTTP, ran once."""
+    from fastapi.testclient import TestClient
+
+    import helix_dbos as hx
+    from helix_dbos.service.app import create_app
+
+    sid = uuid.uuid4().hex
+    first = fam.ok("start", "--agent", "approver", "--message", "pay", "--session", sid)
+    assert first["status"] == "suspended_client_tool"
+    ids = {p["tool_name"]: p["dispatch_id"] for p in first["pending"]}
+    service = hx.Runtime(family.agents(), database_url=db_url, executor_id=f"svc-{uuid.uuid4().hex[:8]}", serve_queue=False, takeover=False)
+    with TestClient(create_app(service), base_url="http://localhost") as http:
+        answer = http.post(f"/sessions/{sid}/calls/{ids['wire']}/approval", json={"approved": True, "reason": "invoice 7"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["remaining"] == [ids["purge"]] and answer.json()["run"] is None
+
+    fam.hold("old")  # purge's body holds until the kill
+    approving = fam.spawn("approve", "--session", sid, "--dispatch", ids["purge"], "--actor", "bob")
+    try:
+        wait_for("purge's body to start", lambda: fam.bodies("purge"))
+        wait_for("wire 500's result to be recorded",
+                 lambda: fam.rows(t.calls, t.calls.c.dispatch_id == ids["wire"])[0]["status"] == "ok")
+        approving.send_signal(signal.SIGKILL)
+        approving.wait(30)
+    finally:
+        if approving.poll() is None:
+            approving.kill()
+            approving.wait(30)
+    fam.release("old")
+
+    woke = fam.ok("wake", "--session", sid)  # recovery: purge may have run, and is unsafe
+    assert woke["status"] == "completed", woke
+    calls = {c["dispatch_id"]: c for c in woke["calls"]}
+    assert (calls[ids["purge"]]["status"], calls[ids["purge"]]["attempts"]) == ("outcome_unknown", 1)
+    assert (calls[ids["wire"]]["status"], calls[ids["wire"]]["result"]) == ("ok", {"wired": 500, "to": "ann"})
+    assert [b["key"] for b in fam.bodies("purge")] == ["old"]  # once, never again
+    assert sorted(b["key"] for b in fam.bodies("wire")) == ["ann:500", "bob:50"]  # each once
+    (wire_row,) = fam.rows(t.calls, t.calls.c.dispatch_id == ids["wire"])
+    assert (wire_row["approved"], wire_row["approval_reason"]) == (True, "invoice 7")
+    seen = [m["seen"] for m in fam.lines("model") if m["agent"] == "approver"][-1]
+    assert seen == [{"wired": 500, "to": "ann"}, {"wired": 50, "to": "bob"}, {"status": "outcome_unknown", "message": OUTCOME_UNKNOWN}]
+    assert asked_through(fam, scenario_sdk)

@@ -3,6 +3,7 @@ process, after a crash and a relaunch), and a failed run drops the calls no answ
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -18,11 +19,15 @@ from tests.scenarios import family
 
 
 def _seen(kit: Family, agent: str) -> list[Any]:
-    return [m["seen"] for m in kit.lines("model") if m["agent"] == agent][-1]
+    """What the agent's latest model request was told; every request went to the test's SDK
+    (``scenario_sdk``: the client tool is offered with ``from_openai_agents(client_tools=...)``)."""
+    asked = [m for m in kit.lines("model") if m["agent"] == agent]
+    assert {m.get("sdk", "pydantic_ai") for m in asked} == {os.environ.get("SCENARIO_SDK", "pydantic_ai")}
+    return asked[-1]["seen"]
 
 
 @pytest.mark.kills
-def test_client_tool_round_trip_across_a_crash_and_restarts(make_runtime: Any, fam: Family) -> None:
+def test_client_tool_round_trip_across_a_crash_and_restarts(make_runtime: Any, fam: Family, scenario_sdk: str) -> None:
     sid = uuid.uuid4().hex
     # The reply: ask_user (the client executes it) and note (a safe body). Die as note's body starts.
     crashed = fam.run("start", "--agent", "clienty", "--message", "ask", "--session", sid,
@@ -39,7 +44,7 @@ def test_client_tool_round_trip_across_a_crash_and_restarts(make_runtime: Any, f
     note = next(c for c in woke["calls"] if c["tool"] == "note")
     assert note["status"] == "ok" and note["attempts"] == 2
 
-    rt = make_runtime(family.AGENTS)  # another process answers
+    rt = make_runtime(family.agents())  # another process answers
     with pytest.raises(CallsPendingError):
         rt.resume(sid)
     receipt = rt.submit_tool_result(sid, pending["dispatch_id"], result={"colour": "green"})
@@ -54,8 +59,8 @@ def test_client_tool_round_trip_across_a_crash_and_restarts(make_runtime: Any, f
     assert len([m for m in fam.lines("model") if m["agent"] == "clienty" and m["step"] == 0]) == 1
 
 
-def test_a_client_error_settles_the_call_as_an_error(make_runtime: Any, fam: Family) -> None:
-    rt = make_runtime(family.AGENTS)
+def test_a_client_error_settles_the_call_as_an_error(make_runtime: Any, fam: Family, scenario_sdk: str) -> None:
+    rt = make_runtime(family.agents())
     suspended = rt.start("clienty", "ask").result(timeout=60)
     (pending,) = suspended.pending
     assert pending.kind == "client" and pending.args == {"question": "favourite colour?"}
@@ -66,8 +71,8 @@ def test_a_client_error_settles_the_call_as_an_error(make_runtime: Any, fam: Fam
     assert _seen(fam, "clienty")[0] == {"status": "error", "error": {"type": "client_error", "message": "the user closed the tab"}}
 
 
-def test_a_failed_run_drops_its_unanswered_calls(make_runtime: Any, fam: Family, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt = make_runtime(family.AGENTS)
+def test_a_failed_run_drops_its_unanswered_calls(make_runtime: Any, fam: Family, monkeypatch: pytest.MonkeyPatch, scenario_sdk: str) -> None:
+    rt = make_runtime(family.agents())
     monkeypatch.setenv("HELIX_DBOS_FAIL_AT", "step_commit")  # a store error where the suspension commits
     failed = rt.start("clienty", "ask").result(timeout=60)
     monkeypatch.delenv("HELIX_DBOS_FAIL_AT")

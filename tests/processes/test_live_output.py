@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -22,6 +23,8 @@ import helix_dbos as hx
 from helix_dbos.runtime.flow import live
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
 from tests.support.procs import child_env, popen_python_m
+from tests.support.provider_server import Calls, Paused, Text, looking_agent, provider_server
+from tests.support.waiting import wait_for
 
 
 def streaming_model() -> FunctionModel:
@@ -73,12 +76,15 @@ def test_off_by_default_writes_nothing(make_runtime: Any) -> None:
     assert list(live.read(result.run_id, timeout=2)) == []
 
 
-def _app(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None) -> subprocess.Popen[str]:
+def _app(db_url: str, effects: Path, executor: str, cmd: str, session: str, crash_at: str | None = None,
+         provider: str | None = None) -> subprocess.Popen[str]:
     env = child_env()
     env["HELIX_DBOS_LIVE_OUTPUT"] = "1"
     if crash_at:
         env["HELIX_DBOS_CRASH_AT"] = crash_at
     args = [sys.executable, "-m", "tests.scenarios.live_app", "--db", db_url, "--effects", str(effects), "--executor", executor, cmd, "--session", session]
+    if provider is not None:
+        args += ["--provider", provider]
     effects.mkdir(parents=True, exist_ok=True)
     return popen_python_m(args, env, stdout=subprocess.PIPE, stderr=open(effects / f"{cmd}.stderr", "w"))
 
@@ -95,11 +101,36 @@ def _sse_values(response: Any) -> list[tuple[str, Any]]:
 
 
 @pytest.mark.kills
-def test_live_output_across_processes_and_no_restream_on_recovery(db_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sdk", ["pydantic_ai", "openai_agents"])
+def test_live_output_across_processes_and_no_restream_on_recovery(db_url: str, tmp_path: Path, sdk: str) -> None:
     """The service runs in the test process, which is not the worker: its ``/sessions/{id}/live``
     streams the deltas the worker subprocess writes. The worker dies right after step 0's reply was
     recorded; the relaunch recovers that reply without streaming it again and streams only step 1,
-    to the same open SSE response."""
+    to the same open SSE response. The worker's agent is a pydantic-ai ``FunctionModel``'s, or an
+    OpenAI Agents SDK agent streaming from the loopback provider (``stream_response``)."""
+    with contextlib.ExitStack() as stack:
+        provider = None
+        if sdk == "openai_agents":
+            server = stack.enter_context(provider_server())
+            server.script(Calls([("look", {"key": "a"})], text="Looking "), Text("found it"))
+            provider = server.root
+        events, out, run_id, effects = _crash_and_follow(db_url, tmp_path, provider)
+        if sdk == "openai_agents":
+            assert len(server.requests()) == 2 and all(r.body.get("stream") is True for r in server.requests())
+    assert out["status"] == "completed" and out["output"] == "found it"
+    if sdk == "pydantic_ai":
+        model = [json.loads(line) for line in (effects / "model.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in model] == [0, 1] and model[0]["pid"] != model[1]["pid"]
+    assert events[0] == ("run", {"run_id": run_id, "best_effort": True}) and events[-1][0] == "end"
+    seen = [v for k, v in events if k == "live"]
+    requests = {(v["step"], v["request"]) for v in seen}
+    assert sorted(step for step, _ in requests) == [0, 1]  # one streamed request per step: step 0 never again
+    assert _texts(seen, 0) == "Looking " and _texts(seen, 1) == "found it"
+    assert all(v["best_effort"] is True for v in seen)
+
+
+def _crash_and_follow(db_url: str, tmp_path: Path, provider: str | None) -> tuple[list[tuple[str, Any]], dict[str, Any], str, Path]:
+    """The worker started, killed after step 0's reply, woken; the service's SSE followed throughout."""
     from fastapi.testclient import TestClient
 
     from helix_dbos.service.app import create_app
@@ -111,7 +142,7 @@ def test_live_output_across_processes_and_no_restream_on_recovery(db_url: str, t
     server = hx.Runtime([hx.Agent("live", streaming_model())], database_url=db_url, executor_id=f"svc-{uuid.uuid4().hex[:8]}",
                         serve_queue=False, takeover=False, application_version="http-only")
     with TestClient(create_app(server), base_url="http://localhost") as client:
-        first = _app(db_url, effects, executor, "start", session, crash_at="after_model")
+        first = _app(db_url, effects, executor, "start", session, crash_at="after_model", provider=provider)
         run_id = json.loads(first.stdout.readline())["run_id"]
         events: list[tuple[str, Any]] = []
 
@@ -123,18 +154,10 @@ def test_live_output_across_processes_and_no_restream_on_recovery(db_url: str, t
         reader = threading.Thread(target=follow)
         reader.start()
         assert first.wait(60) == CRASH_EXIT_CODE
-        wake = _app(db_url, effects, executor, "wake", session)
+        wake = _app(db_url, effects, executor, "wake", session, provider=provider)
         out = json.loads([ln for ln in wake.communicate(timeout=90)[0].splitlines() if ln.startswith("{")][-1])
         reader.join(70)
-    assert out["status"] == "completed" and out["output"] == "found it"
-    model = [json.loads(line) for line in (effects / "model.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in model] == [0, 1] and model[0]["pid"] != model[1]["pid"]
-    assert events[0] == ("run", {"run_id": run_id, "best_effort": True}) and events[-1][0] == "end"
-    seen = [v for k, v in events if k == "live"]
-    requests = {(v["step"], v["request"]) for v in seen}
-    assert sorted(step for step, _ in requests) == [0, 1]  # one streamed request per step: step 0 never again
-    assert _texts(seen, 0) == "Looking " and _texts(seen, 1) == "found it"
-    assert all(v["best_effort"] is True for v in seen)
+    return events, out, run_id, effects
 
 
 def test_service_streams_live_output_over_sse(db_url: str) -> None:
@@ -158,6 +181,63 @@ def test_service_streams_live_output_over_sse(db_url: str) -> None:
         values = [v for k, v in events if k == "live"]
         assert _texts(values, 1) == "All looked up." and all(v["best_effort"] for v in values)
         assert client.get("/sessions/nope/live").status_code == 404
+
+
+#: The real model classes on the wire to the loopback provider, per SDK: pydantic-ai's
+#: ``OpenAIChatModel``/``OpenAIResponsesModel`` and the OpenAI Agents SDK's
+#: ``OpenAIChatCompletionsModel``/``OpenAIResponsesModel`` (through ``stream_response``).
+WIRED = [pytest.param(sdk, wire, id=f"{sdk}-{wire}") for sdk in ("pydantic_ai", "openai_agents") for wire in ("chat", "responses")]
+
+
+@pytest.mark.parametrize(("sdk", "wire"), WIRED)
+def test_wire_deltas_reach_the_services_live_endpoint_while_the_step_runs(db_url: str, sdk: str, wire: str) -> None:
+    """The provider streams step 1's reply word by word and stops after its second word until the
+    test lets it go on: by then ``/sessions/{id}/live`` has served those words (the step is still
+    running: the rest of the reply has not been sent). Step 0's tool call streams its name and
+    arguments; the reply saved for step 1 is the text that streamed."""
+    from fastapi.testclient import TestClient
+
+    from helix_dbos.service.app import create_app
+
+    with provider_server() as server:
+        name = f"live_{sdk}_{wire}"
+        rt = hx.Runtime([looking_agent(sdk, wire, server, name)], database_url=db_url,
+                        executor_id=f"svc-{uuid.uuid4().hex[:8]}", live_output=True)
+        paused = Paused(Text("All looked up now.", usage=(12, 4)), texts=2)
+        server.script(Calls([("look", {"key": "a"})]), paused)
+        with TestClient(create_app(rt), base_url="http://localhost") as client:
+            handle = rt.start(name, "go")
+            events: list[tuple[str, Any]] = []
+
+            def follow() -> None:
+                with client.stream("GET", f"/sessions/{handle.session_id}/live", params={"timeout": 60}) as response:
+                    assert response.status_code == 200
+                    kind = ""
+                    for line in response.iter_lines():
+                        if line.startswith("event: "):
+                            kind = line[7:]
+                        elif line.startswith("data: "):
+                            events.append((kind, json.loads(line[6:])))
+
+            reader = threading.Thread(target=follow)
+            reader.start()
+            try:
+                wait_for("step 1's first words on /live", lambda: _texts([v for k, v in list(events) if k == "live"], 1) == "All looked ")
+                assert rt.get_run(handle.run_id).status == "running"  # the reply is half sent: the step runs
+            finally:
+                paused.release.set()
+            result = handle.result(timeout=120)
+            reader.join(70)
+        requests = server.requests()
+    assert (result.status, result.output) == ("completed", "All looked up now."), result
+    assert len(requests) == 2 and all(r.body.get("stream") is True for r in requests)
+    assert events[0] == ("run", {"run_id": handle.run_id, "best_effort": True}) and events[-1][0] == "end"
+    values = [v for k, v in events if k == "live"]
+    assert all(v["best_effort"] is True for v in values)
+    assert _texts(values, 1) == result.output  # what streamed is what was saved
+    calls = [d for v in values if v["type"] == "deltas" and v["step"] == 0 for d in v["deltas"] if d["kind"] == "tool_call"]
+    assert calls[0]["tool_name"] == "look" and "".join(d["args"] for d in calls) == '{"key": "a"}'
+    assert {(v["step"], v["type"]) for v in values} >= {(0, "start"), (0, "end"), (1, "start"), (1, "end")}
 
 
 def _cli(monkeypatch: Any, *args: str) -> Any:

@@ -40,7 +40,9 @@ from tests.support.provider_server import (
     WIRES,
     Calls,
     Cut,
+    Failed,
     Held,
+    Incomplete,
     Logged,
     Status,
     Text,
@@ -48,6 +50,7 @@ from tests.support.provider_server import (
     provider_server,
     quick_retries,
     read_log,
+    sdk_model_at,
 )
 from tests.support.waiting import wait_for
 
@@ -199,20 +202,92 @@ def test_killed_mid_unsafe_body_tells_the_model_outcome_unknown(db_url: str, tmp
     assert usage_rows(db_url, out["run_id"]) == [(0, 120, 17), (1, 200, 30)]
 
 
-@pytest.mark.parametrize("wire", ["chat", "messages"])
-def test_a_stream_cut_midway_is_asked_again_by_the_steps_budget(make_runtime: Any, db_url: str, wire: str) -> None:
+@pytest.mark.parametrize(("sdk", "wire"), [("pydantic_ai", "chat"), ("pydantic_ai", "messages"), ("openai_agents", "chat"), ("openai_agents", "responses")],
+                         ids=lambda v: str(v))
+def test_a_stream_cut_midway_is_asked_again_by_the_steps_budget(make_runtime: Any, db_url: str, sdk: str, wire: str) -> None:
     """Live output on: the provider sends the first events of the stream, then closes the connection.
     The step's budget asks again (2 requests, both streamed) and the run completes with the whole
-    answer; usage is the answered request's."""
+    answer; usage is the answered request's, and the one request that streamed to its end is the
+    reply saved. For pydantic-ai's model classes and the OpenAI Agents SDK's (``stream_response``)."""
+    from helix_dbos.runtime.flow import live
+
     with provider_server() as server:
-        agent = hx.from_pydantic_ai(Agent(model_for(wire, server), name=f"cut_{wire}"), model_retries=quick_retries())
+        name = f"cut_{sdk}_{wire}"
+        if sdk == "pydantic_ai":
+            agent = hx.from_pydantic_ai(Agent(model_for(wire, server), name=name), model_retries=quick_retries())
+        else:
+            from agents import Agent as SdkAgent
+
+            agent = hx.from_openai_agents(SdkAgent(name=name, model=sdk_model_at(wire, server.root)), model_retries=quick_retries())
         rt = make_runtime([agent], live_output=True)
         server.script(Cut(Text("the whole answer", usage=(11, 3)), events=2), Text("the whole answer", usage=(12, 4)))
-        result = rt.start(f"cut_{wire}", "go").result(timeout=180)
+        result = rt.start(name, "go").result(timeout=180)
         requests = server.requests()
     assert (result.status, result.output) == ("completed", "the whole answer"), result
     assert len(requests) == 2 and all(r.body.get("stream") is True for r in requests)
     assert usage_rows(db_url, result.run_id) == [(0, 12, 4)]
+    values = list(live.read(result.run_id, timeout=5))
+    ended = [v["request"] for v in values if v["type"] == "end"]
+    assert len(ended) == 1 and len({v["request"] for v in values}) <= 2
+    streamed = "".join(d["text"] for v in values if v["request"] == ended[0] and v["type"] == "deltas" for d in v["deltas"] if d["kind"] == "text")
+    assert streamed == result.output
+
+
+@pytest.mark.parametrize("sdk", ["pydantic_ai", "openai_agents"])
+def test_a_response_failed_mid_stream_is_classified_as_pydantic_ai_classifies_it(make_runtime: Any, db_url: str, sdk: str) -> None:
+    """Live output on, the Responses wire: the provider answers 200 and then ends the stream with
+    ``response.failed``. A ``server_error`` is asked again within the step's budget (the run
+    completes); a ``context_length_exceeded`` is not, and the run fails ``model_request_invalid``. The same for
+    pydantic-ai's ``OpenAIResponsesModel`` and the SDK's (``stream_response``)."""
+    with provider_server() as server:
+        name = f"failed_{sdk}"
+        if sdk == "pydantic_ai":
+            agent = hx.from_pydantic_ai(Agent(model_for("responses", server), name=name), model_retries=quick_retries())
+        else:
+            from agents import Agent as SdkAgent
+
+            agent = hx.from_openai_agents(SdkAgent(name=name, model=sdk_model_at("responses", server.root)), model_retries=quick_retries())
+        rt = make_runtime([agent], live_output=True)
+        server.script(Failed("server_error"), Text("the whole answer", usage=(12, 4)))
+        recovered = rt.start(name, "go").result(timeout=180)
+        asked = len(server.requests())
+        server.script(Failed("context_length_exceeded", "the prompt is too long"))
+        refused = rt.start(name, "go").result(timeout=180)
+        requests = server.requests()
+    assert (recovered.status, recovered.output) == ("completed", "the whole answer"), recovered
+    assert asked == 2 and len(requests) == 3 and all(r.body.get("stream") is True for r in requests)
+    assert (refused.status, refused.error_code) == ("failed", "model_request_invalid"), refused
+
+
+@pytest.mark.parametrize("sdk", ["pydantic_ai", "openai_agents"])
+def test_an_incomplete_response_is_what_its_sdk_says_and_never_asked_again(make_runtime: Any, db_url: str, sdk: str) -> None:
+    """Live output on, the Responses wire: the reply ends with ``response.incomplete`` (the
+    provider's token limit) after some text. pydantic-ai records it as a reply (the run's output
+    is the text that streamed); the OpenAI Agents SDK's model raises ``ModelBehaviorError`` for it,
+    streamed or not, and the run fails ``run_error``. Either way it is asked once."""
+    from helix_dbos.runtime.flow import live
+
+    with provider_server() as server:
+        name = f"incomplete_{sdk}"
+        if sdk == "pydantic_ai":
+            agent = hx.from_pydantic_ai(Agent(model_for("responses", server), name=name), model_retries=quick_retries())
+        else:
+            from agents import Agent as SdkAgent
+
+            agent = hx.from_openai_agents(SdkAgent(name=name, model=sdk_model_at("responses", server.root)), model_retries=quick_retries())
+        rt = make_runtime([agent], live_output=True)
+        server.script(Incomplete("the whole", usage=(12, 4)))
+        result = rt.start(name, "go").result(timeout=180)
+        requests = server.requests()
+    assert len(requests) == 1 and requests[0].body.get("stream") is True
+    if sdk == "pydantic_ai":
+        assert (result.status, result.output) == ("completed", "the whole"), result
+        values = list(live.read(result.run_id, timeout=5))
+        assert "".join(d["text"] for v in values if v["type"] == "deltas" for d in v["deltas"] if d["kind"] == "text") == "the whole"
+        assert usage_rows(db_url, result.run_id) == [(0, 12, 4)]
+    else:
+        assert (result.status, result.error_code) == ("failed", "run_error"), result
+        assert "ModelBehaviorError" in str(result.error) and "incomplete" in str(result.error)
 
 
 def _provider_process(port: int, log: Path, script: list[dict[str, Any]], always: str) -> subprocess.Popen[str]:

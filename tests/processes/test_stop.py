@@ -22,8 +22,10 @@ from tests.support.waiting import wait_for
 
 
 @pytest.mark.parametrize("kind", ["interrupt", "abort"])
-def test_stop_from_another_process_during_a_body_and_during_a_model_request(make_runtime: Any, fam: Family, kind: str) -> None:
-    rt = make_runtime(family.AGENTS)
+def test_stop_from_another_process_during_a_body_and_during_a_model_request(make_runtime: Any, fam: Family, kind: str, scenario_sdk: str) -> None:
+    """The stopper (a body) and the waiter (a model request) are OpenAI Agents SDK agents under
+    ``scenario_sdk=openai_agents``: a stop is the runtime's, the same at the adapter seam."""
+    rt = make_runtime(family.agents())
     fam.hold("slow1")  # stopper's first body holds
     fam.hold("model_waiter")  # waiter's model request holds
     fam.hold("model_clienty")  # so does clienty's, whose reply will ask the client
@@ -64,6 +66,7 @@ def test_stop_from_another_process_during_a_body_and_during_a_model_request(make
     # no model request after the stop: each agent was asked exactly once
     assert [m["agent"] for m in fam.lines("model")].count("stopper") == 1
     assert [m["agent"] for m in fam.lines("model")].count("waiter") == 1
+    assert {m.get("sdk", "pydantic_ai") for m in fam.lines("model") if m["agent"] in ("stopper", "waiter")} == {scenario_sdk}
     if kind == "interrupt":  # resumable: the model gets the step's results and goes on
         resumed = rt.resume(in_body.session_id).result(timeout=60)
         assert resumed.status == "completed" and RUN_STOPPED in resumed.output
@@ -72,11 +75,11 @@ def test_stop_from_another_process_during_a_body_and_during_a_model_request(make
 
 
 @pytest.mark.parametrize("kind", ["interrupt", "abort"])
-def test_a_stop_during_the_final_model_request_ends_the_run_stopped(make_runtime: Any, fam: Family, kind: str) -> None:
+def test_a_stop_during_the_final_model_request_ends_the_run_stopped(make_runtime: Any, fam: Family, kind: str, scenario_sdk: str) -> None:
     """The model's final answer arrives after the stop was recorded: the reply is kept (it was paid
     for) and the run ends stopped at that commit, never ``completed`` past a ``stop_requested``
-    receipt (test_withdraw_race found SQLite completing such runs)."""
-    rt = make_runtime(family.AGENTS)
+    receipt (test_withdraw_race found SQLite completing such runs). For both SDKs."""
+    rt = make_runtime(family.agents())
     fam.hold("waited")  # the body holds, so the second model request can be held before it starts
     handle = rt.start("waiter", "go")
     wait_for("the body", lambda: fam.bodies("after"))
@@ -96,6 +99,7 @@ def test_a_stop_during_the_final_model_request_ends_the_run_stopped(make_runtime
     replies = [p.content for m in session.messages for p in getattr(m, "parts", []) if type(p).__name__ == "TextPart"]
     assert any(r.startswith("waiter finished") for r in replies), replies  # the paid reply is in the transcript
     assert [m["agent"] for m in fam.lines("model")].count("waiter") == 2 and len(fam.bodies()) == 1
+    assert {m.get("sdk", "pydantic_ai") for m in fam.lines("model")} == {scenario_sdk}
 
 
 def test_stop_of_a_suspended_run_settles_at_once(make_runtime: Any, fam: Family) -> None:

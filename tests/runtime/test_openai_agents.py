@@ -206,6 +206,35 @@ def test_what_the_adapter_cannot_honour_is_refused_when_the_agent_is_read() -> N
         hx.from_openai_agents(Agent(name="a", model=model, tools=[lookup]), tool_policies={"nope": {"replay": "safe"}})
 
 
+class Colour(pydantic.BaseModel):
+    question: str
+
+
+def test_client_tools_are_offered_beside_the_sdks_tools_and_checked_when_read() -> None:
+    """``from_openai_agents(client_tools=...)``: the SDK has no client tool, so an ``hx.client_tool``
+    is offered beside the agent's function tools (the run suspends on it; tests/processes/
+    test_client_tools.py runs it for both SDKs); anything else, or a name taken, is refused."""
+    model = OpenAIChatCompletionsModel("m", openai_client=AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"))
+    ask = hx.client_tool(name="ask", description="Ask the user.", input_schema=Colour)
+    read = hx.from_openai_agents(Agent(name="a", model=model, tools=[lookup]), client_tools=[ask])
+    assert [(t.name, t.kind) for t in read.tools] == [("lookup", "tool"), ("ask", "client")]
+    from helix_dbos.definitions.context import RunScope
+
+    tools, _ = asyncio.run(read._offered(read._members()[0], RunScope("s", "r")))
+    offered = {t.name: t for t in tools}
+    assert set(offered) == {"lookup", "ask"} and offered["ask"].params_json_schema == ask.definition().parameters_json_schema
+
+    @hx.tool
+    def plain(x: int) -> int:
+        return x
+
+    with pytest.raises(ConfigurationError, match="client_tools takes"):
+        hx.from_openai_agents(Agent(name="a", model=model, tools=[lookup]), client_tools=[plain])
+    taken = hx.client_tool(name="lookup", description="d", input_schema=Colour)
+    with pytest.raises(ConfigurationError, match="duplicate tool names"):
+        hx.from_openai_agents(Agent(name="a", model=model, tools=[lookup]), client_tools=[taken])
+
+
 def test_policies_from_the_tool_the_sdk_and_the_mapping() -> None:
     model = OpenAIChatCompletionsModel("m", openai_client=AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"))
 

@@ -233,6 +233,17 @@ waiter = hx.Agent("waiter", scripted("waiter", _waiter), tools=[after])  # its m
 AGENTS = [remote_boss, local_boss, pal_boss, approver, clienty, stopper, waiter]
 
 
+def agents() -> list[Any]:
+    """``AGENTS`` for the SDK the test chose (``SCENARIO_SDK``, set by the ``scenario_sdk`` fixture
+    and inherited by every process it starts): with ``openai_agents`` the approval, client-tool and
+    stop agents are OpenAI Agents SDK agents (``family_sdk.py``)."""
+    if os.environ.get("SCENARIO_SDK", "pydantic_ai") == "openai_agents":
+        from tests.scenarios import family_sdk
+
+        return family_sdk.agents(sys.modules[__name__])
+    return list(AGENTS)
+
+
 # --- the process -------------------------------------------------------------------------------------
 
 
@@ -282,7 +293,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     EFFECTS = Path(args.effects)
     EFFECTS.mkdir(parents=True, exist_ok=True)
-    rt = hx.Runtime(AGENTS, database_url=args.db, executor_id=args.executor, serve_queue=not args.no_serve).launch()
+    rt = hx.Runtime(agents(), database_url=args.db, executor_id=args.executor, serve_queue=not args.no_serve).launch()
     try:
         out: dict[str, Any]
         if args.cmd == "serve":

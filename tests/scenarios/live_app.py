@@ -1,8 +1,11 @@
 """A real application process whose model streams (for the live-output tests).
 
     python -m tests.scenarios.live_app --db URL --effects DIR --executor ID start|wake --session SID
+    python -m tests.scenarios.live_app ... --provider http://127.0.0.1:PORT ...   (an OpenAI Agents SDK agent)
 
-Runs with ``HELIX_DBOS_LIVE_OUTPUT=1``; ``model.jsonl`` counts the model requests really made.
+Runs with ``HELIX_DBOS_LIVE_OUTPUT=1``; ``model.jsonl`` counts the model requests really made. With
+``--provider`` the agent is an ``agents.Agent`` whose ``OpenAIChatCompletionsModel`` streams from the
+loopback provider there (``tests/support/provider_server.py``), which counts the requests instead.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ def build_runtime() -> hx.Runtime:
 
 def main(argv: list[str]) -> int:
     global EFFECTS
+    provider = None
+    if "--provider" in argv:
+        at = argv.index("--provider")
+        provider, argv = argv[at + 1], argv[:at] + argv[at + 2:]
     args = effects.app_args(argv)
     EFFECTS = Path(args.effects)
 
@@ -60,7 +67,15 @@ def main(argv: list[str]) -> int:
     def look(key: str) -> str:
         return key
 
-    rt = hx.Runtime([hx.Agent("live", FunctionModel(stream_function=stream), tools=[look])], database_url=args.db, executor_id=args.executor).launch()
+    agent: hx.Agent = hx.Agent("live", FunctionModel(stream_function=stream), tools=[look])
+    if provider is not None:
+        from agents import Agent, function_tool
+
+        from tests.support.provider_server import sdk_model_at
+
+        sdk_look = hx.openai_policy(function_tool(look.execute, name_override="look"), replay="safe")  # type: ignore[arg-type]
+        agent = hx.from_openai_agents(Agent(name="live", model=sdk_model_at("chat", provider), tools=[sdk_look]))
+    rt = hx.Runtime([agent], database_url=args.db, executor_id=args.executor).launch()
     try:
         if args.cmd == "start":
             print(json.dumps({"run_id": rt.start("live", "go", session_id=args.session).run_id}), flush=True)

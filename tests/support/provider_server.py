@@ -6,7 +6,7 @@ so the SDK, its HTTP client, its error mapping and pydantic-ai's adapter all run
 service. Each test scripts what the provider answers, one entry per request (``script``), or one
 answer for every request (``always``): a text reply, tool calls, an empty reply, an HTTP error
 with its headers (``Retry-After``, ``retry-after-ms``), a request held in flight until the test
-releases it (``Held``: the moment to kill the client), or a stream cut midway (``Cut``). Every request is logged with its arrival
+releases it (``Held``: the moment to kill the client), a stream cut midway (``Cut``), or one paused midway (``Paused``). Every request is logged with its arrival
 time, path and JSON body, so a test counts requests as the provider saw them (SDK retries included)
 and reads what was sent (the tools and their schemas, the tool results the model was told).
 ``python -m tests.support.provider_server --port P --log FILE`` runs it in a process of its own, for a
@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -87,7 +88,37 @@ class Cut:
     events: int = 2
 
 
-Answer = Text | Calls | Empty | Status | Held | Cut
+@dataclass(frozen=True)
+class Paused:
+    """``answer`` as a stream (``stream: true``) that stops after its first ``texts`` text deltas until
+    ``release`` is set (or ``timeout`` s pass), then sends the rest: the moment the model is half-way
+    through its reply, for a test to look at what was streamed while the step still runs."""
+
+    answer: Text | Calls
+    texts: int = 1
+    release: threading.Event = field(default_factory=threading.Event)
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A Responses stream (``stream: true``) that starts, then ends with ``response.failed`` carrying
+    the error ``code``: a provider that fails mid-response after its HTTP 200."""
+
+    code: str = "server_error"
+    message: str = "scripted failure"
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    """A Responses stream (``stream: true``) whose text stops at ``text`` and ends with
+    ``response.incomplete`` (``max_output_tokens``): a reply cut short by the provider's own limit."""
+
+    text: str
+    usage: tuple[int, int] = (10, 5)
+
+
+Answer = Text | Calls | Empty | Status | Held | Cut | Paused | Failed | Incomplete
 
 
 @dataclass(frozen=True)
@@ -183,18 +214,27 @@ class ProviderServer:
         if isinstance(answer, Held):
             answer.release.wait(answer.timeout)
             answer = answer.answer
+        if isinstance(answer, (Failed, Incomplete)):
+            self._fail(h, entry, answer, n)
+            return
         cut = answer if isinstance(answer, Cut) else None
-        status, headers, payload = self._render(wire, cut.answer if cut else answer, body, n)
-        if status == 200 and body.get("stream"):
-            data = _sse(wire, payload)
+        paused = answer if isinstance(answer, Paused) else None
+        status, headers, payload = self._render(wire, cut.answer if cut else paused.answer if paused else answer, body, n)
+        streamed = _sse_events(wire, payload) if status == 200 and body.get("stream") else None
+        if streamed is not None:
+            data = b"".join(e for e, _ in streamed)
             content_type = "text/event-stream"
         else:
             data = json.dumps(payload).encode()
             content_type = "application/json"
-        sent = data
+        chunks = [data]
         if cut is not None:  # the headers promise the whole body; part of it comes, then the close
-            sent = b"".join(e + b"\n\n" for e in data.split(b"\n\n")[:cut.events]) if body.get("stream") else data[: len(data) // 2]
+            chunks = [b"".join(e for e, _ in streamed[:cut.events]) if streamed is not None else data[: len(data) // 2]]
             h.close_connection = True
+        elif paused is not None and streamed is not None:  # the first text deltas, the pause, the rest
+            texts = list(itertools.accumulate(int(is_text) for _, is_text in streamed))
+            upto = next((i + 1 for i, k in enumerate(texts) if k >= paused.texts), len(streamed))
+            chunks = [b"".join(e for e, _ in streamed[:upto]), b"".join(e for e, _ in streamed[upto:])]
         try:
             h.send_response(status)
             h.send_header("Content-Type", content_type)
@@ -203,10 +243,36 @@ class ProviderServer:
             for k, v in headers.items():
                 h.send_header(k, v)
             h.end_headers()
-            h.wfile.write(sent)
-            h.wfile.flush()
+            for i, chunk in enumerate(chunks):
+                if i and paused is not None:
+                    paused.release.wait(paused.timeout)
+                h.wfile.write(chunk)
+                h.wfile.flush()
         except OSError:  # the client is gone (killed while its request was held): nothing to answer
             h.close_connection = True
+
+    def _fail(self, h: BaseHTTPRequestHandler, entry: Logged, answer: Failed | Incomplete, n: int) -> None:
+        """A stream that ends with ``response.failed`` or ``response.incomplete`` (Responses wire only)."""
+        if entry.wire != "responses" or not entry.body.get("stream"):
+            raise NotImplementedError("a failed or incomplete stream is scripted for streamed Responses requests")
+        if isinstance(answer, Failed):
+            _, _, payload = self._render("responses", Empty(), entry.body, n)
+            ended = {**payload, "status": "failed", "error": {"code": answer.code, "message": answer.message}}
+            events = [{"type": "response.created", "response": {**payload, "status": "in_progress", "usage": None}},
+                      {"type": "response.failed", "response": ended}]
+        else:
+            _, _, payload = self._render("responses", Text(answer.text, usage=answer.usage), entry.body, n)
+            ended = {**payload, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+            events = [json.loads(e.split(b"data: ", 1)[1]) for e, _ in _responses_sse(payload)[:-1]]
+            events.append({"type": "response.incomplete", "response": ended})
+        data = "".join(f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n" for i, e in enumerate(events)).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Content-Length", str(len(data)))
+        h.send_header("x-request-id", entry.request_id)
+        h.end_headers()
+        h.wfile.write(data)
+        h.wfile.flush()
 
     def _render(self, wire: str, a: Text | Calls | Empty | Status, body: dict[str, Any], n: int) -> tuple[int, dict[str, str], dict[str, Any]]:
         model = str(body.get("model") or "scripted-model")
@@ -257,26 +323,83 @@ class ProviderServer:
         }
 
 
-def _chat_sse(payload: dict[str, Any]) -> bytes:
-    """A chat completion as its chunks: the text, each tool call whole, then the finish and the usage."""
+def _words(text: str) -> list[str]:
+    """``text`` in the pieces a stream sends it in: each word with the spaces after it."""
+    return re.findall(r"\s*\S+\s*", text) or [text]
+
+
+Events = list[tuple[bytes, bool]]  # each SSE event, and whether it carries a text delta
+
+
+def _data_events(chunks: list[dict[str, Any]], texts: list[bool]) -> Events:
+    return [(f"data: {json.dumps(c)}\n\n".encode(), t) for c, t in zip(chunks, texts, strict=True)] + [(b"data: [DONE]\n\n", False)]
+
+
+def _chat_sse(payload: dict[str, Any]) -> Events:
+    """A chat completion as its chunks: the text word by word, each tool call whole, then the finish
+    and the usage."""
     head = {"id": payload["id"], "object": "chat.completion.chunk", "created": payload["created"], "model": payload["model"]}
     choice = payload["choices"][0]
     message = choice["message"]
-    chunks: list[dict[str, Any]] = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": message["content"] or ""}, "finish_reason": None}]}]
+    chunks: list[dict[str, Any]] = []
+    texts: list[bool] = []
+    for i, word in enumerate(_words(message["content"] or "")):
+        delta: dict[str, Any] = {"role": "assistant", "content": word} if i == 0 else {"content": word}
+        chunks.append({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        texts.append(bool(word))
     for i, call in enumerate(message.get("tool_calls") or []):
         chunks.append({**head, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}]})
+        texts.append(False)
     chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
     chunks.append({**head, "choices": [], "usage": payload["usage"]})
-    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+    return _data_events(chunks, [*texts, False, False])
+
+
+def _responses_sse(payload: dict[str, Any]) -> Events:
+    """A Responses reply as the events of its stream: created, each output item added, its text
+    word by word (or its arguments), done; then completed with the whole response."""
+    out: list[tuple[dict[str, Any], bool]] = []
+
+    def add(event: dict[str, Any], text: bool = False) -> None:
+        out.append(({**event, "sequence_number": len(out)}, text))
+
+    add({"type": "response.created", "response": {**payload, "status": "in_progress", "output": [], "usage": None}})
+    for i, item in enumerate(payload["output"]):
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            add({"type": "response.output_item.added", "output_index": i, "item": {**item, "status": "in_progress", "content": []}})
+            part = {"type": "output_text", "text": "", "annotations": []}
+            add({"type": "response.content_part.added", "item_id": item["id"], "output_index": i, "content_index": 0, "part": part})
+            for word in _words(text):
+                add({"type": "response.output_text.delta", "item_id": item["id"], "output_index": i, "content_index": 0, "delta": word,
+                     "logprobs": []}, text=bool(word))
+            add({"type": "response.output_text.done", "item_id": item["id"], "output_index": i, "content_index": 0, "text": text, "logprobs": []})
+            add({"type": "response.content_part.done", "item_id": item["id"], "output_index": i, "content_index": 0,
+                 "part": {**part, "text": text}})
+        else:
+            add({"type": "response.output_item.added", "output_index": i, "item": {**item, "status": "in_progress", "arguments": ""}})
+            add({"type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": i, "delta": item["arguments"]})
+            add({"type": "response.function_call_arguments.done", "item_id": item["id"], "output_index": i, "name": item["name"],
+                 "arguments": item["arguments"]})
+        add({"type": "response.output_item.done", "output_index": i, "item": item})
+    add({"type": "response.completed", "response": payload})
+    return [(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode(), t) for e, t in out]
 
 
 def _sse(wire: str, payload: dict[str, Any]) -> bytes:
-    """A rendered reply as the event stream a ``stream: true`` request gets (AnthropicModel streams its
-    requests; helix's live output streams chat completions)."""
+    """A rendered reply as the event stream a ``stream: true`` request gets."""
+    return b"".join(e for e, _ in _sse_events(wire, payload))
+
+
+def _sse_events(wire: str, payload: dict[str, Any]) -> Events:
+    """A rendered reply as the events of the stream a ``stream: true`` request gets, in each wire's
+    words (AnthropicModel streams its requests; helix's live output streams every wire)."""
     if wire == "chat":
         return _chat_sse(payload)
+    if wire == "responses":
+        return _responses_sse(payload)
     if wire != "messages":
-        raise NotImplementedError(f"streaming is scripted for the chat and messages wires, not {wire!r}")
+        raise NotImplementedError(f"streaming is scripted for the chat, responses and messages wires, not {wire!r}")
     usage = payload["usage"]
     start = {**payload, "content": [], "stop_reason": None, "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}}
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
@@ -293,7 +416,7 @@ def _sse(wire: str, payload: dict[str, Any]) -> bytes:
     events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": payload["stop_reason"], "stop_sequence": None},
                                      "usage": {"output_tokens": usage["output_tokens"]}}))
     events.append(("message_stop", {"type": "message_stop"}))
-    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+    return [(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode(), data.get("delta", {}).get("type") == "text_delta") for name, data in events]
 
 
 @contextmanager
@@ -340,6 +463,44 @@ def model_at(wire: str, root: str, model_name: str | None = None) -> Any:
     from pydantic_ai.models.openai import OpenAIChatModel
 
     return OpenAIChatModel(model_name or "gpt-4o", provider=provider)
+
+
+def sdk_model_at(wire: str, root: str, model_name: str = "gpt-4o") -> Any:
+    """The OpenAI Agents SDK's own model class for ``wire`` (``OpenAIChatCompletionsModel`` for chat,
+    ``OpenAIResponsesModel`` for responses), its client pointed at the provider at ``root``."""
+    from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key="test-key", base_url=f"{root}/v1")
+    if wire == "chat":
+        return OpenAIChatCompletionsModel(model_name, openai_client=client)
+    if wire == "responses":
+        return OpenAIResponsesModel(model_name, openai_client=client)
+    raise ValueError(f"the OpenAI Agents SDK speaks the chat and responses wires, not {wire!r}")
+
+
+def looking_agent(sdk: str, wire: str, server: ProviderServer, name: str, model_retries: Any = None) -> Any:
+    """An agent with one safe tool ``look(key) -> key`` whose model is ``sdk``'s real class for
+    ``wire`` against ``server``: an ``hx.Agent`` over pydantic-ai's, or an ``agents.Agent`` read with
+    ``hx.from_openai_agents``. For the tests that hold for both SDKs on the wire."""
+    import helix_dbos as hx
+
+    if sdk == "pydantic_ai":
+        @hx.tool(replay="safe")
+        def look(key: str) -> str:
+            """Look a key up."""
+            return key
+
+        return hx.Agent(name, model_for(wire, server), tools=[look], model_retries=model_retries)
+    from agents import Agent, function_tool
+
+    tool = hx.openai_policy(function_tool(_look, name_override="look"), replay="safe")
+    return hx.from_openai_agents(Agent(name=name, model=sdk_model_at(wire, server.root), tools=[tool]), model_retries=model_retries)
+
+
+def _look(key: str) -> str:
+    """Look a key up."""
+    return key
 
 
 def tools_sent(entry: Logged) -> dict[str, dict[str, Any]]:

@@ -4,7 +4,8 @@ The SDK's ``Runner`` is not used: the run workflow keeps its own loop (the model
 before anything acts on it, every call saved first with a dispatch id, each body between its
 attempt gate and its result write). What is the SDK's runs as the SDK runs it: the agent's own
 model object (``OpenAIChatCompletionsModel``, ``OpenAIResponsesModel``, any ``agents.Model``) is
-asked with ``get_response``, the agent's function tools' own ``on_invoke_tool`` is each body, its
+asked with ``get_response`` (``stream_response`` under ``live_output``: ``streaming.py``), the agent's
+function tools' own ``on_invoke_tool`` is each body, its
 instructions (static or a function of the run context) are rendered per request with
 ``get_system_prompt``, ``is_enabled`` is honoured through ``get_all_tools``, ``needs_approval`` gates
 a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. The agents its
@@ -30,6 +31,7 @@ from ...definitions.agents import FINISH_TOOL, Agent, SubAgent, SubAgentInput
 from ...definitions.context import RunScope, ToolContext
 from ...definitions.model_retries import ModelRetries
 from ...definitions.run_deps import RunDeps
+from ...definitions.tools import Tool
 from ...errors import ConfigurationError, UnsupportedFeatureError
 from . import agent_tools, features, guardrails, handoffs, messages, sdk_tracing
 from . import policy as policies
@@ -39,6 +41,8 @@ from .tools import SdkTool, read_tool
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.tools import ToolDefinition
+
+    from ...definitions.model_requests import StreamEvents
 
 log = logging.getLogger("helix_dbos")
 
@@ -80,6 +84,8 @@ class OpenAIAgentsAgent(Agent):
     tool_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     deps_factory: DepsFactory | None = None
     tool_timeout: float | None = None
+    #: ``hx.client_tool``s offered beside the SDK's tools: the client answers them (the SDK has no such tool)
+    client_tools: list[Tool] = field(default_factory=list)
     _deps: RunDeps = field(default_factory=RunDeps, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
     _read: dict[int, tuple[Any, SdkTool]] = field(default_factory=dict, init=False, repr=False)
@@ -133,7 +139,8 @@ class OpenAIAgentsAgent(Agent):
                 kept = (tool, read_tool(tool, self, self.name, self.tool_policies.get(getattr(tool, "name", "")), self.tool_timeout))
                 self._read[id(tool)] = kept
             out.append(kept[1])
-        names = [t.name for t in out] + [s.tool_name for s in self.sub_agents] + [h.name for h in self.handoff_tools()]
+        names = ([t.name for t in out] + [c.name for c in self.client_tools] + [s.tool_name for s in self.sub_agents]
+                 + [h.name for h in self.handoff_tools()])
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigurationError(f"agent {self.name!r}: duplicate tool names {dupes}")
@@ -162,7 +169,7 @@ class OpenAIAgentsAgent(Agent):
         except Exception as exc:  # noqa: BLE001 keep the last good listing; say why in the log
             log.warning("agent %r: its tools could not be listed: %s", self.name, exc)
             return
-        self.tools = [*self.read_tools(listed), *self.handoff_tools()]
+        self.tools = [*self.read_tools(listed), *self.client_tools, *self.handoff_tools()]
 
     def handoff_tools(self) -> list[HandoffTool]:
         """Every handoff of every agent the run can be handed to, once each."""
@@ -266,6 +273,10 @@ class OpenAIAgentsAgent(Agent):
             tools = self.read_tools(await home.at_home(scope.session_id, member.source.get_all_tools(rcw)))
             enabled = [h.handoff for h in member.handoffs if await home.at_home(scope.session_id, _enabled(h.handoff, rcw, member.source))]
         offered: list[Any] = [t.listed for t in tools]
+        for client in self.client_tools:
+            d = client.definition()
+            offered.append(FunctionTool(name=d.name, description=d.description or "", params_json_schema=d.parameters_json_schema,
+                                        on_invoke_tool=_never_called, strict_json_schema=bool(d.strict)))
         for sub in member.sub_agents:
             d = sub.definition()
             offered.append(FunctionTool(name=d.name, description=d.description or "", params_json_schema=SubAgentInput.model_json_schema(),
@@ -297,12 +308,10 @@ class OpenAIAgentsAgent(Agent):
             choice = "required"
         return dataclasses.replace(settings, tool_choice=choice) if choice != settings.tool_choice else settings
 
-    async def request(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope) -> ModelResponse:
-        """One ``get_response`` of the agent's own model, with the provider SDK's own retries off (the
-        step's budget is the only one) and no server-side state: the whole transcript every time."""
-        from agents.models._retry_runtime import provider_managed_retries_disabled
+    async def _request_args(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope) -> tuple[Member, dict[str, Any]]:
+        """The answering agent and the arguments of its model's request (``get_response`` and
+        ``stream_response`` take the same): no server-side state, the whole transcript every time."""
         from agents.models.interface import ModelTracing
-        from pydantic_ai.models.openai._errors import map_api_errors
 
         member = self.answering(messages_)
         self._answering[scope.run_id] = member.name
@@ -314,12 +323,33 @@ class OpenAIAgentsAgent(Agent):
         items = messages.to_items(messages_)
         # inside the run's SDK trace, the model opens its own generation/response span (sdk_tracing)
         tracing = ModelTracing.ENABLED if sdk_tracing.sensitive() else ModelTracing.ENABLED_WITHOUT_DATA
+        return member, {"system_instructions": instructions, "input": items, "model_settings": self._settings(messages_, member),
+                        "tools": tools, "output_schema": None, "handoffs": handed, "tracing": tracing, "previous_response_id": None,
+                        "conversation_id": None, "prompt": None}
+
+    async def request(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope) -> ModelResponse:
+        """One ``get_response`` of the agent's own model, with the provider SDK's own retries off (the
+        step's budget is the only one) and no server-side state: the whole transcript every time."""
+        from agents.models._retry_runtime import provider_managed_retries_disabled
+        from pydantic_ai.models.openai._errors import map_api_errors
+
+        member, asking = await self._request_args(messages_, instructions, scope)
         with provider_managed_retries_disabled(True), map_api_errors(member.model_name), sdk_tracing.in_sdk_trace(scope, self.name):
-            reply = await member.sdk_model.get_response(
-                system_instructions=instructions, input=items, model_settings=self._settings(messages_, member), tools=tools,
-                output_schema=None, handoffs=handed, tracing=tracing, previous_response_id=None, conversation_id=None,
-                prompt=None,
-            )
+            reply = await member.sdk_model.get_response(**asking)
+        return messages.to_response(reply, member.model_name)
+
+    async def stream(self, messages_: list[ModelMessage], instructions: str | None, scope: RunScope, events: StreamEvents) -> ModelResponse:
+        """``request``, streamed (``Runtime(live_output=True)``): the same request through the model's
+        ``stream_response``, each text, argument and reasoning delta handed to ``events`` as it comes
+        (``streaming.py``); the reply is the one ``request`` would have recorded."""
+        from agents.models._retry_runtime import provider_managed_retries_disabled
+        from pydantic_ai.models.openai._errors import map_api_errors
+
+        from . import streaming
+
+        member, asking = await self._request_args(messages_, instructions, scope)
+        with provider_managed_retries_disabled(True), map_api_errors(member.model_name), sdk_tracing.in_sdk_trace(scope, self.name):
+            reply = await streaming.collect(member.sdk_model.stream_response(**asking), events, member.model_name)
         return messages.to_response(reply, member.model_name)
 
     def answering(self, messages_: list[ModelMessage]) -> Member:
@@ -459,6 +489,7 @@ def from_openai_agents(
     tool_timeout: float | None = None,
     sub_agents: list[SubAgent] | None = None,
     model_retries: ModelRetries | None = None,
+    client_tools: list[Tool] | None = None,
 ) -> OpenAIAgentsAgent:
     """Read an ``agents.Agent`` into an ``hx.Agent``; refuses what the runtime cannot honour.
 
@@ -470,18 +501,20 @@ def from_openai_agents(
     (the SDK's ``max_turns``; default 50). ``tool_timeout``: the bound on a body without its own
     ``timeout_seconds`` (default 120 s). ``sub_agents``: helix sub-agents offered beside the agent's
     tools. ``handoffs=`` run in the same run (``handoffs.py``); ``agent.as_tool()`` tools are
-    remote sub-agents (``agent_tools.py``).
+    remote sub-agents (``agent_tools.py``). ``client_tools``: ``hx.client_tool``s offered beside the
+    agent's tools, answered by the client (``submit_tool_result``), never by a body.
     """
     from agents import Agent as SdkAgent
 
     if not isinstance(agent, SdkAgent):
         raise ConfigurationError(f"from_openai_agents needs an agents.Agent, not {type(agent).__name__}")
     agent_name = name or agent.name
-    plain = not (tool_policies or deps_factory or model_provider or max_steps or tool_timeout or sub_agents or model_retries)
+    plain = not (tool_policies or deps_factory or model_provider or max_steps or tool_timeout or sub_agents or model_retries or client_tools)
     kept = _READ.get(id(agent))
     if plain and agent_name == agent.name and kept is not None and kept[0] is agent and kept[2] and kept[3] == _shape(agent):
         return kept[1]
-    made = _read(agent, agent_name, tool_policies, deps_factory, model_provider, max_steps, tool_timeout, sub_agents, model_retries)
+    made = _read(agent, agent_name, tool_policies, deps_factory, model_provider, max_steps, tool_timeout, sub_agents, model_retries,
+                 client_tools)
     if agent_name == agent.name:
         _READ[id(agent)] = (agent, made, plain, _shape(agent))
     return made
@@ -498,7 +531,7 @@ def _child(agent: Any, model_provider: Any) -> OpenAIAgentsAgent:
 
 def _read(agent: Any, agent_name: str, tool_policies: Mapping[str, Mapping[str, Any]] | None, deps_factory: DepsFactory | None,
           model_provider: Any, max_steps: int | None, tool_timeout: float | None, sub_agents: list[SubAgent] | None,
-          model_retries: ModelRetries | None) -> OpenAIAgentsAgent:
+          model_retries: ModelRetries | None, client_tools: list[Tool] | None = None) -> OpenAIAgentsAgent:
     reachable = handoffs.graph(agent, agent_name)
     for member_name, source in reachable.items():
         features.check_agent(source, member_name)
@@ -547,6 +580,10 @@ def _read(agent: Any, agent_name: str, tool_policies: Mapping[str, Mapping[str, 
     unknown = set(made.tool_policies) - known
     if unknown:
         raise ConfigurationError(f"agent {agent_name!r}: tool_policies name tools it does not have: {sorted(unknown)}")
+    for client in list[Any](client_tools or []):  # from an untyped caller too
+        if not isinstance(client, Tool) or not client.client:
+            raise ConfigurationError(f"agent {agent_name!r}: client_tools takes hx.client_tool(...)s, not {client!r:.80}")
+    made.client_tools = list(client_tools or [])
     listed: list[Any] = []
     for m in members.values():
         for tool in m.source.tools:
@@ -555,7 +592,7 @@ def _read(agent: Any, agent_name: str, tool_policies: Mapping[str, Mapping[str, 
             if made._tool_agents.setdefault(getattr(tool, "name", ""), m.source) is not m.source:
                 raise ConfigurationError(f"agent {agent_name!r}: two different tools named {tool.name!r} in the agents it can hand off to")
             listed.append(tool)
-    made.tools = [*made.read_tools(listed), *made.handoff_tools()]
+    made.tools = [*made.read_tools(listed), *made.client_tools, *made.handoff_tools()]
     return made
 
 

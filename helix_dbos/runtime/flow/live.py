@@ -7,11 +7,14 @@ A step is at-least-once, so a model request re-run after a crash streams again u
 ``request`` id; a recovered step whose reply DBOS recorded is never re-run, so a saved reply is
 never streamed as if new. Every value carries ``"best_effort": true``.
 
-On when ``Runtime(live_output=True)`` or ``HELIX_DBOS_LIVE_OUTPUT=1``: each flush is one write.
+On when ``Runtime(live_output=True)`` or ``HELIX_DBOS_LIVE_OUTPUT=1``: each flush is one write, at most
+every ``FLUSH_SEC`` while deltas come, and within ``FLUSH_SEC`` of the last one when the model pauses.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -107,6 +110,7 @@ async def streamed_request(agent: Agent, messages: list[ModelMessage], instructi
     buffer: list[LiveDelta] = []
     flushed = time.monotonic()
     started = False
+    writing = asyncio.Lock()  # one write at a time, in order: the events and the flusher both write
 
     def value(kind: Literal["start", "deltas", "end"]) -> LiveValue:
         out: LiveValue = {"best_effort": True, "step": step, "request": request, "type": kind}
@@ -114,23 +118,46 @@ async def streamed_request(agent: Agent, messages: list[ModelMessage], instructi
             out["deltas"] = buffer
         return out
 
+    async def flush() -> None:
+        nonlocal buffer, flushed
+        async with writing:
+            if buffer:
+                await _write(value("deltas"))
+            buffer, flushed = [], time.monotonic()
+
+    async def flusher() -> None:
+        """Deltas a model sent before it paused go out within ``FLUSH_SEC``, not with its next event."""
+        while True:
+            await asyncio.sleep(FLUSH_SEC)
+            if buffer and time.monotonic() - flushed >= FLUSH_SEC:
+                await flush()
+
+    timer: asyncio.Task[None] | None = None
+
     async def events(event: object) -> None:
-        nonlocal buffer, flushed, started
+        nonlocal started, timer
         if not started:  # a model that cannot stream makes a plain request and sends no event
             started = True
-            await _write(value("start"))
+            async with writing:
+                await _write(value("start"))
+            timer = asyncio.create_task(flusher())
         delta = _delta(event)
         if delta is not None:
             buffer.append(delta)
         if buffer and time.monotonic() - flushed >= FLUSH_SEC:
-            await _write(value("deltas"))
-            buffer, flushed = [], time.monotonic()
+            await flush()
 
-    response = await agent.stream(messages, instructions, scope, events)
+    try:
+        response = await agent.stream(messages, instructions, scope, events)
+    finally:
+        if timer is not None:
+            async with writing:  # never cancelled mid-write: a delta is written once
+                timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
     if not started:
         return response
-    if buffer:
-        await _write(value("deltas"))
+    await flush()
     await _write(value("end"))
     return response
 
