@@ -350,8 +350,6 @@ def test_state_changes_take_json_and_the_cookie_needs_the_pages_token(db_url: st
 @pytest.mark.parametrize(("host", "secure"), [("127.0.0.1", False), ("0.0.0.0", True), ("10.1.2.3", True)])
 @one_database  # the cookie's flags, set by the HTTP layer
 def test_the_cookie_is_secure_beyond_loopback(db_url: str, host: str, secure: bool) -> None:
-    if db_url.startswith("postgres"):
-        pytest.skip("no database involved beyond the launch; SQLite covers it")
     with serving(db_url, keys=True, host=host) as http:
         answer = http.post("/ui/login", json={"key": KEYS["alice"]})
         assert answer.status_code == 200
