@@ -295,6 +295,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield from _postgres_database()
 
 
+#: A test whose rule does not depend on the database runs on SQLite only: HTTP, CLI or Python-API
+#: validation that refuses before anything is read or stored, what is sent to a model, rendering.
+#: Each use says why beside it; a rule the ledger, its locks, transactions or recovery carry runs on both.
+one_database = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh Postgres database, for the few tests that only Postgres can run."""

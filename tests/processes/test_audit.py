@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import re
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.ledger.migrate import alembic_config, upgrade
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.runtime.process.faults import CRASH_EXIT_CODE
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env, run_python_m
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "audit.md"
@@ -56,9 +55,10 @@ def crash_and_wake(db_url: str, workdir: Path) -> str:
     env["HELIX_DBOS_DEMO_EFFECTS"] = str(workdir / "effects.jsonl")
     env["HELIX_DBOS_DEMO_PAYMENTS"] = str(workdir / "payments.jsonl")  # the provider outlives the worker
     args = [sys.executable, "-m", "helix_dbos.cli", "_demo-worker", "--db", db_url, "--executor", executor, "--session", session]
-    crashed = subprocess.run([*args[:4], "start", *args[4:]], cwd=ROOT, env={**env, "HELIX_DBOS_CRASH_AT": "after_body:send_email"}, check=False, capture_output=True, text=True, timeout=120)
+    # forked from the worker's fork server (tests/support/forkserver.py): real processes, a real crash
+    crashed = run_python_m([*args[:4], "start", *args[4:]], {**env, "HELIX_DBOS_CRASH_AT": "after_body:send_email"}, timeout=120)
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
-    woke = subprocess.run([*args[:4], "wake", *args[4:]], cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=120)
+    woke = run_python_m([*args[:4], "wake", *args[4:]], env, timeout=120)
     assert woke.returncode == 0, woke.stderr[-3000:]
     return session
 

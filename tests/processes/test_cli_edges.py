@@ -26,6 +26,7 @@ from helix_dbos.cli.main import app as cli
 from helix_dbos.ledger import sessions as session_rows
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
+from tests.conftest import one_database
 from tests.support.procs import SETTINGS_VARS, child_env, wait_until_serving
 from tests.processes.test_cli import helix, wide_console  # noqa: F401 (fixtures)
 from tests.processes.test_service import snapshot
@@ -65,6 +66,7 @@ def test_a_missing_postgres_database_says_to_create_it(pg_url: str) -> None:
         assert body["code"] == "configuration_error" and "does not exist" in body["error"] and "createdb" in body["error"], body
 
 
+@one_database  # how the CLI renders what it read, whichever database it came from
 def test_user_data_is_never_read_as_rich_markup(helix: Any, db_url: str) -> None:
     """A session id like ``x[/bold]`` (written by an older version, before the session id rule) must print as is."""
     engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
@@ -236,6 +238,7 @@ def test_a_demo_worker_past_its_timeout_is_a_typed_run_timeout(tmp_path: Path) -
     assert "configuration_error" in refused and "--timeout" in refused, refused
 
 
+@one_database  # the CLI refuses before anything is read or stored
 def test_an_empty_message_is_a_typed_refusal_that_stores_nothing(helix: Any, db_url: str) -> None:
     code, out, run = helix("start", "concierge", "dinner in Porto", "--json")
     assert code == 0, out

@@ -57,19 +57,6 @@ def test_wake_runs_a_safe_call_again_with_the_same_dispatch_id(db_url: str, tmp_
 
 
 @pytest.mark.kills
-def test_wake_pairs_an_unsafe_call_outcome_unknown(db_url: str, tmp_path: Path) -> None:
-    k = kit(db_url, tmp_path, "unsafe")
-    k.crash("after_body:unsafe_send")
-    result = k.wake().result
-    assert result is not None and result["status"] == "completed"
-    call = calls_by_tool(result)["unsafe_send"]
-    assert (call["status"], call["attempts"], call["note"]) == ("outcome_unknown", 1, OUTCOME_UNKNOWN)
-    assert k.bodies()["unsafe_send"] == 1
-    assert seen_by_model(k) == [{"status": "outcome_unknown", "message": OUTCOME_UNKNOWN}]
-    assert_saved_step_not_asked_again(k)
-
-
-@pytest.mark.kills
 def test_a_safe_call_stops_at_three_bodies(db_url: str, tmp_path: Path) -> None:
     k = kit(db_url, tmp_path, "safe")
     k.crash("after_body:safe_set")
@@ -123,27 +110,36 @@ def test_a_deploy_between_crash_and_recovery_only_makes_recovery_more_careful(db
     assert k.bodies()["safe_set"] == 1
 
 
-@pytest.mark.kills
-def test_a_body_that_crashed_before_starting_is_still_in_doubt_when_unsafe(db_url: str, tmp_path: Path) -> None:
-    """The attempt was committed, so the runtime cannot prove the body never ran: outcome_unknown."""
-    k = kit(db_url, tmp_path, "unsafe")
-    k.crash("before_body:unsafe_send")
-    result = k.wake().result
-    assert result is not None
-    assert calls_by_tool(result)["unsafe_send"]["status"] == "outcome_unknown"
-    assert k.bodies()["unsafe_send"] == 0
+DOUBTED = {"status": "outcome_unknown", "message": OUTCOME_UNKNOWN}
 
 
 @pytest.mark.kills
-def test_a_recorded_result_is_never_run_again_nor_doubted(db_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("point", "status", "bodies", "told"),
+    [
+        # the attempt was committed, so the runtime cannot prove the body never ran: outcome_unknown
+        ("before_body:unsafe_send", "outcome_unknown", 0, DOUBTED),
+        # the body ran and its result was never recorded: paired outcome_unknown, never run again
+        ("after_body:unsafe_send", "outcome_unknown", 1, DOUBTED),
+        # a recorded result is never run again nor doubted
+        ("after_result:unsafe_send", "ok", 1, {"tool": "unsafe_send"}),
+    ],
+    ids=["crashed_before_its_body_still_in_doubt", "crashed_after_its_body_paired_outcome_unknown", "recorded_result_never_run_again_nor_doubted"],
+)
+def test_an_unsafe_call_after_a_crash_at_each_point_of_its_body(
+    db_url: str, tmp_path: Path, point: str, status: str, bodies: int, told: dict[str, str]
+) -> None:
     k = kit(db_url, tmp_path, "unsafe")
-    k.crash("after_result:unsafe_send")
+    k.crash(point)
     result = k.wake().result
-    assert result is not None
+    assert result is not None and result["status"] == "completed"
     call = calls_by_tool(result)["unsafe_send"]
-    assert (call["status"], call["attempts"]) == ("ok", 1)
-    assert k.bodies()["unsafe_send"] == 1
-    assert seen_by_model(k)[0]["tool"] == "unsafe_send"
+    assert (call["status"], call["attempts"]) == (status, 1)
+    if status == "outcome_unknown":
+        assert call["note"] == OUTCOME_UNKNOWN
+    assert k.bodies()["unsafe_send"] == bodies
+    seen = seen_by_model(k)
+    assert len(seen) == 1 and {key: seen[0].get(key) for key in told} == told, seen
     assert_saved_step_not_asked_again(k)
 
 

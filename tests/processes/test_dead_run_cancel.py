@@ -9,7 +9,6 @@ whose body never started.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from helix_dbos.recovery import OUTCOME_UNKNOWN, RUN_STOPPED
 from tests.support.crashkit import Kit, helix_table, query, transcript_problems
-from tests.support.procs import ROOT, SETTINGS_VARS, child_env
+from tests.support.procs import SETTINGS_VARS, child_env, run_python_m
 from tests.processes.test_dbos_operator import dbos_cli, workflow
 from tests.support.waiting import wait_for
 def _killed_mid_body(kit: Kit) -> str:
@@ -35,8 +34,8 @@ def _stop_by_cli(kit: Kit) -> None:
     """``helix-dbos stop --kind abort``, as an operator runs it (its own runtime, another executor)."""
     env = child_env(SETTINGS_VARS, {"HELIX_DBOS_APP": "tests.scenarios.app:cli_runtime", "SCENARIO": kit.scenario,
                                     "SCENARIO_EFFECTS": str(kit.workdir / "effects")})
-    out = subprocess.run([sys.executable, "-m", "helix_dbos.cli", "stop", kit.session, "--kind", "abort", "--timeout", "1", "--db", kit.db_url, "--json"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = run_python_m([sys.executable, "-m", "helix_dbos.cli", "stop", kit.session, "--kind", "abort", "--timeout", "1", "--db", kit.db_url, "--json"],
+                       env, timeout=120)  # forked from the worker's fork server: the CLI's start is not what is tested
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
 
 

@@ -1,5 +1,6 @@
 """Every fenced block of README.md and docs/*.md, run by tests/support/snippets.py as a reader who
-pastes them in order into a fresh directory would, on SQLite and on Postgres: one test per page.
+pastes them in order into a fresh directory would: one test per page, on SQLite (the database the
+pages use as printed), and on Postgres too for a page that holds SQL (``_databases``).
 
 A block that cannot run as printed carries a marker saying why (``<!-- snippet: output -->``, ...;
 the vocabulary and what each is checked for are in tests/support/snippets.py), so a page added
@@ -16,13 +17,26 @@ from tests.conftest import sqlite_copy_of_template
 from tests.support import snippets
 
 
-def _page(page: str) -> object:
-    """A page whose blocks kill a process (a fault point) is a ``kills`` test, as the others are."""
-    crashes = any("HELIX_DBOS_CRASH_AT=" in b.text and not b.markers for b in snippets.blocks(page))
-    return pytest.param(page, id=page, marks=[pytest.mark.kills] if crashes else [])
+def _databases(page: str) -> tuple[str, ...]:
+    """Where a page is run: on SQLite, the database its commands use as printed, and on Postgres too
+    when it holds SQL, which a reader runs against either database and which differs between them
+    (schemas, ``-- postgres`` blocks). A page's commands and Python run the same runtime, service
+    and CLI paths that tests/runtime and tests/processes run on both databases; on Postgres they
+    would prove only that the page's setting of ``HELIX_DBOS_DATABASE_URL`` is read."""
+    return ("sqlite", "postgres") if any(b.lang == "sql" for b in snippets.blocks(page)) else ("sqlite",)
 
 
-@pytest.mark.parametrize("page", [_page(p) for p in snippets.pages()])
+def _pages() -> list[object]:
+    """(page, database) pairs; a page whose blocks kill a process (a fault point) is a ``kills``
+    test, as the others are."""
+    out: list[object] = []
+    for page in snippets.pages():
+        crashes = any("HELIX_DBOS_CRASH_AT=" in b.text and not b.markers for b in snippets.blocks(page))
+        out += [pytest.param(page, db, id=f"{page}-{db}", marks=[pytest.mark.kills] if crashes else []) for db in _databases(page)]
+    return out
+
+
+@pytest.mark.parametrize(("page", "db_url"), _pages(), indirect=["db_url"])
 def test_every_block_of_the_page_runs_as_printed(page: str, db_url: str, tmp_path: Path) -> None:
     workdir = tmp_path / "reader"
     workdir.mkdir()

@@ -42,6 +42,7 @@ from helix_dbos.loader import load_runtime
 from helix_dbos.service import auth
 from helix_dbos.service.app import create_app
 from helix_dbos.service.settings import ServiceSettings, host_name
+from tests.conftest import one_database
 from tests.processes.test_service import expect_error, snapshot
 
 BIN = Path(sys.executable).parent
@@ -67,6 +68,7 @@ def serving(db_url: str, runtime: hx.Runtime | None = None, *, keys: bool = Fals
 # --- ids, Host headers, the published schema ---------------------------------------------------------
 
 
+@one_database  # refused by the session id rule before any read
 def test_dot_and_dotdot_are_not_session_ids_at_any_door(db_url: str) -> None:
     for bad in (".", ".."):
         with pytest.raises(ValidationError):
@@ -88,6 +90,7 @@ def test_dot_and_dotdot_are_not_session_ids_at_any_door(db_url: str) -> None:
         assert out.exit_code == 1 and "validation_error" in out.output and "Traceback" not in out.output, out.output
 
 
+@one_database  # HTTP parsing, before any read
 def test_the_host_header_is_parsed_strictly(db_url: str) -> None:
     for header, name in [("localhost", "localhost"), ("localhost:8000", "localhost"), ("[::1]:80", "::1"), ("[::1]", "::1"), ("::1", "::1"), ("127.0.0.1:65535", "127.0.0.1")]:
         assert host_name(header) == name, header
@@ -100,6 +103,7 @@ def test_the_host_header_is_parsed_strictly(db_url: str) -> None:
             expect_error(http.get("/sessions", headers={"Host": header.encode()}), 400, "host_not_allowed")
 
 
+@one_database  # the OpenAPI schema and request validation, before any read
 def test_the_schema_publishes_the_cursor_the_id_and_the_byte_rules(db_url: str) -> None:
     with serving(db_url) as http:
         spec = http.get("/openapi.json").json()
@@ -145,6 +149,7 @@ def test_the_schema_publishes_the_cursor_the_id_and_the_byte_rules(db_url: str) 
 # --- NUL in parameters, odd values on every read path (HTTP and CLI) ---------------------------------
 
 
+@one_database  # request validation, before any read
 def test_nul_in_any_query_or_path_parameter_is_a_typed_400(db_url: str) -> None:
     with serving(db_url) as http:
         sid = http.post("/sessions", params={"wait": 30}, json={"agent": "concierge", "message": "Dinner in Porto"}).json()["session_id"]
@@ -310,6 +315,7 @@ def _token(page: str) -> str:
     return str(json.loads(html.unescape(data.group(1)))["csrf"])
 
 
+@one_database  # HTTP content type and cookie checks, before any read
 def test_state_changes_take_json_and_the_cookie_needs_the_pages_token(db_url: str) -> None:
     with serving(db_url, keys=True) as http:
         run = http.post("/sessions", headers=bearer("alice"), params={"wait": 30}, json={"agent": "concierge", "message": "Dinner in Porto"}).json()
@@ -342,9 +348,8 @@ def test_state_changes_take_json_and_the_cookie_needs_the_pages_token(db_url: st
 
 
 @pytest.mark.parametrize(("host", "secure"), [("127.0.0.1", False), ("0.0.0.0", True), ("10.1.2.3", True)])
+@one_database  # the cookie's flags, set by the HTTP layer
 def test_the_cookie_is_secure_beyond_loopback(db_url: str, host: str, secure: bool) -> None:
-    if db_url.startswith("postgres"):
-        pytest.skip("no database involved beyond the launch; SQLite covers it")
     with serving(db_url, keys=True, host=host) as http:
         answer = http.post("/ui/login", json={"key": KEYS["alice"]})
         assert answer.status_code == 200

@@ -36,8 +36,8 @@ from helix_dbos.runtime.process.executor_lock import (
     ExecutorLock,
     FileBackend,
 )
-from tests.support.crashkit import ROOT, Kit, calls_by_tool, transcript_problems
-from tests.support.procs import SETTINGS_VARS, child_env
+from tests.support.crashkit import Kit, calls_by_tool, transcript_problems
+from tests.support.procs import SETTINGS_VARS, child_env, run_python_m
 
 
 def _admin(db_url: str) -> sa.Engine:
@@ -91,8 +91,7 @@ def _cli(db_url: str, k: Kit, *args: str) -> subprocess.CompletedProcess[str]:
     env = child_env(SETTINGS_VARS)
     env.update(HELIX_DBOS_APP="tests.scenarios.app:cli_runtime", SCENARIO=k.scenario, SCENARIO_EFFECTS=str(k.workdir / "effects"),
                SCENARIO_DELAY="0.2", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "helix_dbos.cli", *args, "--db", db_url, "--json"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return run_python_m([sys.executable, "-m", "helix_dbos.cli", *args, "--db", db_url, "--json"], env, timeout=120)  # forked: its start is not tested here
 
 
 def _json(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from helix_dbos.cli.main import app as cli
 from helix_dbos.errors import ValidationError
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
+from tests.conftest import one_database
 from tests.support.familykit import dump_ledger
 from tests.processes.test_service import Service, expect_error, services  # noqa: F401  (the fixture)
 
@@ -241,6 +242,7 @@ def test_caller_text_with_nul_or_surrogates_is_refused_and_nothing_is_stored(mak
     assert receipt.run is not None and receipt.run.result(timeout=60).status == "completed"
 
 
+@one_database  # request validation, before anything is stored
 def test_http_refuses_caller_text_with_nul_or_surrogates_typed(db_url: str, services: Callable[..., Service]) -> None:  # noqa: F811
     service = services()
     with service.client() as http:
@@ -270,6 +272,7 @@ def test_http_refuses_caller_text_with_nul_or_surrogates_typed(db_url: str, serv
 BAD_SESSION_IDS = ["", " ", "a/b", "../x", "x" * 65, "tab\there", "nul\x00", "é"]
 
 
+@one_database  # the session id rule, before any read
 def test_python_api_refuses_bad_session_ids_typed(make_runtime: Any, db_url: str) -> None:
     rt = make_runtime([_suspending_agent()])
     ok = rt.start("hitl", "hello", session_id="A-z_0.9:" + "x" * 56).result(timeout=60)  # 64 characters: allowed
@@ -301,6 +304,7 @@ def test_python_api_refuses_bad_session_ids_typed(make_runtime: Any, db_url: str
     assert _dump(db_url) == before
 
 
+@one_database  # the session id rule, before any read
 def test_http_uses_the_same_session_id_rule(db_url: str, services: Callable[..., Service]) -> None:  # noqa: F811
     service = services()
     with service.client() as http:
@@ -326,6 +330,7 @@ def test_http_uses_the_same_session_id_rule(db_url: str, services: Callable[...,
         assert _dump(db_url) == before
 
 
+@one_database  # the session id rule, before any read
 def test_cli_refuses_bad_session_ids_with_a_clean_message(db_url: str, tmp_path: Path) -> None:
     from helix_dbos.cli import common
 

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from helix_dbos import apikeys
+from tests.conftest import one_database
 from tests.processes.test_service import Service, services  # noqa: F401 (services is a fixture)
 
 BIN = Path(sys.executable).parent
@@ -165,6 +166,7 @@ def api(services: Callable[..., Service], tmp_path: Path) -> Iterator[tuple[Modu
     yield generate(service.base, tmp_path), service
 
 
+@one_database  # the OpenAPI schema a client is generated from; the service's sessions run on both in test_service
 def test_a_generated_client_drives_whole_sessions(api: tuple[ModuleType, Service]) -> None:
     gen, service = api
     m = importlib.import_module(f"{gen.__name__}.models")

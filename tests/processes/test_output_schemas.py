@@ -30,6 +30,7 @@ from pydantic_ai.tools import ToolDefinition
 from typing_extensions import TypedDict
 
 import helix_dbos as hx
+from tests.conftest import one_database
 from tests.support.procs import child_env, run_module
 from tests.support.provider_server import Calls, model_for, provider_server, tools_sent
 from tests.support.schema_check import assert_self_contained
@@ -144,6 +145,7 @@ def test_the_output_tool_is_pydantic_ais_and_valid_json_schema(label: str) -> No
 
 
 @pytest.mark.parametrize("wire", ["chat", "responses"])
+@one_database  # what is sent to the provider, built before the ledger is involved
 def test_the_wire_carries_the_same_output_tool_as_plain_pydantic_ai(wire: str, make_runtime: Any) -> None:
     """What the provider receives from helix is what it receives from ``agent.run`` (non-union types)."""
     answers = {"list_of_models": {"response": [{"name": "moby", "length": 18.0}]}, "int": {"response": 3},
@@ -175,6 +177,7 @@ def test_the_wire_carries_the_same_output_tool_as_plain_pydantic_ai(wire: str, m
                 assert_self_contained(tool["parameters"])
 
 
+@one_database  # what is sent to the provider, built before the ledger is involved
 def test_anthropic_gets_the_same_output_tool_as_plain_pydantic_ai(make_runtime: Any) -> None:
     """``AnthropicModel`` (streamed Messages API) with ``ToolOutput``: the tool, its schema and the
     output are pydantic-ai's, through helix as through ``agent.run``."""
@@ -192,6 +195,7 @@ def test_anthropic_gets_the_same_output_tool_as_plain_pydantic_ai(make_runtime: 
         assert_self_contained(plain["final_result"]["parameters"])
 
 
+@one_database  # the output schema TestModel is given, nothing the database keeps
 def test_every_output_type_runs_with_test_model(make_runtime: Any) -> None:
     """``TestModel`` builds its answer from the schema sent; a dangling ``$ref`` was its ``KeyError``."""
     agents = [Agent(TestModel(), output_type=t, name=f"tm_{label}") for label, t in OUTPUTS.items()]
@@ -204,6 +208,7 @@ def test_every_output_type_runs_with_test_model(make_runtime: Any) -> None:
         pydantic.TypeAdapter(expected).validate_python(result.output)
 
 
+@one_database  # the example's output types through the model, nothing the database keeps
 def test_flight_bookings_list_and_union_agents_run_with_test_model(db_url: str) -> None:
     """pydantic-ai's own ``flight_booking`` example (copied unchanged): its ``list[FlightDetails]`` and
     ``SeatPreference | Failed`` agents run under ``hx.Runtime`` with ``TestModel``, as with ``agent.run``.

@@ -27,6 +27,7 @@ from helix_dbos.errors import (
 )
 from helix_dbos.ledger.statuses import RunStatus
 from helix_dbos.runtime import Reader
+from tests.conftest import one_database
 from tests.support.familykit import Family
 from tests.scenarios import family
 
@@ -157,6 +158,7 @@ def _names(view: type[Any]) -> set[str]:
     return {f.name for f in dataclasses.fields(view)} if dataclasses.is_dataclass(view) else set(view.__annotations__)
 
 
+@one_database  # the schema derived from the views' types
 def test_the_http_schema_is_derived_from_the_views(make_runtime: Any, fam: Family) -> None:
     from helix_dbos.service import schemas
     from helix_dbos.service.app import create_app

@@ -31,7 +31,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.recovery import OUTCOME_UNKNOWN
 from helix_dbos.service import errors as service_errors
-from tests.support.procs import SETTINGS_VARS, child_env, free_port
+from tests.support.procs import SETTINGS_VARS, child_env, free_port, popen_python_m
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -122,7 +122,14 @@ def start_service(db_url: str, workdir: Path, executor: str, *, via_dbos: bool =
     for _ in range(20):  # a SIGKILLed predecessor's executor lock may take a moment to be released
         log = workdir / f"service-{uuid.uuid4().hex[:6]}.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            # `python -m helix_dbos.service` is forked from the worker's fork server (its imports paid
+            # once, the service still its own process: pid, signals, kills); what is tested here is the
+            # service, not its interpreter's start (test_refused_starts and the Ctrl-C tests start it fresh).
+            # `dbos start` is DBOS's own CLI and always starts fresh.
+            if via_dbos:
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            else:
+                proc = popen_python_m(cmd, env, stdout=out, stderr=subprocess.STDOUT)  # type: ignore[assignment]
         service = Service(proc, f"http://127.0.0.1:{port}", log)
         deadline = time.monotonic() + 180  # a ceiling, not a wait: a busy CI machine may take a minute to import
         while time.monotonic() < deadline and proc.poll() is None:

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from helix_dbos import apikeys
 from helix_dbos.ledger.engine import create_sync_engine
+from tests.conftest import one_database
 from tests.processes.test_service import ROOT, Service, expect_error, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
 from tests.support.procs import SETTINGS_VARS, child_env, free_port
 
@@ -179,6 +180,7 @@ def _up(port: int, proc: subprocess.Popen[bytes]) -> bool:
     return False
 
 
+@one_database  # a refused start, before the database is opened
 def test_refuses_to_serve_beyond_loopback_without_authentication(db_url: str, tmp_path: Path) -> None:
     env = child_env(SETTINGS_VARS)
     env.update(HELIX_DBOS_DATABASE_URL=db_url)
@@ -199,6 +201,7 @@ def test_refuses_to_serve_beyond_loopback_without_authentication(db_url: str, tm
             proc.wait(30)
 
 
+@one_database  # HTTP middleware, before any read
 def test_trusted_hosts_and_cors(db_url: str, services: Callable[..., Service]) -> None:
     closed = services()
     preflight = {"Origin": "https://ops.example.com", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
@@ -246,6 +249,7 @@ def test_the_ui_cookie_is_httponly_strict_and_only_for_a_valid_key(services: Cal
         expect_error(http.get("/sessions"), 401, "unauthenticated")
 
 
+@one_database  # the role check, before the read
 def test_executors_are_listed_for_operators_only(db_url: str, services: Callable[..., Service]) -> None:
     """GET /executors: the service's own executor with a live lease, for the operator role; another
     principal is refused 403, no key 401; a live-output stream of another owner's session is 404."""
@@ -261,6 +265,7 @@ def test_executors_are_listed_for_operators_only(db_url: str, services: Callable
     expect_error(http.get(f"/sessions/{run['session_id']}/live", params={"timeout": 1}), 401, "unauthenticated")
 
 
+@one_database  # authentication, before any read
 def test_a_bearer_and_an_api_key_that_disagree_are_refused(db_url: str, services: Callable[..., Service]) -> None:
     service = services(extra_env=KEYS_ENV)
     with service.client() as http:

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 
+from tests.conftest import one_database
 from tests.processes.test_service import Service, expect_error, read_sse, services, snapshot  # noqa: F401 (services is a fixture)
 
 BODIES: dict[str, list[Any]] = {
@@ -111,6 +112,7 @@ def test_event_cursors_beyond_32_bits_are_refused(services: Callable[..., Servic
     assert last.events == [] and last.end is not None and last.end["status"] == "suspended_client_tool"
 
 
+@one_database  # a static page of the service
 def test_swagger_ui_is_served_from_the_service_itself(services: Callable[..., Service]) -> None:
     service = services()
     with service.client() as http:

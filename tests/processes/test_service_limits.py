@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import sqlalchemy as sa
 
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
+from tests.conftest import one_database
 from tests.processes.test_service import Service, expect_error, services, snapshot  # noqa: F401 (services is a fixture)
 
 MIB = 1 << 20
@@ -68,6 +69,7 @@ def _too_large(status: int, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+@one_database  # bodies are refused unread, before the database
 def test_bodies_over_the_limit_are_refused_unread_and_store_nothing(db_url: str, services: Callable[..., Service]) -> None:
     service = services()  # the defaults: a 1 MiB body
     with service.client() as http:
@@ -104,6 +106,7 @@ def test_bodies_over_the_limit_are_refused_unread_and_store_nothing(db_url: str,
         assert http.get(f"/sessions/{sid}").status_code == 200
 
 
+@one_database  # limits checked on the request, before the database
 def test_messages_and_results_over_their_limits_are_413_and_published(db_url: str, services: Callable[..., Service]) -> None:
     service = services(extra_env={"HELIX_DBOS_MAX_MESSAGE_CHARS": str(MESSAGE_CHARS), "HELIX_DBOS_MAX_RESULT_BYTES": str(RESULT_BYTES)})
     with service.client() as http:

@@ -8,6 +8,7 @@ lease (``HELIX_DBOS_TAKEOVER_AFTER``); bodies are counted by the tools in the ki
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -355,14 +356,13 @@ def test_executors_are_listed_for_the_operator(db_url: str, tmp_path: Path) -> N
     try:
         import sys
 
-        from tests.support.crashkit import ROOT
+        from tests.support.procs import run_python_m  # forked: the CLI's start is not what is tested
 
-        out = subprocess.run([sys.executable, "-m", "helix_dbos.cli", "executors", "--db", db_url, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        out = run_python_m([sys.executable, "-m", "helix_dbos.cli", "executors", "--db", db_url, "--json"], dict(os.environ), timeout=60)
         assert out.returncode == 0, out.stderr[-2000:]
         rows = {r["executor_id"]: r for r in json.loads(out.stdout)}
         assert rows["worker-b"]["status"] == "live" and rows["worker-b"]["pending_runs"] == 0
-        table = subprocess.run([sys.executable, "-m", "helix_dbos.cli", "executors", "--db", db_url], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                               env={**__import__("os").environ, "COLUMNS": "200"})
+        table = run_python_m([sys.executable, "-m", "helix_dbos.cli", "executors", "--db", db_url], {**os.environ, "COLUMNS": "200"}, timeout=60)
         assert table.returncode == 0 and "worker-b" in table.stdout and "live" in table.stdout, table.stdout
     finally:
         stop_all(kit, b)

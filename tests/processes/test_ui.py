@@ -27,6 +27,7 @@ import pytest
 
 from helix_dbos import apikeys
 from helix_dbos.recovery import OUTCOME_UNKNOWN
+from tests.conftest import one_database
 from tests.processes.test_service import ROOT, Service, read_sse, services  # noqa: F401 (services is a fixture)
 from tests.support.waiting import wait_for
 
@@ -320,6 +321,7 @@ def attacker() -> Iterator[Callable[[str], str]]:
         server.server_close()
 
 
+@one_database  # the cookie's scope, set by the HTTP layer
 def test_a_page_on_another_port_cannot_use_the_signed_in_cookie(db_url: str, services: Callable[..., Service], browser: Any, attacker: Callable[[str], str]) -> None:
     """SameSite=Strict does not stop another origin of the same site (127.0.0.1 on
     another port). Its auto-submitting forms (urlencoded and text/plain) and no-cors fetches (empty

@@ -23,6 +23,7 @@ from helix_dbos import adapters
 from helix_dbos.adapters.base import AgentSeam, DepsFactory, FrameworkAdapter, StreamingSeam, ToolPolicies
 from helix_dbos.definitions.context import RunScope
 from helix_dbos.errors import ConfigurationError
+from tests.conftest import one_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,6 +140,7 @@ def test_a_third_sdk_runs_through_the_runtime_with_one_registration_line(toy: An
     assert definition.asked[1][1] == "You run a shop. (step 1)"
 
 
+@one_database  # the retry budget lives inside one model step
 def test_the_agents_own_errors_decide_its_retries(toy: Any, make_runtime: Any) -> None:
     """``is_retryable`` is the adapter's: ToyBusy is no pydantic-ai error, and is asked again."""
     busy = ToyAgent("toy-busy", "Be brief.", ["ok"], busy_first=2)

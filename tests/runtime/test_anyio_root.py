@@ -19,6 +19,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.process import dbos_private
+from tests.conftest import one_database
 
 
 def _root_on(loop: asyncio.AbstractEventLoop) -> asyncio.Task[object]:
@@ -42,6 +43,7 @@ def test_the_private_name_the_door_sets_is_the_one_anyio_reads() -> None:
     assert "_root_task.get(None)" in inspect.getsource(_asyncio.find_root_task)
 
 
+@one_database  # the event loop's threads, not the database
 def test_sync_model_functions_share_one_worker_thread_across_runs(make_runtime: Callable[..., hx.Runtime]) -> None:
     threads: list[threading.Thread] = []  # the objects themselves: an exited thread's ident can be reused
 
@@ -57,6 +59,7 @@ def test_sync_model_functions_share_one_worker_thread_across_runs(make_runtime: 
     assert threads[0] is not threading.main_thread()
 
 
+@one_database  # the event loop's root task, not the database
 def test_the_root_is_held_while_launched_and_let_go_at_shutdown(make_runtime: Callable[..., hx.Runtime]) -> None:
     rt = make_runtime([hx.Agent("echo", FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("hi")])))])
     loop = dbos_private.background_workflow_loop()

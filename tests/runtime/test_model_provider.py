@@ -23,6 +23,7 @@ from pydantic_ai import Agent
 import helix_dbos as hx
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
+from tests.conftest import one_database
 from tests.support.procs import free_port
 from tests.support.provider_server import WIRES, Calls, Empty, Status, Text, model_for, provider_server, quick_retries
 
@@ -68,6 +69,7 @@ def _all_wires_at_once(rt: Any, server: Any, prefix: str, script: list[Any]) -> 
     return {wire: (results[wire], server.requests(wire)[before[wire]:]) for wire in WIRES}
 
 
+@one_database  # the retry budget lives inside one model step
 def test_a_steady_429_makes_the_budgets_requests_and_waits_what_retry_after_asks(make_runtime: Any) -> None:
     """3 requests in all (not 3 x the SDK's 3), each after at least the 1 s / 1.5 s the provider asked;
     the run fails ``model_rate_limited`` with the status and the last request's id."""
@@ -85,6 +87,7 @@ def test_a_steady_429_makes_the_budgets_requests_and_waits_what_retry_after_asks
             assert "after 3 requests" in result.error
 
 
+@one_database  # the retry budget lives inside one model step
 def test_the_default_budget_is_four_requests_as_the_provider_sees_them(make_runtime: Any) -> None:
     """A plain pydantic-ai agent, the runtime's defaults: under a steady 429 asking for 2 s, 4 requests
     in all (the SDK's own retries off), each at least 2 s after the one before."""
@@ -96,6 +99,7 @@ def test_the_default_budget_is_four_requests_as_the_provider_sees_them(make_runt
             assert (result.status, result.error_code) == ("failed", "model_rate_limited"), (wire, result)
 
 
+@one_database  # the retry budget lives inside one model step
 def test_a_provider_that_recovers_completes_the_step(make_runtime: Any) -> None:
     """Two 429s then a reply: the step completes on its third request, having waited as asked."""
     with provider_server() as server:
@@ -107,6 +111,7 @@ def test_a_provider_that_recovers_completes_the_step(make_runtime: Any) -> None:
             assert requests[1].at - requests[0].at >= 1.0 and requests[2].at - requests[1].at >= 0.7
 
 
+@one_database  # the retry budget lives inside one model step
 def test_a_wait_longer_than_max_retry_after_fails_now(make_runtime: Any) -> None:
     with provider_server() as server:
         retries = hx.ModelRetries(attempts=4, max_retry_after=5.0)
@@ -118,6 +123,7 @@ def test_a_wait_longer_than_max_retry_after_fails_now(make_runtime: Any) -> None
         assert time.monotonic() - started < 100
 
 
+@one_database  # the retry budget lives inside one model step
 def test_the_budget_is_the_agents_max_retries_setting(make_runtime: Any) -> None:
     """pydantic-ai's ``ModelSettings['max_retries']`` (``1 + max_retries`` requests) is the step's budget
     when the agent sets no ``ModelRetries``."""
@@ -132,6 +138,7 @@ def test_the_budget_is_the_agents_max_retries_setting(make_runtime: Any) -> None
 
 
 @pytest.mark.parametrize(("status", "code"), [(401, "model_auth_failed"), (400, "model_request_invalid")])
+@one_database  # the provider's refusal typed inside one model step
 def test_a_refusal_is_typed_and_asked_once(status: int, code: str, make_runtime: Any) -> None:
     with provider_server() as server:
         rt = make_runtime(_agents(server, f"refused{status}"))
@@ -141,6 +148,7 @@ def test_a_refusal_is_typed_and_asked_once(status: int, code: str, make_runtime:
             assert f"HTTP {status}" in result.error and f"request id {requests[0].request_id}" in result.error
 
 
+@one_database  # the provider's failure typed inside one model step
 def test_a_provider_that_is_down_is_model_unavailable(make_runtime: Any) -> None:
     port = free_port()  # nothing listens on it: connection refused
     from pydantic_ai.models.openai import OpenAIChatModel
@@ -153,6 +161,7 @@ def test_a_provider_that_is_down_is_model_unavailable(make_runtime: Any) -> None
     assert "after 2 requests" in result.error
 
 
+@one_database  # output retries inside one model step
 def test_an_empty_reply_is_retried_as_often_as_output_retries_allow(make_runtime: Any) -> None:
     """The same requests as plain ``agent.run`` on the same provider: 1 + output_retries, then a typed
     failure; ``max_steps`` (50 here) is only a ceiling."""
@@ -176,6 +185,7 @@ def test_an_empty_reply_is_retried_as_often_as_output_retries_allow(make_runtime
         assert result.error_code == "output_retries_exceeded" and len(server.requests()) - before == 2
 
 
+@one_database  # output retries inside one model step
 def test_an_invalid_output_then_a_valid_one_completes(make_runtime: Any) -> None:
     with provider_server() as server:
         rt = make_runtime(_agents(server, "fixes", output_type=Whale))
@@ -241,6 +251,7 @@ def test_the_typed_code_reaches_the_api_and_the_cli(db_url: str) -> None:
         assert [(r["error_code"], f"request id {last}" in r["error"]) for r in runs] == [("model_rate_limited", True)], runs
 
 
+@one_database  # the retry budget lives inside one model step
 def test_live_output_has_the_same_budget_inside_its_step(make_runtime: Any) -> None:
     """With ``live_output`` the request is a DBOS step (streamed): the budget runs inside it, DBOS's own
     step retries are off, so the provider sees the same requests and the run gets the same code."""
@@ -277,6 +288,7 @@ def test_a_stop_during_a_retry_wait_is_honoured_before_the_next_request(make_run
         assert time.monotonic() - asked < 20 and len(server.requests()) == 1
 
 
+@one_database  # what is sent to the provider
 def test_an_hx_agent_on_a_real_model_class_sends_pydantic_ais_output_tool(make_runtime: Any) -> None:
     """``hx.Agent`` (no pydantic-ai agent) on ``OpenAIResponsesModel``: the same ``final_result`` a plain
     ``agent.run`` sends for ``list[Whale]``, and the same retry budget."""

@@ -24,6 +24,7 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine
 from helix_dbos.adapters.pydantic_ai.agent import resolve_policy
 from helix_dbos.errors import ConfigurationError, UnsupportedFeatureError, ValidationError
+from tests.conftest import one_database
 
 
 class Booking(pydantic.BaseModel):
@@ -292,6 +293,7 @@ def test_refused_features_are_typed() -> None:
         hx.from_pydantic_ai(Agent(model, name="web", capabilities=[NativeTool(WebSearchTool())]))
 
 
+@one_database  # deps are validated before anything is stored
 def test_deps_must_be_json(make_runtime: Any) -> None:
     agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")])), name="d")
     rt = make_runtime([agent])

@@ -20,6 +20,7 @@ from pydantic_ai.models.test import TestModel
 import helix_dbos as hx
 from helix_dbos.adapters.pydantic_ai.capabilities import VERDICTS
 from helix_dbos.errors import ConfigurationError, UnsupportedFeatureError
+from tests.conftest import one_database
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "pydantic-ai.md"
 
@@ -121,6 +122,7 @@ class _SettingsSeen(FunctionModel):
         return await super().request(messages, model_settings, params)
 
 
+@one_database  # what is sent to the model
 def test_settings_capabilities_reach_every_model_request(make_runtime: Any) -> None:
     """Caching, Thinking and Citations: their settings are merged over the agent's, request after request."""
     from pydantic_ai.capabilities import Caching, Citations, Thinking

@@ -18,6 +18,7 @@ import pytest
 from helix_dbos import settings
 from helix_dbos.errors import ConfigurationError
 from helix_dbos.settings import EnvSettings, from_environ, variables
+from tests.conftest import one_database
 
 ROOT = Path(__file__).resolve().parents[2]
 VAR = r"(?:HELIX_DBOS|DBOS_)_[A-Z0-9_]+"
@@ -163,6 +164,7 @@ def test_values_parse_and_unset_or_empty_is_the_default() -> None:
     assert from_environ({}) == EnvSettings()
 
 
+@one_database  # the setting is refused before the database is opened
 def test_a_bad_value_refuses_the_launch_typed(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``HELIX_DBOS_LEASE_RENEW=abc`` refuses the runtime before anything is launched, naming the
     variable; the same runtime launches once the value is fixed (nothing half-launched was left)."""

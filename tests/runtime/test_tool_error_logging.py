@@ -19,6 +19,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import helix_dbos as hx
 from helix_dbos.runtime.flow import transactional
+from tests.conftest import one_database
 
 meta = sa.MetaData()
 bookings = sa.Table(
@@ -67,6 +68,7 @@ def _body_frames(exc: BaseException) -> list[str]:
     return names
 
 
+@one_database  # what is logged, not what is stored
 def test_a_tool_error_is_one_warning_line_and_its_traceback_is_at_debug(make_runtime: Any, caplog: pytest.LogCaptureFixture) -> None:
     rt = make_runtime([hx.Agent("logging_tools", model_calling(("book_slot", {"slot": "9am"}), ("book_slot", {"slot": "9am"}),
                                                                ("send_note", {"to": "ann"})), tools=[book_slot, send_note])])
@@ -95,6 +97,7 @@ def test_a_tool_error_is_one_warning_line_and_its_traceback_is_at_debug(make_run
     assert not [r for r in caplog.records if r.name == "helix_dbos" and r.levelno == logging.WARNING and r.exc_info]
 
 
+@one_database  # what is logged, not what is stored
 def test_the_runtimes_own_failure_around_a_body_keeps_its_traceback_at_error(make_runtime: Any, caplog: pytest.LogCaptureFixture,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug of ours after a transactional body (played by the crash point right after it raising

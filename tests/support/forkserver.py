@@ -52,6 +52,12 @@ PRELOAD = (
     "pydantic_ai.models.test",
     "helix_dbos",
     "helix_dbos.runtime.face.runtime",
+    # the OpenAI Agents SDK half of the recovery suites (SCENARIO_SDK=openai_agents): importing openai
+    # and agents cost each such app about 0.7x the CPU of all the above (2.2 s beside 2.9 s at load);
+    # neither reads the environment nor starts a thread at import (tracing reads its switch at first use)
+    "openai",
+    "agents",
+    "helix_dbos.adapters.openai_agents.agent",
     "tests.scenarios.effects",
 )
 ENABLED = os.environ.get("HELIX_DBOS_TEST_FORKSERVER", "1") != "0"
@@ -62,6 +68,23 @@ def _python_vars(env: Mapping[str, str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------- server
+
+
+def _fresh_stdio() -> None:
+    """``sys.stdin``/``stdout``/``stderr`` made again over fds 0-2, as a new interpreter makes them.
+    The server's were made over its own stdio (its stderr over /dev/null, which is seekable), and a
+    stream keeps what it learnt of its file: ``reconfigure()`` on a child's stderr pipe failed with
+    ESPIPE (the CLI reconfigures its streams at every command's start)."""
+    import io
+
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        old = getattr(sys, f"__{name}__")
+        raw: Any = open(fd, "rb" if fd == 0 else "wb", buffering=0 if (fd and unbuffered) else -1, closefd=False)  # noqa: SIM115 (the process's own, never closed)
+        stream = io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, line_buffering=fd == 2 or (fd == 1 and raw.isatty()),
+                                  write_through=bool(fd) and unbuffered)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 def _run_child(request: dict[str, Any], fds: list[int]) -> None:
@@ -81,6 +104,7 @@ def _run_child(request: dict[str, Any], fds: list[int]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        _fresh_stdio()
         sys.path[0] = request["cwd"]
         sys.argv = [request["module"], *request["args"]]
         import runpy

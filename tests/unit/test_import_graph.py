@@ -11,6 +11,7 @@ hidden in a function is still a circle that decides import order) and one under 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,6 +109,17 @@ def test_the_cli_reaches_nothing_of_the_service() -> None:
 LAYERS = ("process", "floor", "flow", "face")
 
 
+def upward_edges(graph: dict[str, set[str]], layer: Callable[[str], int | None]) -> list[str]:
+    """Every edge from a module to one of a higher ``layer`` (modules of no layer are not judged)."""
+    out = []
+    for m, deps in graph.items():
+        mine = layer(m)
+        if mine is None:
+            continue
+        out += [f"{m} -> {d}" for d in sorted(deps) if (theirs := layer(d)) is not None and theirs > mine]
+    return sorted(out)
+
+
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     def layer(module: str) -> int | None:
         parts = module.split(".")
@@ -117,13 +129,7 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
             return len(LAYERS)  # the runtime package's public face (helix_dbos/runtime/__init__.py)
         return LAYERS.index(parts[2]) if parts[2] in LAYERS else None
 
-    out = []
-    for m, deps in graph.items():
-        mine = layer(m)
-        if mine is None:
-            continue
-        out += [f"{m} -> {d}" for d in sorted(deps) if (theirs := layer(d)) is not None and theirs > mine]
-    return sorted(out)
+    return upward_edges(graph, layer)
 
 
 def test_the_runtime_layers_import_only_downwards() -> None:
@@ -156,13 +162,7 @@ def package_violations(graph: dict[str, set[str]]) -> list[str]:
             return None
         return PACKAGE_LAYERS.index(parts[1])
 
-    out = []
-    for m, deps in graph.items():
-        mine = layer(m)
-        if mine is None:
-            continue
-        out += [f"{m} -> {d}" for d in sorted(deps) if (theirs := layer(d)) is not None and theirs > mine]
-    return sorted(out)
+    return upward_edges(graph, layer)
 
 
 def test_the_packages_import_only_downwards() -> None:
