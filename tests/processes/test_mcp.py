@@ -67,7 +67,7 @@ def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> 
     effects.mkdir()
     (effects / "hold").touch()  # the server holds every call in flight while this file exists
     server, where = _http_server(effects) if transport == "http" else (None, "stdio")
-    executor = f"mcp-{uuid.uuid4().hex[:8]}" if module == "mcp_app" else None
+    executor = f"mcp-{uuid.uuid4().hex[:8]}" if module != "dbos_durability_app" else None  # helix apps recover by executor id
     session = uuid.uuid4().hex
     try:
         log = open(effects / "app.stderr", "w")

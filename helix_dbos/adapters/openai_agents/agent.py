@@ -7,8 +7,10 @@ model object (``OpenAIChatCompletionsModel``, ``OpenAIResponsesModel``, any ``ag
 asked with ``get_response``, the agent's function tools' own ``on_invoke_tool`` is each body, its
 instructions (static or a function of the run context) are rendered per request with
 ``get_system_prompt``, ``is_enabled`` is honoured through ``get_all_tools``, ``needs_approval`` gates
-a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. What the runtime cannot
-honour is refused when the agent is read (``features.py``).
+a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. ``mcp_servers`` are
+listed by the SDK too, through the adapter's own connections to them (``mcp.py``), and their tools
+are function tools like the others. What the runtime cannot honour is refused when the agent is
+read (``features.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ...definitions.agents import FINISH_TOOL, Agent, SubAgent, SubAgentInput
 from ...definitions.context import RunScope, ToolContext
 from ...definitions.model_retries import ModelRetries
 from ...definitions.run_deps import RunDeps
+from ...definitions.tools import Tool
 from ...errors import ConfigurationError, UnsupportedFeatureError
 from . import features, messages
 from .tools import SdkTool, read_tool
@@ -57,7 +60,11 @@ class OpenAIAgentsAgent(Agent):
     tool_timeout: float | None = None
     _deps: RunDeps = field(default_factory=RunDeps, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
+    #: the agent whose tools are listed: ``source`` itself, or (with ``mcp_servers``) a clone of it
+    #: whose servers are ``mcp.LinkedServer``s, connected by the adapter wherever the step runs
+    lister: Any = None
     _read: dict[int, tuple[Any, SdkTool]] = field(default_factory=dict, init=False, repr=False)
+    _listed: bool = field(default=False, init=False, repr=False)
 
     def uses_scope(self) -> bool:
         return True
@@ -90,14 +97,17 @@ class OpenAIAgentsAgent(Agent):
     # --- hooks the runtime calls ------------------------------------------------------------------
 
     def read_tools(self, listed: list[Any]) -> list[SdkTool]:
-        """The SDK's tools as ``SdkTool``s; each object is read once (its quiet copy kept)."""
+        """The SDK's tools as ``SdkTool``s; each object is read once (its quiet copy kept) while it
+        is listed (an MCP server's tools are new objects at each listing: only this listing's are kept)."""
         out: list[SdkTool] = []
+        read: dict[int, tuple[Any, SdkTool]] = {}
         for tool in listed:
             kept = self._read.get(id(tool))
             if kept is None or kept[0] is not tool:
                 kept = (tool, read_tool(tool, self, self.name, self.tool_policies.get(getattr(tool, "name", "")), self.tool_timeout))
-                self._read[id(tool)] = kept
+            read[id(tool)] = kept
             out.append(kept[1])
+        self._read = read
         names = [t.name for t in out] + [s.tool_name for s in self.sub_agents]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -108,15 +118,44 @@ class OpenAIAgentsAgent(Agent):
 
     async def refresh(self, scope: RunScope) -> None:
         """The agent's tools for this run, as ``get_all_tools`` lists them (``is_enabled`` asked with
-        the run's context); a listing that fails keeps the last good one."""
+        the run's context, each MCP server listed through the adapter's connection to it); a listing
+        that fails keeps the last good one, and so does each MCP server (``mcp.LinkedServer``)."""
         self._remember(scope)
         rcw = await self.wrapper(scope)
         try:
-            listed = await home.at_home(scope.session_id, self.source.get_all_tools(rcw))
+            listed = await home.at_home(scope.session_id, self.lister.get_all_tools(rcw))
         except Exception as exc:  # noqa: BLE001 keep the last good listing; say why in the log
             log.warning("agent %r: its tools could not be listed: %s", self.name, exc)
             return
         self.tools = list(self.read_tools(listed))
+        self._listed = True
+
+    async def catalog(self) -> tuple[list[Tool], list[dict[str, str]]]:
+        """Every tool with its policy, and the MCP servers that could not list theirs (with why).
+
+        A run's listing, when this process has one, is the one shown; else the agent is listed now
+        with a context of no run (``context`` is ``None``: an ``is_enabled`` that needs a run's
+        context shows the agent's tools unlisted, with why). An MCP server is connected once and
+        kept, so a read does not start it again; one that failed is asked again at the next read."""
+        from .mcp import LinkedServer
+
+        if self.lister is self.source:  # no MCP server: the tools as read are the catalog
+            return list(self.tools), []
+        unlisted: list[dict[str, str]] = []
+        if not self._listed:
+            from agents import RunContextWrapper
+
+            try:
+                listed = await self.lister.get_all_tools(RunContextWrapper(context=None))
+                tools = self.read_tools(listed)
+            except Exception as exc:  # noqa: BLE001 shown to the operator as "could not be listed", with why
+                return list(self.tools), [{"toolset": f"agent {self.name!r}", "error": f"{type(exc).__name__}: {exc}"}]
+            if not self._listed:  # a run listed meanwhile: its listing is the one kept
+                self.tools = list(tools)
+        for server in self.lister.mcp_servers:
+            if isinstance(server, LinkedServer) and server.listed is None and server.error is not None:
+                unlisted.append({"toolset": server.name, "error": server.error})
+        return list(self.tools), unlisted
 
     async def instructions_for(self, scope: RunScope) -> str | None:
         """``instructions`` as the SDK renders them: a string, or the function called with the run's
@@ -253,6 +292,16 @@ def _output_schema(declared: Any, name: str) -> tuple[Any, Any]:
     return AgentOutputSchema(declared), declared
 
 
+def mcp_lister(agent: Any) -> Any:
+    """The agent whose tools a run lists: with ``mcp_servers``, a clone whose servers are the
+    adapter's links to the app's (the app's agent and servers are left as they are)."""
+    if not agent.mcp_servers:
+        return agent
+    from .mcp import LinkedServer
+
+    return agent.clone(mcp_servers=[LinkedServer(server) for server in agent.mcp_servers])
+
+
 def _model_of(agent: Any, name: str, provider: Any) -> Any:
     from agents.models.interface import Model
 
@@ -310,8 +359,9 @@ def from_openai_agents(
         tool_timeout=tool_timeout,
     )
     made.sdk_model = made.model
+    made.lister = mcp_lister(agent)
     unknown = set(made.tool_policies) - {getattr(t, "name", None) for t in agent.tools}
-    if unknown:
+    if unknown and not agent.mcp_servers:  # an MCP server's tools are named when it is listed, in a run
         raise ConfigurationError(f"agent {agent_name!r}: tool_policies name tools it does not have: {sorted(unknown)}")
     made.tools = list(made.read_tools(list(agent.tools)))
     return made
