@@ -41,15 +41,16 @@ def _bodies(effects: Path) -> Counter[str]:
     return Counter(json.loads(line)["tool"] for line in path.read_text().splitlines() if line.strip())
 
 
-def _http_server(effects: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _http_server(effects: Path, transport: str = "http") -> tuple[subprocess.Popen[bytes], str]:
+    """The scenario server over streamable HTTP (``http``) or SSE (``sse``) on loopback, and its URL."""
     port = free_port()
     log = open(effects / "server.stderr", "wb")
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--effects", str(effects), "http", "--port", str(port)], stdout=log, stderr=log)
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--effects", str(effects), transport, "--port", str(port)], stdout=log, stderr=log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, f"http://127.0.0.1:{port}/mcp"
+                return proc, f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
         except OSError:
             time.sleep(0.05)
     proc.kill()

@@ -6,6 +6,7 @@ sends one), plus a tool that never answers and one that kills the server mid-cal
 
     python tests/scenarios/mcp_server.py --effects DIR stdio
     python tests/scenarios/mcp_server.py --effects DIR http --port N     # streamable HTTP on 127.0.0.1
+    python tests/scenarios/mcp_server.py --effects DIR sse --port N      # SSE (/sse) on 127.0.0.1
 """
 
 from __future__ import annotations
@@ -80,13 +81,15 @@ def main() -> None:
     global EFFECTS
     p = argparse.ArgumentParser()
     p.add_argument("--effects", required=True)
-    p.add_argument("transport", choices=["stdio", "http"])
+    p.add_argument("transport", choices=["stdio", "http", "sse"])
     p.add_argument("--port", type=int, default=0)
     args = p.parse_args()
     EFFECTS = Path(args.effects)
     EFFECTS.mkdir(parents=True, exist_ok=True)
     if args.transport == "stdio":
         server.run("stdio")
+    elif args.transport == "sse":
+        server.run("sse", host="127.0.0.1", port=args.port)
     else:
         server.run("streamable-http", host="127.0.0.1", port=args.port)
 

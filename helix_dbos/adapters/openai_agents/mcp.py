@@ -12,7 +12,8 @@ calls its tools, and keeps the connection for the next steps:
   task per server opens it (``connect``) and closes it (``cleanup``) in the same task;
 * a server that fails under a listing or a call is closed, and opened again by the next one (a
   stdio server that died is started again; its calls in flight are answered ``ToolServerError``);
-* the connections are closed when the process exits (``atexit``), or by ``close_servers``.
+* the connections are closed when the process exits (``atexit``), or by ``close_servers``; a forked
+  child opens its own (the parent's loop thread and connections are not its).
 
 The agent lists its tools through ``LinkedServer``s standing in for the app's servers in a clone of
 its agent, so the SDK's own listing (tool filters, ``require_approval``, name prefixes, strict
@@ -26,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import logging
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -257,4 +260,19 @@ def close_servers(servers: list[MCPServer] | None = None, timeout: float = CLOSE
         log.warning("the MCP servers were not all closed within %g s", timeout, exc_info=True)
 
 
+def _forget_after_fork() -> None:
+    """A forked child has the parent's loop object but not its thread, nor its connections: it opens its own."""
+    global _guard, _loop
+    _guard = threading.Lock()
+    _loop = None
+    for link in _links.values():  # the SDK's per-connection state, as a server never connected has it
+        server: Any = link.server
+        if getattr(server, "session", None) is not None:
+            server.session = None
+            server.exit_stack = contextlib.AsyncExitStack()
+            server._cleanup_lock, server._request_lock = asyncio.Lock(), asyncio.Lock()
+    _links.clear()
+
+
 atexit.register(close_servers)
+os.register_at_fork(after_in_child=_forget_after_fork)
