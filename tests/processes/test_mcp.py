@@ -41,15 +41,16 @@ def _bodies(effects: Path) -> Counter[str]:
     return Counter(json.loads(line)["tool"] for line in path.read_text().splitlines() if line.strip())
 
 
-def _http_server(effects: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _http_server(effects: Path, transport: str = "http") -> tuple[subprocess.Popen[bytes], str]:
+    """The scenario server over streamable HTTP (``http``) or SSE (``sse``) on loopback, and its URL."""
     port = free_port()
     log = open(effects / "server.stderr", "wb")
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--effects", str(effects), "http", "--port", str(port)], stdout=log, stderr=log)
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--effects", str(effects), transport, "--port", str(port)], stdout=log, stderr=log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, f"http://127.0.0.1:{port}/mcp"
+                return proc, f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
         except OSError:
             time.sleep(0.05)
     proc.kill()
@@ -67,7 +68,7 @@ def kill_mid_calls(db_url: str, tmp_path: Path, transport: str, module: str) -> 
     effects.mkdir()
     (effects / "hold").touch()  # the server holds every call in flight while this file exists
     server, where = _http_server(effects) if transport == "http" else (None, "stdio")
-    executor = f"mcp-{uuid.uuid4().hex[:8]}" if module == "mcp_app" else None
+    executor = f"mcp-{uuid.uuid4().hex[:8]}" if module != "dbos_durability_app" else None  # helix apps recover by executor id
     session = uuid.uuid4().hex
     try:
         log = open(effects / "app.stderr", "w")

@@ -15,7 +15,7 @@ KILLS = re.compile(r"SIGKILL|\.kill\(\)|crash_at|CRASH_AT|os\._exit|\bcrash\(")
 #: apps (crashkit's Kit, the family fixture), the dbos CLI, PgBouncer, a signal sent to a process.
 SPAWNS = re.compile(
     r"Kit\(|\bfam\b|subprocess\.(run|Popen|check|call)|Popen\(|run_module|spawn_module|run_python_m|popen_python_m"
-    r"|WorkerPool|os\.kill|killed_mid_charge|PageRun\(|start_service|\bservices\b|provider_killed|PgBouncer|forkserver|dbos_cli\("
+    r"|WorkerPool|os\.kill|killed_mid_charge|kill_mid_calls|PageRun\(|start_service|\bservices\b|provider_killed|PgBouncer|forkserver|dbos_cli\("
 )
 #: How a test reaches a database or launches DBOS: the database fixtures, a Runtime, DBOS itself.
 LAUNCHES = re.compile(r"make_runtime|Runtime\(|\.launch\(|db_url|pg_url|DBOS\(|create_sync_engine\(")

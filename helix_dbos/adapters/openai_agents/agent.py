@@ -12,7 +12,8 @@ a call, and ``output_type`` is validated by the SDK's ``AgentOutputSchema``. The
 ``handoffs=`` reach are read into the same definition, one ``Member`` each, and the one answering a
 request is read from the transcript (``handoffs.py``); an ``agent.as_tool()`` tool is a remote
 sub-agent (``agent_tools.py``). What the runtime cannot honour is refused when the agent is read
-(``features.py``).
+(``features.py``). ``mcp_servers`` (of any member) are listed by the SDK too, through the adapter's own
+connections to them (``mcp.py``), and their tools are function tools like the others.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ class Member:
     handoffs: list[HandoffTool] = field(default_factory=list)
     #: its ``as_tool`` agent tools and, for the entry agent, ``from_openai_agents(sub_agents=...)``
     sub_agents: list[SubAgent] = field(default_factory=list)
+    #: the agent whose tools are listed: ``source`` itself, or (with ``mcp_servers``) a clone of it
+    #: whose servers are ``mcp.LinkedServer``s, connected by the adapter wherever the step runs
+    lister: Any = None
+
+    @property
+    def listing(self) -> Any:
+        return self.lister if self.lister is not None else self.source
 
     @property
     def model_name(self) -> str:
@@ -88,6 +96,9 @@ class OpenAIAgentsAgent(Agent):
     client_tools: list[Tool] = field(default_factory=list)
     _deps: RunDeps = field(default_factory=RunDeps, init=False, repr=False)
     _scopes: dict[str, RunScope] = field(default_factory=dict, init=False, repr=False)
+    #: the agent whose tools are listed: ``source`` itself, or (with ``mcp_servers``) a clone of it
+    #: whose servers are ``mcp.LinkedServer``s, connected by the adapter wherever the step runs
+    lister: Any = None
     _read: dict[int, tuple[Any, SdkTool]] = field(default_factory=dict, init=False, repr=False)
     #: the agents that can answer a run, by name; the entry agent (``source``) is ``members[name]``
     members: dict[str, Member] = field(default_factory=dict, repr=False)
@@ -97,6 +108,7 @@ class OpenAIAgentsAgent(Agent):
     _answering: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     #: the SDK agent whose tool a tool name is (``ToolContext.agent`` of its body)
     _tool_agents: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _listed: bool = field(default=False, init=False, repr=False)
 
     def uses_scope(self) -> bool:
         return True
@@ -128,17 +140,26 @@ class OpenAIAgentsAgent(Agent):
 
     # --- hooks the runtime calls ------------------------------------------------------------------
 
-    def read_tools(self, listed: list[Any]) -> list[SdkTool]:
-        """The SDK's tools as ``SdkTool``s; each object is read once (its quiet copy kept)."""
+    def read_tools(self, listed: list[Any], *, keep_only: bool = False) -> list[SdkTool]:
+        """The SDK's tools as ``SdkTool``s; each object is read once (its quiet copy kept) while it
+        is listed (an MCP server's tools are new objects at each listing: with ``keep_only``, a whole
+        listing of the run's agents, only this listing's are kept)."""
         out: list[SdkTool] = []
+        read: dict[int, tuple[Any, SdkTool]] = {}
         for tool in listed:
             if getattr(tool, "_is_agent_tool", False):  # a sub-agent (agent_tools.py), offered as one
                 continue
             kept = self._read.get(id(tool))
             if kept is None or kept[0] is not tool:
                 kept = (tool, read_tool(tool, self, self.name, self.tool_policies.get(getattr(tool, "name", "")), self.tool_timeout))
-                self._read[id(tool)] = kept
+            read[id(tool)] = kept
             out.append(kept[1])
+        if keep_only:  # an MCP server's tools are new objects at each listing: only this one's are kept
+            self._read = read
+        else:
+            self._read.update(read)
+            if len(self._read) > 4096:
+                self._read = read
         names = ([t.name for t in out] + [c.name for c in self.client_tools] + [s.tool_name for s in self.sub_agents]
                  + [h.name for h in self.handoff_tools()])
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -150,26 +171,65 @@ class OpenAIAgentsAgent(Agent):
 
     async def refresh(self, scope: RunScope) -> None:
         """The agent's tools for this run, as ``get_all_tools`` lists them (``is_enabled`` asked with
-        the run's context); a listing that fails keeps the last good one."""
+        the run's context, each MCP server listed through the adapter's connection to it); a listing
+        that fails keeps the last good one, and so does each MCP server (``mcp.LinkedServer``)."""
         self._remember(scope)
         rcw = await self.wrapper(scope)
         listed: list[Any] = []
         try:
-            for member in self._members():
-                found = await home.at_home(scope.session_id, member.source.get_all_tools(rcw))
-                for tool in found:
-                    if self._tool_agents.setdefault(getattr(tool, "name", ""), member.source) is not member.source:
-                        if not any(t is tool for t in listed):  # one tool object shared by two agents is one tool
-                            raise ConfigurationError(f"agent {self.name!r}: two different tools named {tool.name!r} in the agents it can hand off to")
-                        continue
-                    if not any(t is tool for t in listed):
-                        listed.append(tool)
+            listed = await self._list_all(rcw, scope.session_id)
         except ConfigurationError:
             raise
         except Exception as exc:  # noqa: BLE001 keep the last good listing; say why in the log
             log.warning("agent %r: its tools could not be listed: %s", self.name, exc)
             return
-        self.tools = [*self.read_tools(listed), *self.client_tools, *self.handoff_tools()]
+        self.tools = [*self.read_tools(listed, keep_only=True), *self.client_tools, *self.handoff_tools()]
+        self._listed = True
+
+    async def _list_all(self, rcw: Any, session_id: str | None) -> list[Any]:
+        """Every member's tools as ``get_all_tools`` lists them (MCP servers through the adapter's
+        links), each tool object once; two different tools under one name are refused."""
+        listed: list[Any] = []
+        for member in self._members():
+            asked = member.listing.get_all_tools(rcw)
+            found = await (home.at_home(session_id, asked) if session_id is not None else asked)
+            for tool in found:
+                if self._tool_agents.setdefault(getattr(tool, "name", ""), member.source) is not member.source:
+                    if not any(t is tool for t in listed):  # one tool object shared by two agents is one tool
+                        raise ConfigurationError(f"agent {self.name!r}: two different tools named {tool.name!r} in the agents it can hand off to")
+                    continue
+                if not any(t is tool for t in listed):
+                    listed.append(tool)
+        return listed
+
+    async def catalog(self) -> tuple[list[Tool], list[dict[str, str]]]:
+        """Every tool with its policy, and the MCP servers that could not list theirs (with why).
+
+        A run's listing, when this process has one, is the one shown; else the agents are listed now
+        with a context of no run (``context`` is ``None``: an ``is_enabled`` that needs a run's
+        context shows the agent's tools unlisted, with why). An MCP server is connected once and
+        kept, so a read does not start it again; one that failed is asked again at the next read."""
+        from .mcp import LinkedServer
+
+        members = self._members()
+        if all(m.listing is m.source for m in members):  # no MCP server: the tools as read are the catalog
+            return list(self.tools), []
+        unlisted: list[dict[str, str]] = []
+        if not self._listed:
+            from agents import RunContextWrapper
+
+            try:
+                tools = [*self.read_tools(await self._list_all(RunContextWrapper(context=None), None), keep_only=True),
+                         *self.client_tools, *self.handoff_tools()]
+            except Exception as exc:  # noqa: BLE001 shown to the operator as "could not be listed", with why
+                return list(self.tools), [{"toolset": f"agent {self.name!r}", "error": f"{type(exc).__name__}: {exc}"}]
+            if not self._listed:  # a run listed meanwhile: its listing is the one kept
+                self.tools = tools
+        for member in members:
+            for server in member.listing.mcp_servers:
+                if isinstance(server, LinkedServer) and server.listed is None and server.error is not None:
+                    unlisted.append({"toolset": server.name, "error": server.error})
+        return list(self.tools), unlisted
 
     def handoff_tools(self) -> list[HandoffTool]:
         """Every handoff of every agent the run can be handed to, once each."""
@@ -258,7 +318,7 @@ class OpenAIAgentsAgent(Agent):
     # --- the model request ------------------------------------------------------------------------
 
     def _members(self) -> list[Member]:
-        return list(self.members.values()) or [Member(self.name, self.source, self.sdk_model, self.sdk_settings, sub_agents=self.sub_agents)]
+        return list(self.members.values()) or [Member(self.name, self.source, self.sdk_model, self.sdk_settings, sub_agents=self.sub_agents, lister=self.lister)]
 
     async def _offered(self, member: Member, scope: RunScope) -> tuple[list[Any], list[Any]]:
         """The tools and handoffs the model is offered: the answering agent's tools (as
@@ -270,7 +330,7 @@ class OpenAIAgentsAgent(Agent):
             enabled: list[Any] = []
         else:
             rcw = await self.wrapper(scope)
-            tools = self.read_tools(await home.at_home(scope.session_id, member.source.get_all_tools(rcw)))
+            tools = self.read_tools(await home.at_home(scope.session_id, member.listing.get_all_tools(rcw)))
             enabled = [h.handoff for h in member.handoffs if await home.at_home(scope.session_id, _enabled(h.handoff, rcw, member.source))]
         offered: list[Any] = [t.listed for t in tools]
         for client in self.client_tools:
@@ -452,6 +512,16 @@ def _output_schema(declared: Any, name: str) -> tuple[Any, Any]:
     return AgentOutputSchema(declared), declared
 
 
+def mcp_lister(agent: Any) -> Any:
+    """The agent whose tools a run lists: with ``mcp_servers``, a clone whose servers are the
+    adapter's links to the app's (the app's agent and servers are left as they are)."""
+    if not agent.mcp_servers:
+        return agent
+    from .mcp import LinkedServer
+
+    return agent.clone(mcp_servers=[LinkedServer(server) for server in agent.mcp_servers])
+
+
 def _model_of(agent: Any, name: str, provider: Any) -> Any:
     from agents.models.interface import Model
 
@@ -566,7 +636,8 @@ def _read(agent: Any, agent_name: str, tool_policies: Mapping[str, Mapping[str, 
     for member_name, source in reachable.items():
         where = f"agent {member_name!r}"
         model = made.sdk_model if source is agent else _model_of(source, member_name, model_provider)
-        member = Member(member_name, source, model, source.model_settings, sub_agents=list(explicit) if source is agent else [])
+        member = Member(member_name, source, model, source.model_settings, sub_agents=list(explicit) if source is agent else [],
+                        lister=mcp_lister(source))
         member.handoffs = [_one_handoff(by_name, handoffs.read_handoff(h, made, where, made.tool_policies.get(_handoff_name(h))), h, agent_name)
                            for h in source.handoffs]
         for tool in source.tools:
@@ -574,11 +645,12 @@ def _read(agent: Any, agent_name: str, tool_policies: Mapping[str, Mapping[str, 
                 member.sub_agents.append(_agent_tool(tool, where, model_provider))
         members[member_name] = member
     made.members = members
+    made.lister = members[agent_name].listing if agent_name in members else mcp_lister(agent)
     made.sub_agents = _distinct(explicit + [s for m in members.values() for s in m.sub_agents], agent_name)
     tools = [t for m in members.values() for t in m.source.tools if not getattr(t, "_is_agent_tool", False)]
     known = {getattr(t, "name", None) for t in tools} | {h.name for m in members.values() for h in m.handoffs}
     unknown = set(made.tool_policies) - known
-    if unknown:
+    if unknown and not any(m.source.mcp_servers for m in members.values()):  # an MCP server's tools are named when it is listed, in a run
         raise ConfigurationError(f"agent {agent_name!r}: tool_policies name tools it does not have: {sorted(unknown)}")
     for client in list[Any](client_tools or []):  # from an untyped caller too
         if not isinstance(client, Tool) or not client.client:

@@ -22,8 +22,8 @@ AGENT_FIELDS: dict[str, str | None] = {
     "model_settings": None,
     "output_type": None,
     "reset_tool_choice": None,
-    "mcp_servers": "MCP servers are listed and called by the SDK's runner; this adapter does not list them yet (use a pydantic-ai agent's MCPToolset)",
-    "mcp_config": "it configures MCP servers, which this adapter does not list yet",
+    "mcp_servers": None,
+    "mcp_config": None,
     "prompt": "a Responses prompt template is resolved by OpenAI's servers, outside the transcript the ledger keeps",
     "handoffs": None,  # in the same run: the handoff a recorded call, the agent answering read from the transcript (handoffs.py)
     "input_guardrails": None,  # run before the run's first model request, recorded with its reply (guardrails.py)
@@ -59,12 +59,30 @@ def check_agent(agent: Any, name: str) -> None:
         if reason is None:
             continue
         value, default = getattr(agent, field), getattr(defaults, field)
-        if field == "mcp_config" and not agent.mcp_servers:
-            continue
         if value != default:
             raise UnsupportedFeatureError(f"agent {name!r}: {field}= is not supported: {reason}", detail={"agent": name, "feature": field})
+    for server in agent.mcp_servers:
+        check_mcp_server(server, name)
     if agent.model is None:
         raise ConfigurationError(f"agent {name!r} has no model; give Agent(model=...) (an OpenAIChatCompletionsModel, an OpenAIResponsesModel, or a name)")
     retry = agent.model_settings.retry
     if retry is not None:
         raise UnsupportedFeatureError(f"agent {name!r}: model_settings.retry is the SDK runner's; give from_openai_agents(model_retries=hx.ModelRetries(...))")
+
+
+def check_mcp_server(server: Any, agent: str) -> None:
+    """Refuse, with the reason, an MCP server setting this adapter cannot honour."""
+    from agents.mcp import MCPServer
+
+    where = f"agent {agent!r}: MCP server {getattr(server, 'name', server)!r}"
+    if not isinstance(server, MCPServer):
+        raise ConfigurationError(f"{where} is a {type(server).__name__}, not an agents.mcp.MCPServer")
+    if getattr(server, "session", None) is not None:
+        raise UnsupportedFeatureError(f"{where} is already connected: its session belongs to the app's event loop; give it unconnected "
+                                      "(helix connects it in whichever process runs the step)", detail={"agent": agent, "feature": "mcp_servers"})
+    if server.tool_input_guardrails or server.tool_output_guardrails:
+        raise UnsupportedFeatureError(f"{where}: tool guardrails run around the body in the SDK's runner, not here; check inside the server",
+                                      detail={"agent": agent, "feature": "mcp_servers"})
+    if server.custom_data_extractor is not None:
+        raise UnsupportedFeatureError(f"{where}: custom_data_extractor attaches data to the SDK's run items, which are not kept here",
+                                      detail={"agent": agent, "feature": "mcp_servers"})

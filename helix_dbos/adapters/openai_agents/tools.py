@@ -15,6 +15,11 @@ Arguments are validated when the reply is planned (and again at recovery) with t
 the SDK builds from the function (``agents.function_schema``), so a malformed call gets a retry
 prompt and never starts a body. A hand-built ``FunctionTool`` has no function to read: its
 arguments must be a JSON object, and its own ``on_invoke_tool`` validates the rest.
+
+An MCP server's tool is a ``FunctionTool`` the SDK builds when it lists the server (its body the
+SDK's ``invoke_mcp_tool``): read like any other, its arguments validated by the server, its replay
+policy from its annotations (``adapters/mcp_tools.py``), and a failure of its server (wrapped by the
+SDK in its own exception) told to the model as the typed ``ToolServerError``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import pydantic
 
 from ...definitions.context import ToolContext
 from ...definitions.tools import DEFAULT_RECONCILE_TIMEOUT, Tool
-from ...errors import ConfigurationError, ToolTimeoutError, UnsupportedFeatureError
+from ...errors import ConfigurationError, HelixError, ToolTimeoutError, UnsupportedFeatureError
+from ..mcp_tools import replay_from_annotations
 from . import policy as policies
 
 #: Without ``timeout_seconds`` on the tool or ``tool_timeout`` on the adapter, a body waits at most this.
@@ -92,8 +98,6 @@ def refuse_tool_features(tool: Any, agent: str) -> None:
         raise UnsupportedFeatureError(f"{where}: allowed_callers (programmatic tool calling) runs tools inside the model request, where no ledger row gates them")
     if tool.custom_data_extractor is not None:
         raise UnsupportedFeatureError(f"{where}: custom_data_extractor attaches data to the SDK's run items, which are not kept here")
-    if getattr(tool, "_mcp_tool_binding", None) is not None:
-        raise UnsupportedFeatureError(f"{where} is an MCP server's tool: MCP servers are not supported by this adapter yet")
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,12 @@ class SdkTool(Tool):
             return await asyncio.wait_for(self.quiet.on_invoke_tool(sdk_ctx, arguments), self.timeout)
         except TimeoutError:
             raise ToolTimeoutError(f"tool {self.name!r} gave no answer within {self.timeout:g} s") from None
+        except Exception as exc:
+            # the SDK's MCP invoker wraps what the server link raised (ToolServerError) in its own
+            # AgentsException: the model is told the typed error, as for any adapter's MCP tool
+            if isinstance(exc.__cause__, HelixError) and type(exc).__module__.startswith("agents"):
+                raise exc.__cause__ from None
+            raise
         finally:
             policies.CURRENT_CALL.reset(token)
 
@@ -156,15 +166,25 @@ def _quiet(tool: Any) -> Any:
     return quiet
 
 
+def is_mcp(tool: Any) -> bool:
+    """Whether ``tool`` is one an MCP server of the agent listed (the SDK binds it to its server)."""
+    return getattr(tool, "_mcp_tool_binding", None) is not None
+
+
 def resolve(tool: Any, override: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
     """The recovery policy of one SDK tool, and where it came from. Later sources win: the default
-    (unsafe), the SDK's ``needs_approval`` (``True`` -> approval; a function -> asked per call),
-    the tool's own ``openai_policy``, the runtime's mapping by tool name."""
+    (unsafe), the SDK's ``needs_approval`` (``True`` -> approval; a function -> asked per call; an
+    MCP server's ``require_approval`` arrives as this), an MCP tool's annotations (``readOnlyHint``
+    or ``idempotentHint`` true -> safe, as for every adapter's MCP tools), the tool's own
+    ``openai_policy``, the runtime's mapping by tool name."""
     rule = tool.needs_approval
     found: dict[str, Any] = {"replay": "unsafe", "concurrency_group": None, "sequential": False,
                              "requires_approval": rule is True, "reconcile": None, "reconcile_timeout": DEFAULT_RECONCILE_TIMEOUT,
                              "approval_rule": rule if callable(rule) else None}
     source = "needs_approval" if rule is True or callable(rule) else "default"
+    if is_mcp(tool):
+        found["replay"] = replay_from_annotations(tool.mcp_annotations)
+        source = "mcp_annotations"
     for layer, label in ((policies.declared(tool), "declared"), (policies.checked_mapping(override, tool.name), "mapping")):
         if layer:
             source = label
@@ -203,7 +223,7 @@ def read_tool(tool: Any, owner: Any, agent_name: str, override: Mapping[str, Any
         listed=tool,
         quiet=_quiet(tool),
         owner=owner,
-        params=params_model(tool),
+        params=None if is_mcp(tool) else params_model(tool),  # an MCP tool's arguments are its server's to validate
         approval_rule=found["approval_rule"],
         timeout=timeout,
         policy_source=source,

@@ -42,6 +42,8 @@ from ...errors import (
     ToolTimeoutError,
     UnsupportedFeatureError,
 )
+from ..mcp_tools import looks_like_transport as _looks_like_transport
+from ..mcp_tools import replay_from_annotations
 from .capabilities import check_capabilities
 from .names import infer_agent_name
 from .outputs import read_output_type
@@ -155,9 +157,7 @@ def resolve_policy(
     source = "default" if toolset_approval is None else "approval_toolset"
     metadata = dict(tool_def.metadata or {})
     if origin == "mcp":
-        notes = metadata.get("annotations") or {}
-        if notes.get("readOnlyHint") is True or notes.get("idempotentHint") is True:
-            policy["replay"] = "safe"
+        policy["replay"] = replay_from_annotations(metadata.get("annotations"))
         source = "mcp_annotations"
     own = {k: v for k, v in metadata.items() if k in POLICY_KEYS}
     for layer, label in ((own, "metadata"), (dict(override or {}), "mapping")):
@@ -469,27 +469,6 @@ class PydanticAgent(Agent):
             if tool.origin == "mcp" and _looks_like_transport(exc):
                 raise ToolServerError(f"tool {tool.name!r}: its MCP server is unavailable ({type(exc).__name__}: {exc})") from exc
             raise
-
-
-def _looks_like_transport(exc: BaseException) -> bool:
-    names = {type(e).__name__ for e in _chain(exc)}
-    return bool(names & {"ClosedResourceError", "BrokenResourceError", "EndOfStream", "ConnectError", "ReadError",
-                         "RemoteProtocolError", "McpError", "MCPError", "ConnectionError", "ConnectionRefusedError",
-                         "RuntimeError", "ExceptionGroup", "BaseExceptionGroup", "ToolError", "ClientError"}) and not (
-        names & {"ModelRetry", "ToolFailed"}
-    )
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    stack = [exc]
-    while stack and len(seen) < 20:
-        e = stack.pop()
-        seen.append(e)
-        stack.extend(getattr(e, "exceptions", ()) or ())
-        if e.__cause__ is not None:
-            stack.append(e.__cause__)
-    return seen
 
 
 def _never(*_: Any, **__: Any) -> Any:  # pragma: no cover - ToolsetTool.invoke never calls execute
