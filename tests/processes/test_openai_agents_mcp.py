@@ -17,7 +17,7 @@ pytest.importorskip("agents")
 from tests.processes.test_mcp import _http_server, kill_mid_calls
 from tests.support.crashkit import transcript_problems
 from tests.support.effects import read_effects
-from tests.support.waiting import wait_for
+from tests.support.procs import child_env, run_module
 
 
 @pytest.mark.kills
@@ -82,61 +82,18 @@ def test_an_sse_servers_tools_run_through_the_ledger(make_runtime: Any, tmp_path
 def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
     """A process forked after the adapter connected a stdio server (a worker pool's fork) lists the
     server over a connection of its own, started in the child, rather than hang on the parent's loop
-    thread, which the child does not have."""
-    import asyncio
-    import json
-    import os
-    import signal
-    import sys
-
-    from agents import Agent
-    from agents.mcp import MCPServerStdio
-
-    import helix_dbos as hx
-    from helix_dbos.adapters.openai_agents.mcp import close_servers
-    from tests.processes.test_mcp import SERVER
-    from tests.scenarios.oai_mcp_app import Script
-
+    thread, which the child does not have. The forking process is an app of its own
+    (tests/scenarios/oai_mcp_fork_app.py): forking the pytest worker also forked whatever threads
+    the worker's earlier tests left running."""
     effects = tmp_path / "effects"
     effects.mkdir()
-    server = MCPServerStdio(params={"command": sys.executable, "args": [str(SERVER), "--effects", str(effects), "stdio"], "env": dict(os.environ)},
-                            name="inventory", client_session_timeout_seconds=120)
-    agent = hx.from_openai_agents(Agent(name="forked", model=Script(), mcp_servers=[server]))
-    try:
-        tools, unlisted = asyncio.run(agent.catalog())
-        assert {t.name for t in tools} >= {"read_stock", "delete_item"} and unlisted == []
-        report = tmp_path / "child.json"
-        pid = os.fork()
-        if pid == 0:  # the child: list again, over its own connection, and call a tool on it
-            code = 1
-            try:
-                listed, down = asyncio.run(agent.catalog())
-                answer = asyncio.run(agent.lister.mcp_servers[0].call_tool("read_stock", {"key": "f"}))
-                report.write_text(json.dumps({"tools": sorted(t.name for t in listed), "down": down, "answer": answer.content[0].text}))
-                close_servers()
-                code = 0
-            finally:
-                os._exit(code)
-        ended: list[int] = []
-
-        def reaped() -> bool:
-            got, status = os.waitpid(pid, os.WNOHANG)
-            if got:
-                ended.append(status)
-            return bool(got)
-
-        try:
-            wait_for("the forked child to list and call over its own connection", reaped)
-        finally:
-            if not ended:  # hung on the parent's loop, which has no thread in the child
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(ended[0]) == 0
-        child = json.loads(report.read_text())
-        assert {"read_stock", "delete_item"} <= set(child["tools"]) and child["down"] == [] and child["answer"] == "f: 7 in stock"
-        mine = asyncio.run(agent.lister.mcp_servers[0].call_tool("read_stock", {"key": "p"}))  # the parent's connection still serves it
-        assert mine.content[0].text == "p: 7 in stock"
-        ran = {b["key"]: b["pid"] for b in read_effects(effects, "mcp_bodies")}
-        assert set(ran) == {"f", "p"} and ran["f"] != ran["p"]  # two server processes: the child started its own
-    finally:
-        close_servers()
+    done = run_module("tests.scenarios.oai_mcp_fork_app", [str(effects)], child_env(), timeout=300)
+    assert done.code == 0 and done.result is not None, done.stderr[-3000:]
+    seen = done.result
+    assert {"read_stock", "delete_item"} <= set(seen["parent_tools"]) and seen["parent_down"] == []
+    assert seen["child_exit"] == 0, seen
+    child = seen["child"]
+    assert {"read_stock", "delete_item"} <= set(child["tools"]) and child["down"] == [] and child["answer"] == "f: 7 in stock"
+    assert seen["parent_answer"] == "p: 7 in stock"
+    ran = {b["key"]: b["pid"] for b in read_effects(effects, "mcp_bodies")}
+    assert set(ran) == {"f", "p"} and ran["f"] != ran["p"]  # two server processes: the child started its own
