@@ -115,3 +115,19 @@ def test_the_sdks_spans_are_children_of_the_runs_trace(make_runtime: Any, spans:
             assert fn.attributes["openai_agents.output"] == "sunny in Oslo" and '"Oslo"' in fn.attributes["openai_agents.input"]
             (guard,) = [s for s in sdk if s.name == "agents.guardrail short"]
             assert guard.attributes["openai_agents.triggered"] is False
+
+
+def test_a_handoff_is_a_handoff_span_in_the_runs_trace(make_runtime: Any, spans: InMemorySpanExporter) -> None:
+    """The handoff's body opens the SDK's ``handoff`` span (from the agent that asked, to the one handed
+    to) under the run's root, as the SDK's runner does when the model hands off."""
+    with provider_server() as server:
+        billing = Agent(name="billing", model=sdk_model("chat", server), instructions="You take payments.")
+        rt = make_runtime([Agent(name="triage", model=sdk_model("chat", server), handoffs=[billing])])
+        server.script(Calls([("transfer_to_billing", {})]), Text("paid"))
+        result = rt.start("triage", "pay my bill").result(timeout=120)
+        assert (result.status, result.output) == ("completed", "paid"), result
+        mine = _trace_of(spans, result.run_id)
+        by_id = {s.context.span_id: s for s in mine}
+        (handoff,) = [s for s in mine if s.name == "agents.handoff"]
+        assert (handoff.attributes["openai_agents.from_agent"], handoff.attributes["openai_agents.to_agent"]) == ("triage", "billing")
+        assert _chain(handoff, by_id)[-1] == "helix.run"

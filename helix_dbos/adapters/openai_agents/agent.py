@@ -470,8 +470,10 @@ class OpenAIAgentsAgent(Agent):
         scope = self._scopes.get(call.run_id) or RunScope(call.session_id, call.run_id)
         rcw = RunContextWrapper(context=await self.deps_for(scope))
         token = policies.CURRENT_CALL.set(call)
+        asking = self._answering.get(call.run_id, self.name)
         try:
-            await home.at_home(call.session_id, tool.handoff.on_invoke_handoff(rcw, json.dumps(raw, ensure_ascii=False)))
+            with sdk_tracing.in_sdk_trace(scope, self.name), sdk_tracing.handoff(asking, tool.target):
+                await home.at_home(call.session_id, tool.handoff.on_invoke_handoff(rcw, json.dumps(raw, ensure_ascii=False)))
         finally:
             policies.CURRENT_CALL.reset(token)
         return handoffs.answer(tool.target)

@@ -143,6 +143,15 @@ def triggered(span: Any, tripped: bool) -> None:
 
 
 @contextmanager
+def handoff(from_agent: str, to_agent: str) -> Iterator[Any]:
+    """A handoff body's ``handoff`` span, as the SDK's runner opens one when the model hands off."""
+    from agents.tracing import handoff_span
+
+    with handoff_span(from_agent=from_agent, to_agent=to_agent) as span:
+        yield span
+
+
+@contextmanager
 def function(name: str, arguments: str) -> Iterator[Any]:
     """A tool body's ``function`` span (its output set by ``output``)."""
     from agents.tracing import function_span
