@@ -19,6 +19,7 @@ locked``), so a try is bounded as before and the store's retry treats it as the 
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import sqlite3
 import threading
@@ -42,38 +43,50 @@ class Turns:
     """A first-come-first-served lock whose holder may release it from any thread.
 
     Each waiter has its own event; a release hands the turn to the oldest waiter directly, so no
-    late arrival can take it in between (SQLite's busy handler has no such order)."""
+    late arrival can take it in between (SQLite's busy handler has no such order). Each take has a
+    token, and only the token holding the turn gives it back: a connection closed behind
+    SQLAlchemy's back (``forfeit``) and then returned to the pool gives nothing twice."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._held = False
-        self._waiting: collections.deque[threading.Event] = collections.deque()
+        self._held_by: int | None = None
+        self._waiting: collections.deque[tuple[threading.Event, int]] = collections.deque()
 
-    def take(self, timeout: float) -> bool:
+    @property
+    def held(self) -> bool:
+        return self._held_by is not None
+
+    def take(self, token: int, timeout: float) -> bool:
         with self._mutex:
-            if not self._held:
-                self._held = True
+            if self._held_by is None:
+                self._held_by = token
                 return True
-            mine = threading.Event()
+            mine = (threading.Event(), token)
             self._waiting.append(mine)
-        if mine.wait(timeout):
+        if mine[0].wait(timeout):
             return True
         with self._mutex:
-            if mine.is_set():  # handed over just as the wait ended
+            if mine[0].is_set():  # handed over just as the wait ended
                 return True
             self._waiting.remove(mine)
             return False
 
-    def give(self) -> None:
+    def give(self, token: int) -> None:
         with self._mutex:
+            if self._held_by != token:  # given back already
+                return
             if self._waiting:
-                self._waiting.popleft().set()  # stays held: the next writer has it now
+                event, self._held_by = self._waiting.popleft()  # stays held: the next writer has it now
+                event.set()
             else:
-                self._held = False
+                self._held_by = None
 
 
 _by_file: dict[str, Turns] = {}
 _by_file_lock = threading.Lock()
+_tokens = itertools.count(1)
+#: the turn each DBAPI connection holds, by ``id()`` (a sqlite3 connection takes no weak reference)
+_holding: dict[int, tuple[Turns, int]] = {}
 
 
 def turns_for(path: Path) -> Turns:
@@ -89,9 +102,21 @@ def _begins_write(statement: str) -> bool:
 
 
 def _give_back(info: dict[str, Any]) -> None:
-    turns = info.pop(_HOLDS, None)
-    if turns is not None:
-        turns.give()
+    held = info.pop(_HOLDS, None)
+    if held is not None:
+        turns, token, key = held
+        if _holding.get(key, (None, None))[1] == token:
+            _holding.pop(key, None)
+        turns.give(token)
+
+
+def forfeit(dbapi_conn: Any) -> None:
+    """Give back the turn ``dbapi_conn`` holds, if any: it is being closed behind SQLAlchemy's back
+    (the shutdown abandoning a transactional body that never returned), so no commit, rollback or
+    return to the pool will say that its transaction ended."""
+    held = _holding.pop(id(dbapi_conn), None)
+    if held is not None:
+        held[0].give(held[1])
 
 
 def install(engine: sa.Engine, path: Path) -> None:
@@ -102,11 +127,13 @@ def install(engine: sa.Engine, path: Path) -> None:
         dbapi_conn = conn.connection.dbapi_connection
         if dbapi_conn is None or dbapi_conn.in_transaction or _HOLDS in conn.info or not _begins_write(statement):
             return
-        if not turns.take(TURN_TIMEOUT):
+        token = next(_tokens)
+        if not turns.take(token, TURN_TIMEOUT):
             log.info("no write turn on the SQLite file within %gs (another writer of this process holds it)", TURN_TIMEOUT)
             # what SQLite's busy handler says at its timeout: the store's retry knows it as transient
             raise sqlite3.OperationalError("database is locked")
-        conn.info[_HOLDS] = turns
+        conn.info[_HOLDS] = (turns, token, id(dbapi_conn))
+        _holding[id(dbapi_conn)] = (turns, token)
 
     def after(conn: sa.Connection, *_: Any) -> None:
         dbapi_conn = conn.connection.dbapi_connection

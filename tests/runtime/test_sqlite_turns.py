@@ -74,16 +74,16 @@ def test_every_end_of_a_transaction_gives_the_turn_back(engine: sa.Engine) -> No
     turns = _turns(engine)
 
     def free() -> bool:
-        return turns.take(0.01) and (turns.give() is None)
+        return turns.take(-1, 0.01) and (turns.give(-1) is None)
 
     with engine.connect() as conn:  # a read takes no turn
         conn.exec_driver_sql("SELECT count(*) FROM seen").all()
-        assert not turns._held
+        assert not turns.held
         conn.exec_driver_sql("WITH x AS (SELECT 1) SELECT * FROM x").all()  # looked like a write; began nothing
-        assert not turns._held
+        assert not turns.held
     with engine.begin() as conn:  # commit
         conn.exec_driver_sql("INSERT INTO seen (writer) VALUES (1)")
-        assert turns._held
+        assert turns.held
     assert free()
     with engine.connect() as conn:  # rollback
         conn.exec_driver_sql("INSERT INTO seen (writer) VALUES (2)")
@@ -102,7 +102,7 @@ def test_every_end_of_a_transaction_gives_the_turn_back(engine: sa.Engine) -> No
         conn.exec_driver_sql("INSERT INTO seen (writer) VALUES (4)")
         conn.connection.dbapi_connection.commit()  # type: ignore[union-attr]
         conn.exec_driver_sql("SELECT 1").all()  # the next statement sees no transaction: turn given back
-        assert not turns._held
+        assert not turns.held
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM seen WHERE writer IN (1, 4)").scalar_one() == 2
 
@@ -120,3 +120,24 @@ def test_a_turn_not_given_in_time_is_sqlites_own_transient_busy_error(engine: sa
         conn.exec_driver_sql("INSERT INTO seen (writer) VALUES (3)")
     with engine.connect() as conn:
         assert [w for (w,) in conn.exec_driver_sql("SELECT writer FROM seen ORDER BY n")] == [1, 3]
+
+
+def test_a_connection_closed_behind_sqlalchemys_back_gives_its_turn_once(engine: sa.Engine) -> None:
+    """The shutdown closes a stuck transactional body's DBAPI connection itself (no commit or
+    rollback follows): ``forfeit`` hands its turn on, and the pool's later return of that
+    connection gives back nothing that is now another writer's."""
+    turns = _turns(engine)
+    stuck = engine.connect()
+    stuck.exec_driver_sql("INSERT INTO seen (writer) VALUES (1)")
+    raw = stuck.connection.dbapi_connection
+    sqlite_turns.forfeit(raw)
+    raw.close()  # type: ignore[union-attr]
+    other = engine.connect()
+    other.exec_driver_sql("INSERT INTO seen (writer) VALUES (2)")  # its turn at once, not after the 30 s timeout
+    assert turns.held
+    stuck.invalidate()  # the pool learns the connection is gone: its stale turn gives nothing
+    assert turns.held and not turns.take(-1, 0.01)
+    other.commit()
+    other.close()
+    assert turns.take(-1, 0.01)
+    turns.give(-1)

@@ -126,7 +126,7 @@ def in_sdk_trace(scope: RunScope, agent_name: str) -> Iterator[None]:
         yield
         return
     trace_id = "trace_" + hashlib.sha256(scope.run_id.encode()).hexdigest()[:32]
-    with trace(agent_name, trace_id=trace_id, group_id=scope.session_id, metadata={"helix.run_id": scope.run_id}), agent_span(name=agent_name):
+    with trace(agent_name, trace_id=trace_id, group_id=scope.session_id, metadata={"run_id": scope.run_id}), agent_span(name=agent_name):
         yield
 
 

@@ -40,7 +40,7 @@ import sqlalchemy as sa
 
 from ...definitions import Tool, ToolContext
 from ...errors import TransactionEscapedError
-from ...ledger import attempts, body_guard, body_lock, tx_marks
+from ...ledger import attempts, body_guard, body_lock, sqlite_turns, tx_marks
 from ...ledger import calls as call_rows
 from ...ledger.engine import unbounded_waits, without_sql
 from ...recovery.texts import TRANSACTION_ESCAPED
@@ -100,6 +100,7 @@ def abandon_open() -> int:
     for dbapi_conn in conns:
         if dbapi_conn is None:  # Postgres
             continue
+        sqlite_turns.forfeit(dbapi_conn)  # its writer's turn goes to the next writer (no commit will say it ended)
         with contextlib.suppress(Exception):  # already closed, or closing under a body: either way it rolled back
             dbapi_conn.close()
     return len(conns)
