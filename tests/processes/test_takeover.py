@@ -402,7 +402,9 @@ def test_a_killed_workers_remote_child_and_companion_turn_are_taken_over(db_url:
         killed = time.monotonic()
         fam.release("tides")
         fam.release("one")
-        results = [json.loads(p.communicate(timeout=LEASE + BOUND + 30)[0].strip().splitlines()[-1]) for p in parents]
+        said = [p.communicate(timeout=LEASE + BOUND + 30) for p in parents]
+        assert all(out.strip() for out, _ in said), [(p.returncode, err[-3000:]) for p, (out, err) in zip(parents, said, strict=True) if not out.strip()]
+        results = [json.loads(out.strip().splitlines()[-1]) for out, _ in said]
         assert time.monotonic() - killed < LEASE + BOUND
     finally:
         (fam.effects / "stop_worker").touch()
