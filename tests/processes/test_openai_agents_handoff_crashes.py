@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.effects import read_effects
-from tests.support.procs import Outcome, child_env, run_module, spawn_module
+from tests.processes.test_model_over_http_crashes import App
+from tests.runtime.test_openai_agents_handoffs import instructions_of, told
 from tests.support.provider_server import Calls, Text, provider_server
 from tests.support.waiting import wait_for
 
@@ -27,16 +27,6 @@ from tests.support.waiting import wait_for
 def kill(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
-
-
-def instructions_of(entry: Any) -> str | None:
-    first = entry.body["messages"][0]
-    return first["content"] if first["role"] == "system" else None
-
-
-def told(entry: Any) -> dict[str, str]:
-    names = {c["id"]: c["function"]["name"] for m in entry.body["messages"] for c in m.get("tool_calls") or []}
-    return {names[m["tool_call_id"]]: m["content"] for m in entry.body["messages"] if m.get("role") == "tool"}
 
 
 def scripted(entry: Any) -> Any:
@@ -49,38 +39,10 @@ def scripted(entry: Any) -> Any:
     return Text("done: " + json.loads(answers["charge"])["status"]) if "charge" in answers else Calls([("charge", {"card": "c1", "amount": 5})])
 
 
-class App:
-    """``handoff_app`` for one session: started (to be killed) and woken (recovery), same executor id."""
-
-    def __init__(self, db_url: str, tmp_path: Path, provider_root: str, shape: str) -> None:
-        self.effects = tmp_path / "effects"
-        self.effects.mkdir(exist_ok=True)
-        self.args = ["--db", db_url, "--effects", str(self.effects), "--provider", provider_root, "--wire", "chat",
-                     "--executor", f"handoff-{uuid.uuid4().hex[:8]}", "--shape", shape]
-        self.session = uuid.uuid4().hex
-        self.tmp_path = tmp_path
-
-    def spawn(self) -> subprocess.Popen[str]:
-        log = open(self.tmp_path / f"app-{uuid.uuid4().hex[:6]}.stderr", "w")  # noqa: SIM115 - the child writes it after this returns
-        return spawn_module("tests.scenarios.handoff_app", [*self.args, "start", "--session", self.session], child_env(), stderr=log)
-
-    def wake(self) -> Outcome:
-        out = run_module("tests.scenarios.handoff_app", [*self.args, "wake", "--session", self.session], child_env(), timeout=240)
-        assert out.code == 0 and out.result is not None, out.stderr[-3000:]
-        return out
-
-    def bodies(self) -> Counter[str]:
-        return Counter(line["tool"] for line in read_effects(self.effects, "bodies"))
-
-    def alive(self, proc: subprocess.Popen[str]) -> bool:
-        assert proc.poll() is None, f"the app ended (exit {proc.returncode}) before the moment of the kill"
-        return True
-
-
 def killed_mid_charge(db_url: str, tmp_path: Path, shape: str) -> tuple[App, dict[str, Any], list[Any]]:
     with provider_server() as server:
         server.always(scripted)
-        app = App(db_url, tmp_path, server.root, shape)
+        app = App(db_url, tmp_path, server.root, "chat", module="handoff_app", extra=("--executor", f"handoff-{uuid.uuid4().hex[:8]}", "--shape", shape))
         (app.effects / "hold_charge").touch()
         proc = app.spawn()
         wait_for("charge's body to start", lambda: app.alive(proc) and app.bodies()["charge"] == 1)

@@ -9,7 +9,6 @@ under the run's trace; the SDK's default processor (export to OpenAI's backend) 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,28 +22,13 @@ from agents import (  # noqa: E402
     input_guardrail,
     output_guardrail,
 )
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import helix_dbos as hx  # noqa: E402
 from helix_dbos.runtime.process.tracing import root_span_id_of, trace_id_of  # noqa: E402
 from tests.runtime.test_openai_agents import SDK_WIRES, sdk_model  # noqa: E402
+from tests.runtime.test_tracing import spans  # noqa: E402, F401  (the fixture)
 from tests.support.provider_server import Calls, Text, provider_server  # noqa: E402
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, sdk_trace.TracerProvider):
-        provider = sdk_trace.TracerProvider()
-        trace.set_tracer_provider(provider)
-        provider = trace.get_tracer_provider()
-    exporter = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(exporter)
-    provider.add_span_processor(processor)  # type: ignore[attr-defined]
-    yield exporter
-    processor.shutdown()
 
 
 @input_guardrail
@@ -64,7 +48,7 @@ def weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-def _trace_of(spans: InMemorySpanExporter, run_id: str) -> list[Any]:
+def _trace_of(spans: InMemorySpanExporter, run_id: str) -> list[Any]:  # noqa: F811
     """The run's trace once its root arrived (it ends when the workflow returns)."""
     deadline = time.monotonic() + 30
     while True:
@@ -83,7 +67,7 @@ def _chain(span: Any, by_id: dict[int, Any]) -> list[str]:
     return out
 
 
-def test_the_sdks_spans_are_children_of_the_runs_trace(make_runtime: Any, spans: InMemorySpanExporter) -> None:
+def test_the_sdks_spans_are_children_of_the_runs_trace(make_runtime: Any, spans: InMemorySpanExporter) -> None:  # noqa: F811
     from agents.tracing import get_trace_provider
     from agents.tracing.processors import default_processor
 
@@ -117,7 +101,7 @@ def test_the_sdks_spans_are_children_of_the_runs_trace(make_runtime: Any, spans:
             assert guard.attributes["openai_agents.triggered"] is False
 
 
-def test_a_handoff_is_a_handoff_span_in_the_runs_trace(make_runtime: Any, spans: InMemorySpanExporter) -> None:
+def test_a_handoff_is_a_handoff_span_in_the_runs_trace(make_runtime: Any, spans: InMemorySpanExporter) -> None:  # noqa: F811
     """The handoff's body opens the SDK's ``handoff`` span (from the agent that asked, to the one handed
     to) under the run's root, as the SDK's runner does when the model hands off."""
     with provider_server() as server:
