@@ -123,6 +123,8 @@ def open_run(conn: sa.Connection, request: EntryRequest, admission: Admission) -
     """
     req, agents = request, admission.agents
     session_id = req.session_id
+    if session_id:
+        _refuse_a_running_session_unlocked(conn, session_id, req, admission)
     session = get_session(conn, session_id, for_update=True) if session_id else None
     if session is not None and req.owner is not None and session["owner"] != req.owner:
         raise SessionNotFoundError(f"no session {session_id!r}")
@@ -178,6 +180,30 @@ def open_run(conn: sa.Connection, request: EntryRequest, admission: Admission) -
     if not opened:
         raise AgentAlreadyRunningError(f"session {session_id!r} was claimed by a concurrent entry")
     return OpenedRun(req.run_id, session_id, entry, agent_name, session["owner"], waits)
+
+
+def _refuse_a_running_session_unlocked(conn: sa.Connection, session_id: str, req: EntryRequest, admission: Admission) -> None:
+    """Refuse an entry into a session whose run is live and alive from a plain read, before the gate's lock.
+
+    Why: every entry takes the session's row lock (on SQLite the file's one write lock) to decide,
+    so 200 starts of one running session queued 200 write transactions behind each other, and on a
+    loaded machine the last ones waited past the store's retry window (``store_unavailable``) only
+    to be told ``session_running``. The refusal read here is the one the locked path would give at
+    this moment (the session running, its run's workflow able to finish); anything else (no session,
+    another owner, another agent, a run at rest or dead) is decided under the lock as before.
+    """
+    peek = get_session(conn, session_id)
+    if peek is None or peek["status"] not in RUN_LIVE or not peek["current_run_id"]:
+        return
+    if req.owner is not None and peek["owner"] != req.owner:
+        return
+    if req.entry == "start" and req.agent_name is not None and req.agent_name != peek["agent_name"]:
+        return
+    if peek["agent_name"] not in admission.agents:
+        return
+    previous = get_run(conn, peek["current_run_id"])
+    if previous is not None and admission.is_dead(previous, conn) is None:
+        raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": peek["current_run_id"]})
 
 
 def opened_run(conn: sa.Connection, run_id: str, queued: Callable[[str], bool]) -> OpenedRun | None:
