@@ -201,8 +201,13 @@ def _refuse_a_running_session_unlocked(conn: sa.Connection, session_id: str, req
         return
     if peek["agent_name"] not in admission.agents:
         return
-    previous = get_run(conn, peek["current_run_id"])
-    if previous is not None and admission.is_dead(previous, conn) is None:
+    row = dbos_private.workflow_row(conn, peek["current_run_id"])
+    if row is None:
+        return
+    status, owner = row
+    # alive at a glance: queued or running here; a run another executor holds, or one whose
+    # workflow ended or was cancelled, is judged under the lock (``is_dead`` probes and may write)
+    if status in ("ENQUEUED", "PENDING") and (status == "ENQUEUED" or not owner or owner == admission.executor_id):
         raise AgentAlreadyRunningError(f"session {session_id!r} already has a running run", detail={"run_id": peek["current_run_id"]})
 
 
