@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -22,16 +23,18 @@ _INSERT_ATTEMPT = t.attempts.insert()
 
 
 def start_attempt(
-    conn: sa.Connection, call: CallRow, run_id: str, executor_id: str | None, *, transactional: bool = False, token: str | None = None
+    conn: sa.Connection, call: CallRow, run_id: str, executor_id: str | None, *, transactional: bool = False, token: str | None = None,
+    at: datetime | None = None,
 ) -> int:
     """Commit a body start before the body runs: a re-executed step then knows a body may have run.
 
     For a transactional body this row is only a marker (it carries no effect: the body's writes
     commit with its result); it still counts toward the 3-body limit. A body that runs outside a
     transaction clears the call's ``transactional`` mark for good: its effect may exist alone.
+    ``at``: the start's time (now by default), for a caller that keeps the call's row as written.
     """
     attempt = int(call["attempts"]) + 1
-    ts = now()
+    ts = at or now()
     if call.get("transactional") and not transactional:
         conn.execute(t.calls.update().where(t.calls.c.dispatch_id == call["dispatch_id"]).values(transactional=False))
     # An earlier attempt still open lost its process (recovery is starting this one): close it, so

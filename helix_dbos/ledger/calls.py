@@ -96,9 +96,15 @@ def saver_of_active_step(conn: sa.Connection, session_id: str, step: int) -> str
 
 
 def insert_calls(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """A step's calls. Postgres: one multi-row INSERT (an executemany is one statement per row on
+    the server: a parse, a plan lookup and an executor start each); SQLite: the executemany."""
     if rows:
         ts = now()
-        conn.execute(t.calls.insert(), [{"created_at": ts, **r} for r in rows])
+        values = [{"created_at": ts, **r} for r in rows]
+        if conn.dialect.name == "postgresql" and len(values) > 1:
+            conn.execute(t.calls.insert().values(values))
+        else:
+            conn.execute(t.calls.insert(), values)
 
 
 def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[CallRow]:

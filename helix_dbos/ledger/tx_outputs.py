@@ -22,9 +22,12 @@ def recorded(conn: sa.Connection, workflow_id: str | None, op: str) -> sa.Row[An
     return conn.execute(_RECORDED, {"w_workflow_id": workflow_id, "w_op": op}).first()
 
 
-def record(conn: sa.Connection, workflow_id: str, op: str, output: Any) -> None:
-    """Record the output; a second execution of the same operation fails here on the primary key."""
-    conn.execute(_RECORD, {"workflow_id": workflow_id, "op": op, "output": output, "created_at": now()})
+def record(conn: sa.Connection, workflow_id: str, *outputs: tuple[str, Any]) -> None:
+    """Record each (operation, output) in one statement; a second execution of the same operation
+    fails here on the primary key."""
+    ts = now()
+    rows = [{"workflow_id": workflow_id, "op": op, "output": output, "created_at": ts} for op, output in outputs]
+    conn.execute(_RECORD if len(rows) == 1 else t.tx_outputs.insert().values(rows), rows[0] if len(rows) == 1 else None)
 
 
 def exists(conn: sa.Connection, workflow_id: str, op: str) -> bool:

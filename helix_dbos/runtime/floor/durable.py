@@ -165,16 +165,12 @@ async def tx_with_reply(
         raise RuntimeError(f"{name}: ledger transactions need a workflow and its operation counter")
     op = f"{REPLY_TX}#{ops[REPLY_TX]}"
     ops[REPLY_TX] += 1
-
-    def work(conn: sa.Connection, *a: *Ts) -> T:
-        tx_outputs.record(conn, workflow_id, op, codec.encode(reply))
-        return fn(conn, *a)
-
-    return await tx(name, work, *args, recorded_as=recorded_as)
+    return await tx(name, fn, *args, recorded_as=recorded_as, beside=(op, codec.encode(reply)))
 
 
 async def tx(
-    name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_as: type[T] | None = None, recorded_as: Callable[[T], object] | None = None
+    name: str, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, read_as: type[T] | None = None, recorded_as: Callable[[T], object] | None = None,
+    beside: tuple[str, object] | None = None,
 ) -> T:
     """An exactly-once ledger transaction of the workflow: its output commits with its work, in one
     database transaction, and a replay of the workflow returns that output instead of writing again.
@@ -198,6 +194,9 @@ async def tx(
     ``recorded_as``: what of the output is recorded, when part of it is rows the transaction wrote
     anyway (the append's calls): this execution gets the whole output, a replay the recorded part,
     and the caller reads the rest back from the ledger.
+
+    ``beside``: another operation's record (its op and encoded output) committed with this one, in
+    the same statement (``tx_with_reply``'s reply).
     """
     workflow_id = DBOS.workflow_id
     assert workflow_id is not None, "ledger transactions run in a workflow"
@@ -220,7 +219,8 @@ async def tx(
                     if done is not None:
                         return replayed(done[0])
                 out = fn(conn, *args)
-                tx_outputs.record(conn, workflow_id, op, _encoded(name, out if recorded_as is None else recorded_as(out), read_as))
+                mine = (op, _encoded(name, out if recorded_as is None else recorded_as(out), read_as))
+                tx_outputs.record(conn, workflow_id, *([beside] if beside is not None else []), mine)
         except sa.exc.IntegrityError:
             # another execution of this workflow committed this operation first: its output is the answer
             with engine.connect() as conn:

@@ -8,7 +8,7 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -19,7 +19,7 @@ from ...ledger import runs as run_rows
 from ...ledger.records import CallRow, CheckOutcome, CheckVerdict
 from ...ledger.statuses import CALL_SETTLED, CallKind, CallStatus
 from ...recovery.decide import BodyAction
-from . import fence
+from . import fence, step_memo
 from .fence import FenceHead
 from .pairing import calls_of_step, decisions, mark_proved
 from .records import CheckRecorded, ChildGate, DoneGate, GateOutcome, ReconcileGate, RecordOutcome, RunGate
@@ -74,6 +74,7 @@ def _decide(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token:
         return DoneGate(call["status"], settled_before=True)
     agent = env.agent(run["agent_name"])
     if run["stop_kind"] is not None:
+        step_memo.forget(conn)
         d = decisions(agent, env.profile, calls, "stop")[dispatch_id]  # a body that started and left no result: outcome_unknown
         assert d.status is not None
         mark_proved(conn, dispatch_id, d)
@@ -84,11 +85,17 @@ def _decide(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token:
         mark_proved(conn, dispatch_id, d)
         tool = agent.tool(call["tool_name"])
         transactional = tool is not None and tool.transactional
-        attempt = attempt_rows.start_attempt(conn, call, run_id, env.settings.executor_id, transactional=transactional, token=token)
+        at = rows.now()
+        attempt = attempt_rows.start_attempt(conn, call, run_id, env.settings.executor_id, transactional=transactional, token=token, at=at)
+        if d.action == "run" and d.decided_by is None:  # the attempt is the only change: the step's kept read stays true
+            step_memo.started(conn, dispatch_id, attempt, at, transactional=transactional)
+        else:
+            step_memo.forget(conn)
         if d.action != "run":
             events.emit(conn, call["session_id"], run_id, "recovery",
                        {"dispatch_id": dispatch_id, "action": d.action, "reason": d.reason, "decided_by": d.decided_by})
         return _goes_ahead(d.action, attempt, call, run["agent_name"], transactional)
+    step_memo.forget(conn)  # a pairing, a stop's answer or a reconcile: read the step again
     if d.action == "reconcile":
         # Ask the outside system (the body does, outside this transaction), record the verdict, gate again.
         return ReconcileGate(attempts=call["attempts"], args=call["args"], tool_name=call["tool_name"],
@@ -106,7 +113,13 @@ def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tupl
     calls of the step ``dispatch_id`` belongs to, locked, the saver and step given by the workflow (a
     delegating call's gate looks them up): ``fence.step_calls``, one read when the fence passes."""
     if where is not None:
-        return fence.step_calls(conn, run_id, where[0], where[1], "attempt gate", for_update=True)
+        key = (run_id, where[0], where[1], True)
+        kept = step_memo.recall(conn, key)
+        if kept is not None:  # a sibling's gate read the step in this transaction (``step_memo``)
+            return cast(FenceHead, kept[0]), kept[1]
+        head, calls = fence.step_calls(conn, run_id, where[0], where[1], "attempt gate", for_update=True)
+        step_memo.keep(conn, key, dict(head), calls)
+        return head, calls
     fenced = fence.check(conn, run_id, "attempt gate")
     saver = call_rows.step_of(conn, dispatch_id)
     assert saver is not None
@@ -165,6 +178,7 @@ def record(
     short path (``attempts.record_result_fenced``: the fence inside the write); one that does not, or a
     workflow that is not the run's own (a fork), takes the full one, which says why.
     """
+    step_memo.forget(conn)  # a result changes its call: a later gate of the transaction reads the step again
     if (
         tool_name is not None
         and fence.is_own_workflow(run_id)

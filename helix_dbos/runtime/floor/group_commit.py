@@ -29,6 +29,7 @@ import sqlalchemy as sa
 
 from ...errors import StoreUnavailableError
 from ...ledger import events
+from . import step_memo
 from .durable import plain_tx
 from .registry import Registry
 from .write_queue import GroupKey, GroupQueue, PendingWrite, Raised, Wrote
@@ -43,8 +44,9 @@ _Outcome = Wrote[Any] | Raised
 
 def _all(conn: sa.Connection, writes: list[PendingWrite[Any]]) -> list[Any]:
     """The group's writes in order; their events appended together at the end, one bump of the
-    session's counter for the group (``events.one_bump``) instead of one per write."""
-    with events.one_bump(conn):
+    session's counter for the group (``events.one_bump``) instead of one per write, and one read of
+    a step's calls for its gates (``step_memo``) instead of one per gate."""
+    with events.one_bump(conn), step_memo.shared(conn):
         return [w.work(conn) for w in writes]
 
 

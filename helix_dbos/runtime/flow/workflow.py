@@ -277,7 +277,7 @@ async def _drive(registry: Registry, run_id: str) -> StepOutcome:
             crash_point("before_step_commit")
             fail_point("step_commit")
             commit = tracing.traced(tracing.STEP_COMMIT_SPAN, commits.commit_without_bodies, run_id, _commit_outcome, session_id=sid, step=step_no, saved=False)
-            outcome = await _ending(e, COMMIT_TX, commit, run_id, sid, step_no, reply, planned, agent.output_type is not None)
+            outcome = await _ending(e, COMMIT_TX, commit, run_id, sid, step_no, reply, planned, agent.output_type is not None, then=(sid, step_no + 1))
             crash_point("after_step_commit")
         if not outcome.goes_on:
             return outcome
@@ -324,19 +324,28 @@ async def _model_reply(e: Env, run_id: str, sid: str, agent_name: str, step_no: 
     return await durable.record_reply(reply), True
 
 
-async def _ending(e: Env, name: str, fn: Callable[[sa.Connection, Env, str, *Ts], StepOutcome], run_id: str, *args: *Ts) -> StepOutcome:
+async def _ending(
+    e: Env, name: str, fn: Callable[[sa.Connection, Env, str, *Ts], StepOutcome], run_id: str, *args: *Ts, then: tuple[str, int] | None = None
+) -> StepOutcome:
     """A transaction that may bring the run to rest (a step commit, the stop, the failure): when it
     does, it also reads the run's result, handed to a caller waiting in this process
-    (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``)."""
-    outcome, result = await tx_and_read(name, fn, _settled_read(run_id), e, run_id, *args, read_as=StepOutcome)
-    if result is not None:
-        e.settled.put(run_id, result)
+    (``RunHandle.result``) so the wait pays no read of its own (``handoff.py``). A step commit after
+    which the run goes on to the model request of ``then`` (session, step) reads what that request
+    reads first, in the same transaction (``model_request.preread``, as the prepare does): the
+    request pays no transaction of its own for it."""
+    outcome, read = await tx_and_read(name, fn, _after_read(e, run_id, then), e, run_id, *args, read_as=StepOutcome)
+    if isinstance(read, Preread):
+        e.prereads.put(run_id, read)
+    elif read is not None:
+        e.settled.put(run_id, read)
     return outcome
 
 
-def _settled_read(run_id: str) -> Callable[[sa.Connection, StepOutcome], RunResult | None]:
-    def read(conn: sa.Connection, outcome: StepOutcome) -> RunResult | None:
-        return None if outcome.goes_on else reads.at_rest(conn, run_id)
+def _after_read(e: Env, run_id: str, then: tuple[str, int] | None) -> Callable[[sa.Connection, StepOutcome], RunResult | Preread | None]:
+    def read(conn: sa.Connection, outcome: StepOutcome) -> RunResult | Preread | None:
+        if not outcome.goes_on:
+            return reads.at_rest(conn, run_id)
+        return preread(conn, e, run_id, *then) if then is not None else None
 
     return read
 
@@ -408,7 +417,7 @@ async def _answer_saved_calls(registry: Registry, run_id: str, sid: str, ref: St
     crash_point("before_step_commit")
     fail_point("step_commit")
     commit = tracing.traced(tracing.STEP_COMMIT_SPAN, commits.commit_after_bodies, run_id, _commit_outcome, session_id=sid, step=ref.get("step"), saved=True)
-    outcome = await _ending(registry.env, COMMIT_TX, commit, run_id, sid, ref)
+    outcome = await _ending(registry.env, COMMIT_TX, commit, run_id, sid, ref, then=(sid, ref["step"] + 1))
     crash_point("after_step_commit")
     return outcome
 
