@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale-big", type=int, default=0, help="sessions of one large scale batch checked against docs/scaling.md's capacity model (0: skip)")
     p.add_argument("--scale-big-workers", type=int, default=4, help="worker processes of --scale-big")
     p.add_argument("--scale-big-shapes", default="floor,helix", help="shapes of --scale-big")
+    p.add_argument("--scale-big-concurrency", type=int, default=100, help="runs in flight per worker of --scale-big")
     p.add_argument("--pg-url", default=DEFAULT_PG_BASE, help="any database URL on the Postgres server to use")
     p.add_argument("--sqlite-dir", default=default_sqlite_dir())
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"), help="report to rewrite ('' to skip)")
@@ -200,12 +201,16 @@ def main(argv: list[str] | None = None) -> int:
             with db("postgres", "helix_bench_scale") as url:
                 results["scale"] = run_scale(url, args.scale_sessions, tuple(int(w) for w in args.scale_workers.split(",") if w.strip()),
                                              shapes=shapes, limits=args.scale_limits)
+            if args.json:  # the batches so far survive a large batch that never ends
+                with open(args.json + ".partial", "w") as f:
+                    json.dump({"results": results}, f, indent=1, default=str)
         if args.scale_big > 0:
             from bench.scale import run_big
 
             big_shapes = tuple(s.strip() for s in args.scale_big_shapes.split(",") if s.strip())
             with db("postgres", "helix_bench_scale_big") as url:
-                results.setdefault("scale", {})["big"] = run_big(url, args.scale_big, args.scale_big_workers, big_shapes)
+                results.setdefault("scale", {})["big"] = run_big(url, args.scale_big, args.scale_big_workers, big_shapes,
+                                                                 concurrency=args.scale_big_concurrency)
         _print(scale_section(results))
         lap("scale/postgres")
 

@@ -419,6 +419,7 @@ def generated(results: dict[str, Any], meta: dict[str, Any]) -> str:
         targets_section(results, meta.get("dbs", ["sqlite", "postgres"])),
         summary_section(results),
         issue25_table(results),
+        cost_targets_table(results),
         overhead_section(results, meta["n"], meta["warmup"]),
         cost_section(results),
         storage_section(results),
@@ -603,7 +604,7 @@ def big_section(big: dict[str, Any]) -> str:
             [f"steps/s (this machine: {big['cores']} cores for every process)", m["steps_per_s_this_machine"], *[b["steps_per_s"] for b in big["batches"]]],
             ["measured / predicted (this machine; the model is helix's, the floor beside it for scale)", 1.0, *[b["steps_per_s"] / m["steps_per_s_this_machine"] for b in big["batches"]]]]
     return "\n".join([
-        f"\n**{big['sessions']:,} sessions on {big['workers']} worker processes, against docs/scaling.md's capacity model**\n",
+        f"\n**{big['sessions']:,} sessions on {big['workers']} worker processes ({big.get('concurrency', '-')} runs in flight per worker), against docs/scaling.md's capacity model**\n",
         ("The model (docs/scaling.md, \"Capacity model\"): a step (6 a run) costs a worker 24 ms and Postgres 9 ms of CPU, an enqueue "
          "the front end 11.3 ms; so W workers carry W x 1000 / 24 steps a second when each has a core, and on one machine where every "
          "process shares the cores at most cores x 1000 / (24 + 9 + 11.3 / 6). Measured: steps a second over the batch's wall time, and "
@@ -643,3 +644,73 @@ def issue25_table(results: dict[str, Any]) -> str:
     if not rows:
         return ""
     return "### Scale targets\n\n" + _table(["figure", "measured"], rows, nd=2)
+
+
+#: Pools of one helix worker the scale section starts (``bench.pools.WORKER_POOLS``: API 3, ledger
+#: transactions 8, DBOS 8) plus DBOS's LISTEN connection and the executor lock's; and its front end's
+#: one API pool of 5 (``bench.scale._front_for``). docs/operations.md's formula with the bench's sizes.
+HELIX_WORKER_FOOTPRINT = 3 + 8 + 8 + 1 + 1
+HELIX_FRONT_FOOTPRINT = 5
+
+
+def _cpu_ms(b: dict[str, Any]) -> float | None:
+    """Worker + Postgres (server, exact; sampled where not read) + front end CPU per run, ms."""
+    pg = b.get("pg_cpu_server_s") or b.get("pg_cpu_sampled_s") or b.get("pg_cpu_s")
+    if pg is None:
+        return None
+    return (b["worker_cpu_s"] + pg + b["front_cpu_s"]) * 1000.0 / b["sessions"]
+
+
+def _pg_ms(b: dict[str, Any], key: str = "pg_cpu_server_s") -> float | None:
+    v = b.get(key) or (b.get("pg_cpu_sampled_s") if key == "pg_cpu_server_s" else None)
+    return None if v is None else float(v) * 1000.0 / b["sessions"]
+
+
+def cost_targets_table(results: dict[str, Any]) -> str:
+    """The scale targets on cost, each worker count's shapes side by side in one run: helix against
+    the pydantic-ai loop on bare DBOS (``bare``), Pydantic AI's DBOS agent (``peer``) and the plain
+    DBOS-steps floor; backends opened against the pools' size."""
+    rows: list[list[Any]] = []
+
+    def add(figure: str, value: float | None, shown: str, target: float | None, target_text: str) -> None:
+        met = "-" if value is None or target is None else ("yes" if value <= target else "no")
+        rows.append([figure, shown if value is not None else "-", target_text, met])
+
+    for workers, bs in sorted(results.get("scale", {}).get("batches", {}).items()):
+        by = {_shape_of(b): b for b in bs}
+        helix = by.get("helix")
+        if helix is None:
+            continue
+        n = helix["sessions"]
+        head = f"{workers} worker(s), {n:,} sessions"
+        for other, name, wall_t, cpu_t in (("bare", "pydantic-ai loop on bare DBOS", (1.2, "<= 1.2x (goal 1.0x)"), (1.2, "<= 1.2x (goal 1.0x)")),
+                                           ("peer", "Pydantic AI's DBOS agent", (1.0, "<= 1.0x"), (1.0, "<= 1.0x"))):
+            o = by.get(other)
+            if o is None:
+                continue
+            w = helix["total_s"] / o["total_s"]
+            add(f"{head}: wall, helix / {name}", w, f"{w:.2f}x ({helix['total_s']:.1f} s / {o['total_s']:.1f} s)", *wall_t)
+            hc, oc = _cpu_ms(helix), _cpu_ms(o)
+            if hc is not None and oc:
+                add(f"{head}: CPU per run (workers + Postgres + front), helix / {name}", hc / oc, f"{hc / oc:.2f}x ({hc:.1f} / {oc:.1f} ms)", *cpu_t)
+        for other, name in (("bare", "pydantic-ai loop on bare DBOS"), ("floor", "plain DBOS steps")):
+            o = by.get(other)
+            hp, op = _pg_ms(helix), _pg_ms(o) if o else None
+            if o is None or hp is None or not op:
+                continue
+            hs, os_ = _pg_ms(helix, "pg_cpu_sampled_s"), _pg_ms(o, "pg_cpu_sampled_s")
+            sampled = f"; sampled {hs / os_:.2f}x" if hs and os_ else ""
+            add(f"{head}: Postgres CPU per run (server, exact), helix / {name}", hp / op, f"{hp / op:.2f}x ({hp:.1f} / {op:.1f} ms{sampled})",
+                1.5 if other == "bare" else None, "<= 1.5x, then 1.2x" if other == "bare" else "(for scale)")
+        pools = int(workers) * HELIX_WORKER_FOOTPRINT + HELIX_FRONT_FOOTPRINT
+        opened = helix.get("backends_opened")
+        if opened is not None:
+            per_1000 = opened * 1000.0 / max(n, 1000)  # a batch under 1,000 runs: all it opened
+            add(f"{head}: helix backends opened per 1,000 runs (pools' size {pools})", per_1000, f"{per_1000:.0f} ({opened:,} in the batch)",
+                pools + 10, f"<= {pools + 10} (pools + 10)")
+        total = helix.get("peak_conns_total")
+        if total is not None:
+            add(f"{head}: helix connections held at once, most", float(total), str(total), float(pools), f"<= {pools} (pools)")
+    if not rows:
+        return ""
+    return "### Scale cost targets\n\n" + _table(["figure", "measured", "target", "met"], rows, nd=2)
