@@ -6,6 +6,7 @@ there; the statements are built once, as this runs in nearly every run transacti
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,9 +25,12 @@ def recorded(conn: sa.Connection, workflow_id: str | None, op: str) -> sa.Row[An
 
 def record(conn: sa.Connection, workflow_id: str, *outputs: tuple[str, Any]) -> None:
     """Record each (operation, output) in one statement; a second execution of the same operation
-    fails here on the primary key."""
+    fails here on the primary key. Each record's ``created_at`` is a microsecond after the one
+    before it, so the records of one statement keep the order they were written in (an operator
+    reads a workflow's records by ``created_at``)."""
     ts = now()
-    rows = [{"workflow_id": workflow_id, "op": op, "output": output, "created_at": ts} for op, output in outputs]
+    rows = [{"workflow_id": workflow_id, "op": op, "output": output, "created_at": ts + timedelta(microseconds=i)}
+            for i, (op, output) in enumerate(outputs)]
     conn.execute(_RECORD if len(rows) == 1 else t.tx_outputs.insert().values(rows), rows[0] if len(rows) == 1 else None)
 
 

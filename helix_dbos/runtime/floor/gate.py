@@ -8,7 +8,7 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -116,9 +116,9 @@ def _fenced_step(conn: sa.Connection, run_id: str, dispatch_id: str, where: tupl
         key = (run_id, where[0], where[1], True)
         kept = step_memo.recall(conn, key)
         if kept is not None:  # a sibling's gate read the step in this transaction (``step_memo``)
-            return cast(FenceHead, kept[0]), kept[1]
+            return kept
         head, calls = fence.step_calls(conn, run_id, where[0], where[1], "attempt gate", for_update=True)
-        step_memo.keep(conn, key, dict(head), calls)
+        step_memo.keep(conn, key, head, calls)
         return head, calls
     fenced = fence.check(conn, run_id, "attempt gate")
     saver = call_rows.step_of(conn, dispatch_id)

@@ -26,11 +26,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final, cast
+from typing import Final, cast
 
 import sqlalchemy as sa
 
 from ...ledger.records import CallRow
+from .fence import FenceHead
 
 #: ``Connection.info``'s key for the rows kept inside ``shared``.
 _KEY: Final = "helix_step_memo"
@@ -52,25 +53,25 @@ def shared(conn: sa.Connection) -> Iterator[None]:
         info.pop(_KEY, None)
 
 
-def _memo(conn: sa.Connection) -> dict[Key, tuple[dict[str, Any], list[CallRow]]] | None:
-    return cast("dict[Key, tuple[dict[str, Any], list[CallRow]]] | None", conn.info.get(_KEY))
+def _memo(conn: sa.Connection) -> dict[Key, tuple[FenceHead, list[CallRow]]] | None:
+    return cast("dict[Key, tuple[FenceHead, list[CallRow]]] | None", conn.info.get(_KEY))
 
 
-def recall(conn: sa.Connection, key: Key) -> tuple[dict[str, Any], list[CallRow]] | None:
+def recall(conn: sa.Connection, key: Key) -> tuple[FenceHead, list[CallRow]] | None:
     """The kept read (copies: a gate may change what it was handed), or None."""
     memo = _memo(conn)
     kept = memo.get(key) if memo is not None else None
     if kept is None:
         return None
     head, calls = kept
-    return dict(head), [cast(CallRow, dict(c)) for c in calls]
+    return cast(FenceHead, dict(head)), [cast(CallRow, dict(c)) for c in calls]
 
 
-def keep(conn: sa.Connection, key: Key, head: dict[str, Any], calls: list[CallRow]) -> None:
+def keep(conn: sa.Connection, key: Key, head: FenceHead, calls: list[CallRow]) -> None:
     """Keep a read inside ``shared`` (copies); nothing outside it."""
     memo = _memo(conn)
     if memo is not None:
-        memo[key] = (dict(head), [cast(CallRow, dict(c)) for c in calls])
+        memo[key] = (cast(FenceHead, dict(head)), [cast(CallRow, dict(c)) for c in calls])
 
 
 def started(conn: sa.Connection, dispatch_id: str, attempt: int, started_at: datetime, *, transactional: bool | None) -> None:
