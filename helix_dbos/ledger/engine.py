@@ -276,13 +276,36 @@ def _bounded_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, 
     return _bounded_connection_class().connect(*cargs, **cparams)
 
 
-def create_sync_engine(url: str, *, application_name: str | None = None, **kwargs: Any) -> sa.Engine:
+#: What every connection of a pool made with ``generic_plans`` runs once, when it opens.
+GENERIC_PLANS_SQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false)"
+
+
+def _generic_plans(dbapi_conn: Any, _record: Any) -> None:
+    """The connection's prepared statements keep one generic plan each (``create_sync_engine``'s
+    ``generic_plans``); committed, so the pool's first checkout finds no transaction open."""
+    with dbapi_conn.cursor() as cur:
+        cur.execute(GENERIC_PLANS_SQL)
+    dbapi_conn.commit()
+
+
+def create_sync_engine(url: str, *, application_name: str | None = None, generic_plans: bool = False, **kwargs: Any) -> sa.Engine:
     """A blocking engine for the entry gate, answers and reads (callers' threads, not the DBOS loop).
 
     On Postgres its pool keeps ``pool_size`` connections (default 10) and opens none beyond them
     (``max_overflow`` 0 unless the caller says otherwise): overflow connections were opened and
     closed as load came and went, thousands over a busy hour (runtime/process/pools.py). Its
-    connections say ``application_name`` in ``pg_stat_activity`` (ignored on SQLite)."""
+    connections say ``application_name`` in ``pg_stat_activity`` (ignored on SQLite).
+
+    ``generic_plans`` (Postgres, a connection straight to the server): each connection sets
+    ``plan_cache_mode = force_generic_plan`` for its session. psycopg prepares a statement once a
+    connection has run it five times; Postgres then still plans each execution anew whenever its cost
+    model guesses that a plan for these values beats the cached generic one, and for the ledger's
+    keyed statements that guess flipped back and forth under a growing ledger: at 1,000 runs in
+    flight the step's fenced reads were planned again at 2 of every 5 executions, about 2.6 ms of
+    Postgres CPU a run (docs/benchmarks.md). Every statement of the ledger finds its rows by a key,
+    so the generic plan is the plan. Not through a transaction-mode pooler: its connections prepare
+    nothing (``POOLER_CONNECT_ARGS``), and a setting of one server session would not follow the
+    client to the next."""
     if is_sqlite(url):
         engine = sa.create_engine(sync_url(url), connect_args={"check_same_thread": False}, **kwargs)
         event.listens_for(engine, "connect")(_sqlite_pragmas)
@@ -300,6 +323,8 @@ def create_sync_engine(url: str, *, application_name: str | None = None, **kwarg
         kwargs["connect_args"] = {**PG_CONNECT_ARGS, **named, **kwargs.get("connect_args", {})}
         engine = sa.create_engine(sync_url(url), **kwargs)
         event.listen(engine, "do_connect", _bounded_connect)
+        if generic_plans:
+            event.listen(engine, "connect", _generic_plans)
     return _with_schema(engine, url)
 
 

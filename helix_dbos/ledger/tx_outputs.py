@@ -31,7 +31,10 @@ def record(conn: sa.Connection, workflow_id: str, *outputs: tuple[str, Any]) -> 
     ts = now()
     rows = [{"workflow_id": workflow_id, "op": op, "output": output, "created_at": ts + timedelta(microseconds=i)}
             for i, (op, output) in enumerate(outputs)]
-    conn.execute(_RECORD if len(rows) == 1 else t.tx_outputs.insert().values(rows), rows[0] if len(rows) == 1 else None)
+    if len(rows) == 1:
+        conn.execute(_RECORD, rows[0])
+    else:
+        conn.execute(t.tx_outputs.insert().values(rows))
 
 
 def exists(conn: sa.Connection, workflow_id: str, op: str) -> bool:

@@ -114,3 +114,31 @@ def test_the_calls_read_keeps_a_generic_plan_when_the_statistics_predate_the_run
     counts = f"custom plans {plans['custom_plans']}, generic {plans['generic_plans']} over {EXECUTIONS} executions"
     assert plans["custom_plans"] <= 5, f"planned again at each execution: {counts}"
     assert plans["generic_plans"] >= EXECUTIONS - 5, counts
+
+
+def test_the_runtimes_pools_plan_each_statement_once(make_runtime: Any, db_url: str) -> None:
+    """The runtime's own pools (API and transactions) keep one generic plan per prepared statement
+    (``create_sync_engine(generic_plans=True)``): a statement psycopg has prepared is never planned
+    again for its values, whatever the cost model would guess. Without the setting Postgres plans
+    the first five executions of a prepared statement custom, and more whenever a custom plan
+    looks cheaper (the test above: the step's fenced reads at 2 of 5 executions under load)."""
+    if is_sqlite(db_url):
+        pytest.skip("SQLite has no plan cache: the statement is compiled once per connection by the driver")
+    made: list[hx.Runtime] = []
+
+    def kept(agents: list[hx.Agent]) -> hx.Runtime:
+        made.append(make_runtime(agents))
+        return made[-1]
+
+    ids = _run_with_calls(kept, db_url)
+    rt = made[0]
+    engines = {"api": rt.engine, "tx": rt._launched.runner.registry.env.tx_engine}
+    for name, engine in engines.items():
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW plan_cache_mode")).scalar() == "force_generic_plan", name
+    with engines["tx"].connect() as conn:
+        for _ in range(EXECUTIONS):  # psycopg prepares it at its sixth execution on this connection
+            assert len(fence_reads.calls_beside_fence(conn, ids["run_id"], ids["run_id"], ids["step"], fence.STATUS_OF)) == 2
+        prepared = conn.execute(sa.text("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")).mappings().all()
+    plans = next(p for p in prepared if "fenced" in p["statement"] and "helix.calls.dispatch_id" in p["statement"])
+    assert plans["custom_plans"] == 0 and plans["generic_plans"] == EXECUTIONS - 5, dict(plans)

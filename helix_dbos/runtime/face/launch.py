@@ -176,11 +176,11 @@ def _plan_connections(config: RuntimeConfig, environment: EnvSettings, shape: Sh
 def _pooled_engine(config: RuntimeConfig, environment: EnvSettings, url: str, pool: Pool, name: str) -> sa.Engine:
     """An engine of helix's own pools: through the pooler when one is set (pools.pooler_url)."""
     pooled = pools.pooler_url(config.pooler_url, environment, url)
-    target = pooled or url
-    sizes = {} if is_sqlite(target) else {"pool_size": pool.size, "max_overflow": pool.overflow}
-    if pooled is None:
-        return create_sync_engine(url, application_name=name, **sizes)
-    return create_sync_engine(pooled, application_name=name, connect_args=dict(POOLER_CONNECT_ARGS), **sizes)
+    if pooled is not None:  # Postgres only (pools.pooler_url)
+        return create_sync_engine(pooled, application_name=name, connect_args=dict(POOLER_CONNECT_ARGS), pool_size=pool.size, max_overflow=pool.overflow)
+    if is_sqlite(url):
+        return create_sync_engine(url, application_name=name)
+    return create_sync_engine(url, application_name=name, generic_plans=True, pool_size=pool.size, max_overflow=pool.overflow)
 
 
 def _abandon_open() -> None:

@@ -74,7 +74,7 @@ def keep(conn: sa.Connection, key: Key, head: FenceHead, calls: list[CallRow]) -
         memo[key] = (cast(FenceHead, dict(head)), [cast(CallRow, dict(c)) for c in calls])
 
 
-def started(conn: sa.Connection, dispatch_id: str, attempt: int, started_at: datetime, *, transactional: bool | None) -> None:
+def started(conn: sa.Connection, dispatch_id: str, attempt: int, started_at: datetime, *, transactional: bool) -> None:
     """Patch a kept call with the attempt its gate just wrote (``attempts.start_attempt``'s changes
     to the call's row): running, its attempt count, its first start; ``transactional`` cleared when
     a body runs outside a transaction."""
@@ -87,7 +87,7 @@ def started(conn: sa.Connection, dispatch_id: str, attempt: int, started_at: dat
                 c["status"] = "running"
                 c["attempts"] = attempt
                 c["started_at"] = c["started_at"] or started_at
-                if transactional is False and c.get("transactional"):
+                if not transactional and c.get("transactional"):
                     c["transactional"] = False
 
 
