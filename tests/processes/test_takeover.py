@@ -27,6 +27,12 @@ from tests.support.waiting import wait_for
 
 LEASE = 3.0
 ENV = {"HELIX_DBOS_TAKEOVER_AFTER": str(LEASE), "SCENARIO_DELAY": "3"}
+#: The frozen-worker test's lease: worker-a must still hold its lease when both its bodies have
+#: started (the freeze comes after), and on a busy machine (the suite at -n 4 on 2 cores, SQLite's
+#: one write lock shared with worker-b) a 3 s lease lapsed before they had: worker-b took the run
+#: over from a live worker-a, which exited 75 before the test could freeze it.
+FROZEN_LEASE = 8.0
+FROZEN_ENV = {**ENV, "HELIX_DBOS_TAKEOVER_AFTER": str(FROZEN_LEASE)}
 #: What a takeover may take beyond the lease: the watcher's poll (lease / 4), DBOS's re-enqueue and
 #: dequeue, the re-run safe body (3 s) and the last model step, on a loaded two-core machine.
 BOUND = 20.0
@@ -51,10 +57,10 @@ def _release_frozen(kit: Kit, a: subprocess.Popen[str], b: subprocess.Popen[str]
 q, tbl = query, helix_table
 
 
-def serve(kit: Kit, executor: str) -> subprocess.Popen[str]:
+def serve(kit: Kit, executor: str, env: dict[str, str] = ENV) -> subprocess.Popen[str]:
     """A live worker under ``executor`` that starts nothing itself: it only serves and takes over."""
     worker = Kit(kit.db_url, kit.workdir, scenario=kit.scenario, executor=executor, session=kit.session)
-    proc = worker.spawn("serve", "--seconds", "120", "--until", str(kit.workdir / "stop-servers"), extra_env=ENV)
+    proc = worker.spawn("serve", "--seconds", "120", "--until", str(kit.workdir / "stop-servers"), extra_env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("{"), f"worker {executor} did not start"
@@ -237,13 +243,13 @@ def test_a_frozen_worker_past_its_lease_is_taken_over_and_its_late_writes_refuse
     holding up the write: the attempts end ``refused`` if a write came first, ``lost`` if the
     watchdog did; both paths are asserted apart below.)"""
     kit = Kit(db_url, tmp_path, scenario="slow_pair", executor="worker-a")
-    b = serve(kit, "worker-b")
-    a = kit.spawn("start", extra_env=ENV)
+    b = serve(kit, "worker-b", FROZEN_ENV)
+    a = kit.spawn("start", extra_env=FROZEN_ENV)
     held: Any = None
     try:
         wait_bodies(kit, a, {"slow_safe", "slow_unsafe"})
         a.send_signal(signal.SIGSTOP)
-        rest = session_at_rest(db_url, kit.session, LEASE + BOUND)
+        rest = session_at_rest(db_url, kit.session, FROZEN_LEASE + BOUND)
         assert rest["run_status"] == "completed", rest
         if not is_sqlite(db_url):
             held = hold_watchdog(db_url, "worker-a")
