@@ -58,6 +58,7 @@ PRELOAD = (
     "openai",
     "agents",
     "helix_dbos.adapters.openai_agents.agent",
+    "helix_dbos.adapters.openai_agents.reading",
     "tests.scenarios.effects",
 )
 ENABLED = os.environ.get("HELIX_DBOS_TEST_FORKSERVER", "1") != "0"

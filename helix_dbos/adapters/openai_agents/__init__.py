@@ -1,7 +1,7 @@
 """Internal: the OpenAI Agents SDK adapter: an ``agents.Agent`` read, as it is, into an ``hx.Agent``.
 
 This module is the adapter's light half (the registry imports it with the runtime): it never
-imports the SDK. ``agent.py`` and the SDK load only when the runtime is handed an ``agents.Agent``
+imports the SDK. ``reading.py``, ``agent.py`` and the SDK load only when the runtime is handed an ``agents.Agent``
 (or the app calls ``from_openai_agents``). See docs/openai-agents.md.
 """
 
@@ -37,14 +37,14 @@ class OpenAIAgentsAdapter:
         return name
 
     def build(self, obj: object, *, name: str, tool_policies: ToolPolicies | None, deps_factory: DepsFactory | None) -> Agent:
-        from .agent import from_openai_agents
+        from .reading import from_openai_agents
 
         return from_openai_agents(obj, name=name, tool_policies=tool_policies, deps_factory=deps_factory)
 
 
 def from_openai_agents(agent: object, **options: Any) -> OpenAIAgentsAgent:
     """Read an ``agents.Agent`` into an ``hx.Agent`` (``agent.from_openai_agents``'s options)."""
-    from .agent import from_openai_agents as read
+    from .reading import from_openai_agents as read
 
     return read(agent, **options)
 
