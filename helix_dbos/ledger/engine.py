@@ -280,9 +280,18 @@ def _bounded_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, 
 GENERIC_PLANS_SQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false)"
 
 
+#: How many prepared statements a ``generic_plans`` connection keeps (psycopg's default is 100): every
+#: statement the runtime runs on one connection, with room to spare, so none is evicted and prepared
+#: again (each eviction is a ``DEALLOCATE`` round trip and a parse and a plan at its next use).
+PREPARED_MAX = 400
+
+
 def _generic_plans(dbapi_conn: Any, _record: Any) -> None:
-    """The connection's prepared statements keep one generic plan each (``create_sync_engine``'s
-    ``generic_plans``); committed, so the pool's first checkout finds no transaction open."""
+    """The connection prepares each statement at its first execution and keeps one generic plan for
+    it (``create_sync_engine``'s ``generic_plans``); committed, so the pool's first checkout finds no
+    transaction open."""
+    dbapi_conn.prepare_threshold = 0
+    dbapi_conn.prepared_max = PREPARED_MAX
     with dbapi_conn.cursor() as cur:
         cur.execute(GENERIC_PLANS_SQL)
     dbapi_conn.commit()
@@ -296,9 +305,12 @@ def create_sync_engine(url: str, *, application_name: str | None = None, generic
     closed as load came and went, thousands over a busy hour (runtime/process/pools.py). Its
     connections say ``application_name`` in ``pg_stat_activity`` (ignored on SQLite).
 
-    ``generic_plans`` (Postgres, a connection straight to the server): each connection sets
-    ``plan_cache_mode = force_generic_plan`` for its session. psycopg prepares a statement once a
-    connection has run it five times; Postgres then still plans each execution anew whenever its cost
+    ``generic_plans`` (Postgres, a connection straight to the server): each connection prepares a
+    statement the first time it runs it and sets ``plan_cache_mode = force_generic_plan`` for its
+    session. psycopg's default prepares a statement once a connection has run it five times, so each
+    of a pool's connections parsed and planned each statement five times before it kept it: at 1,000
+    runs on one worker that warm-up was 4.7 plans a run and 1.2 ms of planning (docs/benchmarks.md),
+    besides the parses. Postgres then still plans each execution anew whenever its cost
     model guesses that a plan for these values beats the cached generic one, and for the ledger's
     keyed statements that guess flipped back and forth under a growing ledger: at 1,000 runs in
     flight the step's fenced reads were planned again at 2 of every 5 executions, about 2.6 ms of
