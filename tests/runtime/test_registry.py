@@ -18,6 +18,7 @@ from helix_dbos.errors import ConfigurationError, ExecutorIdInUseError, RuntimeA
 from helix_dbos.runtime.process import dbos_private, executor_lock
 from helix_dbos.runtime.floor import registry as state
 from helix_dbos.runtime.process.executor_lock import ExecutorLock
+from tests.support.waiting import wait_for
 
 
 def _agent(text: str = "hi") -> hx.Agent:
@@ -59,8 +60,10 @@ def test_a_second_runtime_in_one_process_is_refused_and_the_first_keeps_its_work
         second.shutdown()  # a refused runtime's shutdown leaves the live one alone
     assert _registry_of(first) is mine
     assert dbos_private.registered_workflow("helix.run") is run_workflow
-    # the first keeps its executor id: its own registry holds the lock, and its lease row is live
-    assert mine.lock_held()
+    # the first keeps its executor id: its own registry holds the lock, and its lease row is live.
+    # ``lock_held`` is False while a confirmation is overdue (the watchdog idles after a quiet spell
+    # and is woken by the ask, as a body's ``wait_lock_held`` is): asked again until confirmed
+    wait_for("the first runtime's executor lock confirmed", mine.lock_held, timeout=60)
     lease = {e["executor_id"]: e for e in first.reader.executors()}[first.executor_id]
     assert lease["status"] == "live" and lease["released_at"] is None
     result = first.start("echo", "go").result(timeout=120)
