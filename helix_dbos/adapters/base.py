@@ -38,12 +38,13 @@ if TYPE_CHECKING:
 ToolPolicies = Mapping[str, Mapping[str, Any]]
 
 #: ``hx.Runtime(deps_factories={agent: factory})``: rebuilds an agent's per-run context object (its
-#: SDK's deps/context) from the JSON a run was started with, in whichever process runs the step.
-DepsFactory = Callable[[Any], Any]
+#: SDK's deps/context) from the JSON a run was started with, in whichever process runs the step (a
+#: coroutine function too: its result is awaited).
+DepsFactory = Callable[[Any], Any | Awaitable[Any]]
 
 #: The policy keys a tool may declare or be given (``definitions/tools.py`` reads them); shared by
 #: every adapter, so a policy means the same whatever SDK defined the tool.
-POLICY_KEYS = ("replay", "concurrency_group", "sequential", "requires_approval")
+POLICY_KEYS = frozenset({"replay", "concurrency_group", "sequential", "requires_approval"})
 
 
 @runtime_checkable

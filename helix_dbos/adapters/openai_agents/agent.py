@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +33,7 @@ from ...definitions.context import RunScope, ToolContext
 from ...definitions.run_deps import RunDeps
 from ...definitions.tools import Tool
 from ...errors import ConfigurationError
+from ..base import DepsFactory
 from . import guardrails, handoffs, messages, sdk_tracing
 from . import policy as policies
 from .handoffs import HandoffTool
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     from ...definitions.model_requests import StreamEvents
 
 log = logging.getLogger("helix_dbos")
-
-DepsFactory = Callable[[Any], Any | Awaitable[Any]]
 
 
 def _never_called(*_: Any) -> Any:  # pragma: no cover - the runtime answers these, the SDK never invokes them here

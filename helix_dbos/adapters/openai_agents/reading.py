@@ -16,8 +16,9 @@ from ...definitions.agents import SubAgent
 from ...definitions.model_retries import ModelRetries
 from ...definitions.tools import Tool
 from ...errors import ConfigurationError, UnsupportedFeatureError
+from ..base import DepsFactory
 from . import agent_tools, features, handoffs, sdk_tracing
-from .agent import DepsFactory, Member, OpenAIAgentsAgent
+from .agent import Member, OpenAIAgentsAgent
 from .handoffs import HandoffTool
 
 

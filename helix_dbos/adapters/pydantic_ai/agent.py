@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,6 +42,7 @@ from ...errors import (
     ToolTimeoutError,
     UnsupportedFeatureError,
 )
+from ..base import POLICY_KEYS, DepsFactory, ToolPolicies
 from ..mcp_tools import looks_like_transport as _looks_like_transport
 from ..mcp_tools import replay_from_annotations
 from .capabilities import check_capabilities
@@ -61,10 +62,6 @@ HELIX_KEY = "helix"
 LIST_TIMEOUT = 30.0
 #: Without ``tool_timeout`` on the agent or the adapter, a tool call waits at most this long.
 DEFAULT_TOOL_TIMEOUT = 120.0
-POLICY_KEYS = frozenset({"replay", "concurrency_group", "sequential", "requires_approval"})
-
-DepsFactory = Callable[[Any], Any | Awaitable[Any]]
-ToolPolicies = Mapping[str, Mapping[str, Any]]
 
 
 def dispatch_id(ctx: RunContext[Any]) -> str:
