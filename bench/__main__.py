@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale-sessions", type=int, default=1000, help="sessions of the scale section (front end + 1 and 2 workers, Postgres)")
     p.add_argument("--scale-workers", default="1,2", help="worker counts of the scale section's front end + workers case")
     p.add_argument("--scale-shapes", default="floor,bare,peer,helix", help="shapes of the scale section, side by side (floor, bare, peer, helix)")
+    p.add_argument("--scale-repeats", type=int, default=1,
+                   help="rounds of the scale section's bare and helix batches per worker count (the first beside every shape); the targets read their median")
     p.add_argument("--scale-limits", default=True, action=argparse.BooleanOptionalAction, help="the scale section's limits and fairness case")
     p.add_argument("--scale-big", type=int, default=0, help="sessions of one large scale batch checked against docs/scaling.md's capacity model (0: skip)")
     p.add_argument("--scale-big-workers", type=int, default=4, help="worker processes of --scale-big")
@@ -200,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.scale_sessions > 0:
             with db("postgres", "helix_bench_scale") as url:
                 results["scale"] = run_scale(url, args.scale_sessions, tuple(int(w) for w in args.scale_workers.split(",") if w.strip()),
-                                             shapes=shapes, limits=args.scale_limits)
+                                             shapes=shapes, limits=args.scale_limits, repeats=args.scale_repeats)
             if args.json:  # the batches so far survive a large batch that never ends
                 with open(args.json + ".partial", "w") as f:
                     json.dump({"results": results}, f, indent=1, default=str)

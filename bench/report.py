@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
+from collections.abc import Callable
 from typing import Any
 
 BEGIN = "<!-- bench:generated:begin (python -m bench rewrites this region) -->"
@@ -568,6 +570,9 @@ def scale_section(results: dict[str, Any]) -> str:
                     "front CPU ms/run"], cost_rows, nd=1),
             *ratio_parts,
         ]
+    repeated = repeats_section(results)
+    if repeated:
+        parts.append(repeated)
     big = scale.get("big")
     if big:
         parts.append(big_section(big))
@@ -666,6 +671,49 @@ def _pg_ms(b: dict[str, Any], key: str = "pg_cpu_server_s") -> float | None:
     return None if v is None else float(v) * 1000.0 / b["sessions"]
 
 
+def _round_ratios(rounds: list[dict[str, Any]]) -> list[tuple[str, list[float | None], float, str]]:
+    """helix / bare of each round (``--scale-repeats``): wall, CPU per run, Postgres CPU per run."""
+
+    def ratio(fn: Callable[[dict[str, Any]], float | None], rnd: dict[str, Any]) -> float | None:
+        h, b = (fn(rnd[k]) if k in rnd else None for k in ("helix", "bare"))
+        return h / b if h is not None and b else None
+
+    def wall(b: dict[str, Any]) -> float:
+        return float(b["total_s"])
+
+    return [
+        ("wall", [ratio(wall, r) for r in rounds], 1.2, "<= 1.2x (goal 1.0x)"),
+        ("CPU per run (workers + Postgres + front)", [ratio(_cpu_ms, r) for r in rounds], 1.2, "<= 1.2x (goal 1.0x)"),
+        ("Postgres CPU per run (server, exact)", [ratio(_pg_ms, r) for r in rounds], 1.5, "<= 1.5x, then 1.2x"),
+    ]
+
+
+def repeats_section(results: dict[str, Any]) -> str:
+    """Every round of ``--scale-repeats``: bare and helix a round, their ratios, and the median."""
+    parts: list[str] = []
+    for workers, rounds in sorted(results.get("scale", {}).get("repeats", {}).items()):
+        if len(rounds) < 2:
+            continue
+        rows: list[list[Any]] = []
+        for i, rnd in enumerate(rounds, 1):
+            h, b = rnd.get("helix"), rnd.get("bare")
+            if h is None or b is None:
+                continue
+            rows.append([i, f"{b['total_s']:.1f} / {h['total_s']:.1f}", f"{_cpu_ms(b) or 0:.1f} / {_cpu_ms(h) or 0:.1f}",
+                         f"{_pg_ms(b) or 0:.1f} / {_pg_ms(h) or 0:.1f}",
+                         *[f"{ratio[i - 1]:.2f}x" if ratio[i - 1] is not None else "-" for _, ratio, _, _ in _round_ratios(rounds)]])
+        medians = []
+        for _, ratio, _, _ in _round_ratios(rounds):
+            values = [r for r in ratio if r is not None]
+            medians.append(f"**{statistics.median(values):.2f}x**" if values else "-")
+        rows.append(["median", "", "", "", *medians])
+        parts += [f"\n**{workers} worker(s): bare and helix, {len(rounds)} rounds** (round 1 is the side-by-side batch above; "
+                  "each later round runs bare then helix on fresh workers)\n",
+                  _table(["round", "wall s, bare / helix", "CPU ms/run, bare / helix", "Postgres CPU ms/run, bare / helix",
+                          "wall helix / bare", "CPU helix / bare", "Postgres CPU helix / bare"], rows)]
+    return "\n".join(parts)
+
+
 def cost_targets_table(results: dict[str, Any]) -> str:
     """The scale targets on cost, each worker count's shapes side by side in one run: helix against
     the pydantic-ai loop on bare DBOS (``bare``), Pydantic AI's DBOS agent (``peer``) and the plain
@@ -702,6 +750,14 @@ def cost_targets_table(results: dict[str, Any]) -> str:
             sampled = f"; sampled {hs / os_:.2f}x" if hs and os_ else ""
             add(f"{head}: Postgres CPU per run (server, exact), helix / {name}", hp / op, f"{hp / op:.2f}x ({hp:.1f} / {op:.1f} ms{sampled})",
                 1.5 if other == "bare" else None, "<= 1.5x, then 1.2x" if other == "bare" else "(for scale)")
+        rounds = results["scale"].get("repeats", {}).get(workers, [])
+        if len(rounds) > 1:
+            for figure, ratio, target, target_text in _round_ratios(rounds):
+                values = [r for r in ratio if r is not None]
+                if values:
+                    mid = statistics.median(values)
+                    add(f"{head}: {figure}, helix / pydantic-ai loop on bare DBOS, median of {len(values)} rounds", mid,
+                        f"{mid:.2f}x (rounds: {', '.join(f'{r:.2f}x' for r in values)})", target, target_text)
         pools = int(workers) * HELIX_WORKER_FOOTPRINT + HELIX_FRONT_FOOTPRINT
         opened = helix.get("backends_opened")
         if opened is not None:

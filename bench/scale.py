@@ -269,12 +269,27 @@ WAL_BY_DB_MAX_SESSIONS = 2000
 too on a shared server): the server-wide LSN delta only."""
 
 
+REPEAT_SHAPES = ("bare", "helix")
+"""The shapes ``--scale-repeats`` runs again: the two sides of the targets' ratio (helix / bare)."""
+
+
 def run_scale(url: str, sessions: int = 1000, worker_counts: tuple[int, ...] = (1, 2), timeout: float = 1200,
-              shapes: tuple[str, ...] = SHAPES, limits: bool = True) -> dict[str, Any]:
-    """For each worker count, every shape side by side (``SHAPES``), each through a front end; then the limits."""
+              shapes: tuple[str, ...] = SHAPES, limits: bool = True, repeats: int = 1) -> dict[str, Any]:
+    """For each worker count, every shape side by side (``SHAPES``), each through a front end; then the limits.
+
+    ``repeats`` > 1: each worker count's side-by-side round is followed by ``repeats - 1`` more
+    rounds of ``REPEAT_SHAPES`` alone, each round bare then helix, so the ratio is read as a median
+    of rounds that each ran its two sides minutes apart. One round cannot tell 1.2x from 1.25x on
+    this machine: the same command's helix / bare wall read 0.99x, 1.27x and 1.22x on three days."""
     out: dict[str, Any] = {"batches": {}, "shapes": list(shapes)}
     for workers in worker_counts:
-        out["batches"][f"{workers}"] = [run_shape(url, shape, sessions, workers, timeout) for shape in shapes]
+        key = f"{workers}"
+        out["batches"][key] = [run_shape(url, shape, sessions, workers, timeout) for shape in shapes]
+        if repeats > 1:
+            first = {b["shape"]: b for b in out["batches"][key] if b["shape"] in REPEAT_SHAPES}
+            rounds = [first] + [{shape: run_shape(url, shape, sessions, workers, timeout, tag=f"-r{r}") for shape in REPEAT_SHAPES}
+                                for r in range(2, repeats + 1)]
+            out.setdefault("repeats", {})[key] = rounds
     if limits:
         out["limits"] = run_limits(url, sessions, timeout=timeout)
     return out
