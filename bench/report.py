@@ -695,15 +695,16 @@ def repeats_section(results: dict[str, Any]) -> str:
         if len(rounds) < 2:
             continue
         rows: list[list[Any]] = []
+        ratios = _round_ratios(rounds)
         for i, rnd in enumerate(rounds, 1):
             h, b = rnd.get("helix"), rnd.get("bare")
             if h is None or b is None:
                 continue
             rows.append([i, f"{b['total_s']:.1f} / {h['total_s']:.1f}", f"{_cpu_ms(b) or 0:.1f} / {_cpu_ms(h) or 0:.1f}",
                          f"{_pg_ms(b) or 0:.1f} / {_pg_ms(h) or 0:.1f}",
-                         *[f"{ratio[i - 1]:.2f}x" if ratio[i - 1] is not None else "-" for _, ratio, _, _ in _round_ratios(rounds)]])
+                         *[f"{ratio[i - 1]:.2f}x" if ratio[i - 1] is not None else "-" for _, ratio, _, _ in ratios]])
         medians = []
-        for _, ratio, _, _ in _round_ratios(rounds):
+        for _, ratio, _, _ in ratios:
             values = [r for r in ratio if r is not None]
             medians.append(f"**{statistics.median(values):.2f}x**" if values else "-")
         rows.append(["median", "", "", "", *medians])
