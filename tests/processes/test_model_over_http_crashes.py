@@ -128,16 +128,19 @@ class App:
         return True
 
 
-def killed_mid_charge(db_url: str, tmp_path: Path, wire: str, **app_options: Any) -> tuple[App, dict[str, Any] | None, list[Logged]]:
+def killed_mid_charge(db_url: str, tmp_path: Path, wire: str, *, started: tuple[str, ...] = ("charge",),
+                      **app_options: Any) -> tuple[App, dict[str, Any] | None, list[Logged]]:
     """The app SIGKILLed while ``charge``'s body is held, then relaunched with the body let go: the
-    app, what the relaunch printed, and every request the provider saw."""
+    app, what the relaunch printed, and every request the provider saw. The kill waits until every
+    body named in ``started`` has begun once, so a count the caller asserts does not depend on how
+    far a concurrently scheduled sibling got before the signal."""
     with provider_server() as server:
         server.script(STEP1)
         server.always(Text("done", usage=(200, 30)))
         app = App(db_url, tmp_path, server.root, wire, **app_options)
         (app.effects / "hold_charge").touch()
         proc = app.spawn()
-        wait_for("charge's body to start", lambda: app.alive(proc) and app.bodies()["charge"] == 1)
+        wait_for(f"{', '.join(started)} to start", lambda: app.alive(proc) and all(app.bodies()[t] == 1 for t in started))
         kill(proc)
         (app.effects / "hold_charge").unlink()
         out = app.wake().result

@@ -27,7 +27,9 @@ def test_oai_peer_killed_mid_unsafe_body_runs_it_again_and_tells_the_model_it_su
     """Killed while ``charge`` blocks mid-body: the peer recorded nothing that the body started (its
     function tools are workflow code), so the relaunch runs ``charge`` again, and the model reads
     "charged 5 to c1" as if it ran once. The step-1 request is a recorded step: not asked again."""
-    app, out, requests = killed_mid_charge(pg_url, tmp_path, wire, module=PEER)
+    # The SDK gathers the two tool calls: ``lookup`` may not have begun when ``charge`` blocks, so
+    # the kill waits for both, or "ran again" would be a race on the scheduler.
+    app, out, requests = killed_mid_charge(pg_url, tmp_path, wire, started=("charge", "lookup"), module=PEER)
     assert out is not None and out["status"] == "completed" and out["output"] == "done", out
     assert [step_of(r) for r in requests] == [0, 1]
     assert app.bodies() == Counter({"charge": 2, "lookup": 2})
