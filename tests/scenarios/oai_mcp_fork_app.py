@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ def main() -> None:
                 report.write_text(json.dumps({"tools": sorted(t.name for t in listed), "down": down, "answer": answer.content[0].text}))
                 close_servers()
                 code = 0
+            except BaseException as exc:  # noqa: BLE001 - what the child met, for the test's message (os._exit prints nothing)
+                report.write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}))
             finally:
                 os._exit(code)
         deadline = time.monotonic() + 120
