@@ -9,6 +9,7 @@ answer are checked too, so a shortcut that changed what is written would fail he
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,7 +20,6 @@ from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime.floor import step_memo
 from tests.runtime.test_core_run import scripted
-from tests.support.statements import per_transaction
 
 
 def lookup(ctx: hx.ToolContext, key: str) -> str:
@@ -60,15 +60,26 @@ def test_a_runs_transactions_read_each_step_once_per_group_and_ask_the_model_wit
     rt = make_runtime([hx.Agent("looker", model, tools=[hx.tool(replay="safe")(lookup)])])
     assert rt._launched is not None and rt._launched.runner is not None
     engine = rt._launched.runner.registry.env.tx_engine
+    open_tx: dict[int, list[str]] = defaultdict(list)
+    done: list[list[str]] = []
     many_calls: list[bool] = []
 
-    def insert_calls(conn: sa.Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def seen(conn: sa.Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        open_tx[id(conn.connection.dbapi_connection)].append(statement)
         if re.match(rf"\s*INSERT INTO {_SCHEMA}\.calls\b", statement):
             many_calls.append(executemany)
 
-    with per_transaction(engine, insert_calls) as done:
+    def ended(conn: sa.Connection) -> None:
+        done.append(open_tx.pop(id(conn.connection.dbapi_connection), []))
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    sa.event.listen(engine, "commit", ended)
+    try:
         handle = rt.start("looker", "look six keys up")
         result = handle.result(timeout=120)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+        sa.event.remove(engine, "commit", ended)
     assert result.status == "completed" and result.output == "done", result
 
     gate_groups = [tx for tx in done if sum(_attempts_opened(s) for s in tx) >= 2 or any(_is_shared_attempts(s) for s in tx)]

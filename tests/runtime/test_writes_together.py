@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,13 +28,11 @@ from helix_dbos.ledger import events, stops
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.attempts import ResultWrite, record_result_fenced, record_results_fenced
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
-from helix_dbos.runtime.floor import step_memo
 from helix_dbos.runtime.floor.durable import Tries
+from helix_dbos.runtime.floor import step_memo
 from helix_dbos.runtime.floor.gate import GateItem, ResultItem, gate_together, record_together
 from helix_dbos.runtime.floor.records import RunGate
-from helix_dbos.runtime.floor.registry import Env
 from tests.runtime.test_core_run import scripted
-from tests.support.statements import per_transaction
 
 #: What a tool may hand back that the ledger must keep exactly: a lone surrogate, a NUL, JSON's null.
 AWKWARD = {"text": "lone \ud800 half, nul \x00 and \u2028", "none": None, "nested": [{"k\ud800": 1.5}]}
@@ -68,9 +67,24 @@ def test_a_steps_results_share_one_statement_and_store_what_each_write_alone_sto
     model, _ = scripted([ToolCallPart("echo", {"key": f"k{i}"}, f"c{i}") for i in range(3)], [ToolCallPart("echo", {"key": "alone"}, "c9")], "done")
     rt = make_runtime([hx.Agent("echoer", model, tools=[hx.tool(replay="safe")(echo)])])
     assert rt._launched is not None and rt._launched.runner is not None
-    with per_transaction(rt._launched.runner.registry.env.tx_engine) as done:
+    engine = rt._launched.runner.registry.env.tx_engine
+    open_tx: dict[int, list[str]] = defaultdict(list)
+    done: list[list[str]] = []
+
+    def seen(conn: sa.Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        open_tx[id(conn.connection.dbapi_connection)].append(statement)
+
+    def ended(conn: sa.Connection) -> None:
+        done.append(open_tx.pop(id(conn.connection.dbapi_connection), []))
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    sa.event.listen(engine, "commit", ended)
+    try:
         handle = rt.start("echoer", "echo four keys")
         result = handle.result(timeout=120)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+        sa.event.remove(engine, "commit", ended)
     assert result.status == "completed" and result.output == "done", result
 
     gates = [tx for tx in done if any(_is_shared_attempts(s) for s in tx)]
@@ -98,7 +112,6 @@ def test_a_steps_results_share_one_statement_and_store_what_each_write_alone_sto
             opened = conn.execute(sa.select(t.attempts.c.attempt, t.attempts.c.token, t.attempts.c.executor_id, t.attempts.c.run_id,
                                             t.attempts.c.started_at, c.started_at.label("call_started"))
                                   .join(t.calls, t.calls.c.dispatch_id == t.attempts.c.dispatch_id).where(c.session_id == handle.session_id)).all()
-            dispatch_ids = list(conn.execute(sa.select(c.dispatch_id).where(c.session_id == handle.session_id)).scalars())
             seqs = conn.execute(sa.select(t.events.c.seq, t.events.c.type, t.events.c.data).where(t.events.c.session_id == handle.session_id)
                                 .order_by(t.events.c.seq)).all()
     finally:
@@ -117,8 +130,17 @@ def test_a_steps_results_share_one_statement_and_store_what_each_write_alone_sto
         (k, 1, "echo", ["args", "attempt", "dispatch_id", "tool_name"]) for k in ("alone", "k0", "k1", "k2")
     ]
     tool_ends = [d for _, kind, d in seqs if kind == "tool_end"]
-    assert sorted(d["dispatch_id"] for d in tool_ends) == sorted(dispatch_ids)
+    assert sorted(d["dispatch_id"] for d in tool_ends) == sorted(_dispatch_ids(db_url, handle.session_id))
     assert all(d["result"] == {"key": d["result"]["key"], **AWKWARD} and d["status"] == "ok" and d["attempt"] == 1 for d in tool_ends)
+
+
+def _dispatch_ids(db_url: str, session_id: str) -> list[str]:
+    check = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    try:
+        with check.connect() as conn:
+            return list(conn.execute(sa.select(t.calls.c.dispatch_id).where(t.calls.c.session_id == session_id)).scalars())
+    finally:
+        check.dispose()
 
 
 # --- the statement's own conditions, on rows laid out by hand --------------------------------------
@@ -236,29 +258,24 @@ def test_a_result_written_together_is_stored_as_the_same_result_written_alone(en
 # --- the gates decided together, on rows laid out by hand ------------------------------------------
 
 
-@pytest.fixture
-def echoer(make_runtime: Any) -> Env:
-    """A launched runtime's ``Env`` (its agents, recovery profile, executor id) with the agent ``echoer``."""
-    rt = make_runtime([hx.Agent("echoer", TestModel(), tools=[hx.tool(replay="safe")(echo)])])
-    assert rt._launched is not None and rt._launched.runner is not None
-    return rt._launched.runner.registry.env
-
-
 @pytest.mark.parametrize("middle", ["crashed", "awaiting_approval"])
-def test_gates_taken_together_stop_at_the_first_that_is_not_plain(echoer: Env, db_url: str, middle: str) -> None:
+def test_gates_taken_together_stop_at_the_first_that_is_not_plain(make_runtime: Any, db_url: str, middle: str) -> None:
     """Three gates of one step: the first call is plain (pending, no attempt yet), the second is not
     (it had an attempt that left no result, a crash for recovery to decide; or it waits for an
     approval no one gave), the third is plain again. The first is taken together (its attempt
     written, answered ``run``); the second and every gate after it take their own path, in order:
     nothing of theirs is written by the shared statement."""
-    engine = echoer.tx_engine
+    rt = make_runtime([hx.Agent("echoer", TestModel(), tools=[hx.tool(replay="safe")(echo)])])
+    assert rt._launched is not None and rt._launched.runner is not None
+    env = rt._launched.runner.registry.env
+    engine = env.tx_engine
     run = uuid.uuid4().hex
     d = _ids()[:3]
     with engine.begin() as conn:
         second = ("running", 1) if middle == "crashed" else ("pending", 0)
         sid = _ledger(conn, run, run, {d[0]: ("pending", 0), d[1]: second, d[2]: ("pending", 0)}, agent="echoer",
                       approval=frozenset({d[1]} if middle == "awaiting_approval" else ()))
-    items = [GateItem(echoer, run, x, f"tok{i}", Tries(), (run, 0)) for i, x in enumerate(d)]
+    items = [GateItem(env, run, x, f"tok{i}", Tries(), (run, 0)) for i, x in enumerate(d)]
     with engine.begin() as conn, events.one_bump(conn), step_memo.shared(conn):
         out = gate_together(conn, items)
     with engine.connect() as conn:
@@ -276,17 +293,20 @@ def test_gates_taken_together_stop_at_the_first_that_is_not_plain(echoer: Env, d
     assert kinds == [("tool_start", d[0])]
 
 
-def test_no_gate_is_taken_together_once_a_stop_is_asked(echoer: Env, db_url: str) -> None:
+def test_no_gate_is_taken_together_once_a_stop_is_asked(make_runtime: Any, db_url: str) -> None:
     """A stop asked of the run: every gate takes its own path (which answers its call for the stop),
     and the shared statement writes nothing."""
-    engine = echoer.tx_engine
+    rt = make_runtime([hx.Agent("echoer", TestModel(), tools=[hx.tool(replay="safe")(echo)])])
+    assert rt._launched is not None and rt._launched.runner is not None
+    env = rt._launched.runner.registry.env
+    engine = env.tx_engine
     run = uuid.uuid4().hex
     d = _ids()[:2]
     with engine.begin() as conn:
         sid = _ledger(conn, run, run, {d[0]: ("pending", 0), d[1]: ("pending", 0)}, agent="echoer")
         stops.request_stop(conn, sid, run, "interrupt", None)
     with engine.begin() as conn, events.one_bump(conn), step_memo.shared(conn):
-        assert gate_together(conn, [GateItem(echoer, run, x, f"tok{i}", Tries(), (run, 0)) for i, x in enumerate(d)]) == [None, None]
+        assert gate_together(conn, [GateItem(env, run, x, f"tok{i}", Tries(), (run, 0)) for i, x in enumerate(d)]) == [None, None]
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(t.attempts).join(t.calls).where(t.calls.c.session_id == sid)).scalar_one() == 0
         assert set(conn.execute(sa.select(t.calls.c.status).where(t.calls.c.session_id == sid)).scalars()) == {"pending"}
