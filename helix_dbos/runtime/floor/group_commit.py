@@ -46,8 +46,7 @@ def _all(conn: sa.Connection, writes: list[PendingWrite[Any]]) -> list[Any]:
     """The group's writes in order; their events appended together at the end, one bump of the
     session's counter for the group (``events.one_bump``) instead of one per write, one read of a
     step's calls for its gates (``step_memo``) instead of one per gate, and writes of one kind that
-    can share a statement (``Together``: a step's gates, a step's results) made in one, where the first
-    of them stands.
+    can share a statement (``Together``: a step's results) made in one, where the first of them stands.
 
     Moving a later write of the kind up to the first one's place is an order the writes could have
     arrived in: a group's writes come from different tasks (a task waits for its own write), so
@@ -57,13 +56,12 @@ def _all(conn: sa.Connection, writes: list[PendingWrite[Any]]) -> list[Any]:
         tried: set[int] = set()
         out: list[Any] = []
         for i, w in enumerate(writes):
-            kind = w.together
-            if kind is not None and i not in tried:
-                kin = [(j, o.item) for j, x in enumerate(writes[i:], start=i) if (o := x.together) is not None and o.run is kind.run]
-                tried.update(j for j, _ in kin)
+            if w.together is not None and i not in tried:
+                kin = [j for j in range(i, len(writes)) if (o := writes[j].together) is not None and o.run is w.together.run]
+                tried.update(kin)
                 if len(kin) > 1:
-                    answers = kind.run(conn, [item for _, item in kin])
-                    early.update((j, a) for (j, _), a in zip(kin, answers, strict=True) if a is not None)
+                    answers = w.together.run(conn, [writes[j].together.item for j in kin])  # type: ignore[union-attr]
+                    early.update((j, a) for j, a in zip(kin, answers, strict=True) if a is not None)
             out.append(early.pop(i) if i in early else w.work(conn))
         return out
 
