@@ -99,43 +99,42 @@ def start_attempts(conn: sa.Connection, run_id: str, executor_id: str | None, st
     for s, n in zip(starts, numbers, strict=True):
         data = {"dispatch_id": s.call["dispatch_id"], "tool_name": s.call["tool_name"], "attempt": n, "args": s.call["args"]}
         held(conn, s.call["session_id"], run_id, "tool_start", data)
-    for at in range(0, len(starts), SHARED_ROWS_MAX):
-        chunk = starts[at:at + SHARED_ROWS_MAX]
-        params: dict[str, Any] = {"w_run_id": run_id, "p_executor_id": executor_id}
-        for k, st in enumerate(chunk):
-            params.update({f"w_dispatch_id_{k}": st.call["dispatch_id"], f"p_attempt_{k}": int(st.call["attempts"]) + 1, f"p_token_{k}": st.token,
-                           f"p_ts_{k}": st.at, f"p_started_at_{k}": st.call["started_at"] or st.at})
-        conn.execute(_start_attempts_pg(len(chunk)), params)
+    conn.execute(_start_attempts_pg(), {
+        "w_run_id": run_id, "p_executor_id": executor_id, "p_ids": [s.call["dispatch_id"] for s in starts], "p_attempts": numbers,
+        "p_tokens": [s.token for s in starts], "p_ats": [s.at for s in starts], "p_started": [s.call["started_at"] or s.at for s in starts],
+    })
     return numbers
 
 
-#: The most rows one shared statement takes (``start_attempts``, ``record_results_fenced``): each size is
-#: a statement of its own, prepared on each connection that runs it; a larger group is written in chunks.
-SHARED_ROWS_MAX = 8
-
-
 @functools.cache
-def _start_attempts_pg(n: int) -> sa.Select[Any]:
-    """``n`` attempts, each its own keyed INSERT and UPDATE as CTEs of one statement (binds suffixed
-    ``_k``). Not a join over ``unnest(...)``: a connection keeps one generic plan per statement
-    until the table is analyzed again, and planned on a fresh ledger's statistics (never analyzed)
-    that join was a hash join over a sequential scan of every call; each row's own key is the
-    index lookup the single write makes (tests/runtime/test_writes_together.py reads the plans)."""
-    ctes: list[Any] = []
-    for k in range(n):
-        ctes.append(
-            t.attempts.insert()
-            .values(dispatch_id=sa.bindparam(f"w_dispatch_id_{k}"), attempt=sa.bindparam(f"p_attempt_{k}"), run_id=sa.bindparam("w_run_id"),
-                    executor_id=sa.bindparam("p_executor_id"), started_at=sa.bindparam(f"p_ts_{k}"), token=sa.bindparam(f"p_token_{k}"))
-            .cte(f"opened_{k}")
+def _start_attempts_pg() -> sa.Update:
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    given = (
+        sa.select(
+            sa.func.unnest(
+                sa.bindparam("p_ids", type_=ARRAY(t.attempts.c.dispatch_id.type)), sa.bindparam("p_attempts", type_=ARRAY(sa.Integer)),
+                sa.bindparam("p_tokens", type_=ARRAY(t.attempts.c.token.type)), sa.bindparam("p_ats", type_=ARRAY(t.attempts.c.started_at.type)),
+                sa.bindparam("p_started", type_=ARRAY(t.calls.c.started_at.type)),
+            ).table_valued("dispatch_id", "attempt", "token", "at", "started").render_derived(name="listed")
         )
-        ctes.append(
-            t.calls.update()
-            .where(t.calls.c.dispatch_id == sa.bindparam(f"w_dispatch_id_{k}"))
-            .values(status="running", attempts=sa.bindparam(f"p_attempt_{k}"), started_at=sa.bindparam(f"p_started_at_{k}"))
-            .cte(f"marked_{k}")
+        .cte("given")
+    )
+    opened = (
+        t.attempts.insert()
+        .from_select(
+            ["dispatch_id", "attempt", "run_id", "executor_id", "started_at", "token"],
+            sa.select(given.c.dispatch_id, given.c.attempt, sa.bindparam("w_run_id", type_=t.attempts.c.run_id.type),
+                      sa.bindparam("p_executor_id", type_=t.attempts.c.executor_id.type), given.c.at, given.c.token),
         )
-    return sa.select(sa.literal(1)).add_cte(*ctes)
+        .cte("opened")
+    )
+    return (
+        t.calls.update()
+        .where(t.calls.c.dispatch_id == given.c.dispatch_id)
+        .values(status="running", attempts=given.c.attempt, started_at=given.c.started)
+        .add_cte(given, opened)
+    )
 
 
 _WRITE_RESULT = (
@@ -246,14 +245,11 @@ def record_results_fenced(conn: sa.Connection, run_id: str, writes: Sequence[Res
     if conn.dialect.name != "postgresql" or not holding(conn):
         raise RuntimeError("record_results_fenced is Postgres's, inside events.one_bump")
     ts = now()
-    written: dict[str, str] = {}
-    for at in range(0, len(writes), SHARED_ROWS_MAX):
-        chunk = writes[at:at + SHARED_ROWS_MAX]
-        params: dict[str, Any] = {"w_run_id": run_id, "p_ts": ts}
-        for k, w in enumerate(chunk):
-            params.update({f"w_dispatch_id_{k}": w.dispatch_id, f"w_attempt_{k}": w.attempt, f"p_status_{k}": w.status,
-                           f"p_result_{k}": w.result, f"p_error_{k}": w.error})
-        written.update({r[0]: r[1] for r in conn.execute(_results_write_pg(len(chunk)), params)})
+    params = {
+        "w_run_id": run_id, "p_ts": ts, "p_ids": [w.dispatch_id for w in writes], "p_attempts": [w.attempt for w in writes],
+        "p_statuses": [w.status for w in writes], "p_results": [w.result for w in writes], "p_errors": [w.error for w in writes],
+    }
+    written: dict[str, str] = {r[0]: r[1] for r in conn.execute(_results_write_pg(), params)}
     for w in writes:
         session = written.get(w.dispatch_id)
         if session is not None:
@@ -263,43 +259,45 @@ def record_results_fenced(conn: sa.Connection, run_id: str, writes: Sequence[Res
 
 
 @functools.cache
-def _results_write_pg(n: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
-    """``n`` results under one run fence: the fence's CTE once, then each call's keyed UPDATE and its
-    attempt's close as CTEs (binds suffixed ``_k``); the calls written, with their sessions. Keyed,
-    not joined over ``unnest(...)``, for the reason ``_start_attempts_pg`` gives."""
+def _results_write_pg() -> sa.Select[Any]:
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    given = (
+        sa.select(
+            sa.func.unnest(
+                sa.bindparam("p_ids", type_=ARRAY(t.calls.c.dispatch_id.type)), sa.bindparam("p_attempts", type_=ARRAY(sa.Integer)),
+                sa.bindparam("p_statuses", type_=ARRAY(t.calls.c.status.type)), sa.bindparam("p_results", type_=ARRAY(t.calls.c.result.type)),
+                sa.bindparam("p_errors", type_=ARRAY(t.calls.c.error.type)),
+            ).table_valued("dispatch_id", "attempt", "status", "result", "error").render_derived(name="listed")
+        )
+        .cte("given")
+    )
     fenced = _fenced_session()
-    ctes: list[Any] = [fenced]
-    answers: list[sa.Select[Any]] = []
-    for k in range(n):
-        written = (
-            t.calls.update()
-            .where(
-                t.calls.c.dispatch_id == sa.bindparam(f"w_dispatch_id_{k}"),
-                t.calls.c.attempts == sa.bindparam(f"w_attempt_{k}"),
-                t.calls.c.status == "running",
-                t.calls.c.session_id.in_(sa.select(fenced.c.session_id)),
-            )
-            .values(status=sa.bindparam(f"p_status_{k}"), result=sa.bindparam(f"p_result_{k}", type_=t.calls.c.result.type),
-                    error=sa.bindparam(f"p_error_{k}", type_=t.calls.c.error.type), paired_by="body",
-                    settled_run_id=sa.bindparam("w_run_id"), ended_at=sa.bindparam("p_ts"))
-            .returning(t.calls.c.dispatch_id, t.calls.c.session_id)
-            .cte(f"written_{k}")
+    written = (
+        t.calls.update()
+        .where(
+            t.calls.c.dispatch_id == given.c.dispatch_id,
+            t.calls.c.attempts == given.c.attempt,
+            t.calls.c.status == "running",
+            t.calls.c.session_id.in_(sa.select(fenced.c.session_id)),
         )
-        ended = (
-            t.attempts.update()
-            .where(
-                t.attempts.c.dispatch_id == sa.bindparam(f"w_dispatch_id_{k}"),
-                t.attempts.c.attempt == sa.bindparam(f"w_attempt_{k}"),
-                sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"),
-                sa.exists(sa.select(written.c.session_id)),
-            )
-            .values(ended_at=sa.bindparam("p_ts"), outcome=sa.bindparam(f"p_status_{k}"))
-            .cte(f"ended_{k}")
+        .values(status=given.c.status, result=given.c.result, error=given.c.error, paired_by="body",
+                settled_run_id=sa.bindparam("w_run_id"), ended_at=sa.bindparam("p_ts"))
+        .returning(t.calls.c.dispatch_id, t.calls.c.session_id)
+        .cte("written")
+    )
+    ended = (
+        t.attempts.update()
+        .where(
+            t.attempts.c.dispatch_id == written.c.dispatch_id,
+            given.c.dispatch_id == written.c.dispatch_id,
+            t.attempts.c.attempt == given.c.attempt,
+            sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"),
         )
-        ctes += [written, ended]
-        answers.append(sa.select(written.c.dispatch_id, written.c.session_id))
-    answer: sa.CompoundSelect[Any] | sa.Select[Any] = answers[0] if n == 1 else sa.union_all(*answers)
-    return answer.add_cte(*ctes)
+        .values(ended_at=sa.bindparam("p_ts"), outcome=given.c.status)
+        .cte("ended")
+    )
+    return sa.select(written.c.dispatch_id, written.c.session_id).add_cte(given, fenced, written, ended)
 
 
 def _run_owns_session() -> sa.ColumnElement[bool]:
