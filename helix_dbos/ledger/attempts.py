@@ -77,66 +77,6 @@ def _start_attempt_pg(event_held: bool = False) -> sa.Insert | sa.Update:
     return emit_statement(True).add_cte(opened, mark.cte("marked"))  # the event's binds: emit's
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptStart:
-    """One body start for ``start_attempts``: the call as its gate read it, the attempt's gate token and time."""
-
-    call: CallRow
-    token: str | None
-    at: datetime
-
-
-def start_attempts(conn: sa.Connection, run_id: str, executor_id: str | None, starts: Sequence[AttemptStart]) -> list[int]:
-    """Several body starts of one run as one statement (Postgres, inside ``events.one_bump``): what
-    ``start_attempt`` writes for each, its ``tool_start`` event held in the order given. For calls
-    whose gates decided them together (``gate.gate_together``): never an attempt after the first
-    (``start_attempt`` closes the earlier ones) nor a call that must lose its ``transactional`` mark."""
-    if conn.dialect.name != "postgresql" or not holding(conn):
-        raise RuntimeError("start_attempts is Postgres's, inside events.one_bump")
-    numbers = [int(s.call["attempts"]) + 1 for s in starts]
-    if any(n != 1 for n in numbers):
-        raise ValueError("start_attempts opens first attempts only")
-    for s, n in zip(starts, numbers, strict=True):
-        data = {"dispatch_id": s.call["dispatch_id"], "tool_name": s.call["tool_name"], "attempt": n, "args": s.call["args"]}
-        held(conn, s.call["session_id"], run_id, "tool_start", data)
-    conn.execute(_start_attempts_pg(), {
-        "w_run_id": run_id, "p_executor_id": executor_id, "p_ids": [s.call["dispatch_id"] for s in starts], "p_attempts": numbers,
-        "p_tokens": [s.token for s in starts], "p_ats": [s.at for s in starts], "p_started": [s.call["started_at"] or s.at for s in starts],
-    })
-    return numbers
-
-
-@functools.cache
-def _start_attempts_pg() -> sa.Update:
-    from sqlalchemy.dialects.postgresql import ARRAY
-
-    given = (
-        sa.select(
-            sa.func.unnest(
-                sa.bindparam("p_ids", type_=ARRAY(t.attempts.c.dispatch_id.type)), sa.bindparam("p_attempts", type_=ARRAY(sa.Integer)),
-                sa.bindparam("p_tokens", type_=ARRAY(t.attempts.c.token.type)), sa.bindparam("p_ats", type_=ARRAY(t.attempts.c.started_at.type)),
-                sa.bindparam("p_started", type_=ARRAY(t.calls.c.started_at.type)),
-            ).table_valued("dispatch_id", "attempt", "token", "at", "started").render_derived(name="listed")
-        )
-        .cte("given")
-    )
-    opened = (
-        t.attempts.insert()
-        .from_select(
-            ["dispatch_id", "attempt", "run_id", "executor_id", "started_at", "token"],
-            sa.select(given.c.dispatch_id, given.c.attempt, sa.bindparam("w_run_id", type_=t.attempts.c.run_id.type),
-                      sa.bindparam("p_executor_id", type_=t.attempts.c.executor_id.type), given.c.at, given.c.token),
-        )
-        .cte("opened")
-    )
-    return (
-        t.calls.update()
-        .where(t.calls.c.dispatch_id == given.c.dispatch_id)
-        .values(status="running", attempts=given.c.attempt, started_at=given.c.started)
-        .add_cte(given, opened)
-    )
-
-
 _WRITE_RESULT = (
     t.calls.update()
     .where(t.calls.c.dispatch_id == sa.bindparam("w_dispatch_id"), t.calls.c.attempts == sa.bindparam("w_attempt"), t.calls.c.status == "running")

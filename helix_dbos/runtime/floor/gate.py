@@ -59,57 +59,6 @@ def gate(
     return _decide(conn, env, run_id, dispatch_id, token, where)
 
 
-@dataclass(frozen=True, slots=True)
-class GateItem:
-    """A body's attempt gate as its group's shared statement takes it (``gate_together``): what
-    ``gate`` takes, with the gate execution's ``Tries``; ``where`` names the call's step."""
-
-    env: Env
-    run_id: str
-    dispatch_id: str
-    token: str
-    tries: Tries
-    where: tuple[str, int] | None
-
-
-def gate_together(conn: sa.Connection, items: list[GateItem]) -> list[RunGate | None]:
-    """A group's attempt gates, their attempts in one statement where they can be (``group_commit``'s
-    ``Together``): each answered as ``gate`` would answer it, or None for its own path.
-
-    The gates are decided in order, each from the step's one read (``step_memo``) with the attempts
-    decided before it patched in, exactly as one gate after another decides; only the writes are
-    shared. Taken together is the plain case alone (Postgres; the gate's first try with its step
-    named; the call not answered, no stop asked, the recovery rules saying ``run`` with nothing proved;
-    its first attempt; no ``transactional`` mark to clear). The first gate that is anything else ends
-    the taking: the attempts decided so far are written, then it and every gate after it take their
-    own path, in order, in the same transaction."""
-    out: list[RunGate | None] = [None] * len(items)
-    if conn.dialect.name != "postgresql":
-        return out
-    starts: list[attempt_rows.AttemptStart] = []
-    for k, it in enumerate(items):
-        if it.tries.count != 0 or it.where is None or it.run_id != items[0].run_id:
-            break
-        run, calls = _fenced_step(conn, it.run_id, it.dispatch_id, it.where)
-        call = next((c for c in calls if c["dispatch_id"] == it.dispatch_id), None)
-        if call is None or call["status"] in CALL_SETTLED or run["stop_kind"] is not None or call["attempts"] != 0:
-            break
-        agent = it.env.agent(run["agent_name"])
-        d = decisions(agent, it.env.profile, calls, "recover")[it.dispatch_id]
-        tool = agent.tool(call["tool_name"])
-        transactional = tool is not None and tool.transactional
-        if d.action != "run" or d.decided_by is not None or (call.get("transactional") and not transactional):
-            break
-        at = rows.now()
-        starts.append(attempt_rows.AttemptStart(call, it.token, at))
-        step_memo.started(conn, it.dispatch_id, 1, at, transactional=transactional)  # the next gate decides with it
-        it.tries.begin()  # its attempt is written in this transaction: a retry of the gate looks for it by token
-        out[k] = _goes_ahead("run", 1, call, run["agent_name"], transactional)
-    if starts:
-        attempt_rows.start_attempts(conn, items[0].run_id, items[0].env.settings.executor_id, starts)
-    return out
-
-
 def _goes_ahead(action: BodyAction, attempt: int, call: CallRow, agent_name: str, transactional: bool) -> RunGate:
     """The gate's answer when the body goes ahead, built here only: a first gate and a retried one
     (``gate`` finding its own attempt) hand the body the same facts, the call's approval among them."""

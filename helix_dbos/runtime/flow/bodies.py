@@ -79,11 +79,6 @@ def _gate(conn: sa.Connection, env: Env, run_id: str, dispatch_id: str, token: s
     return _Gated(out, call["tool_name"] if call else None, call["replay"] if call else None)
 
 
-def _gates_together(conn: sa.Connection, items: list[gate.GateItem]) -> list[_Gated | None]:
-    """A group's gates, their attempts in one statement (``gate.gate_together``), answered as ``_gate`` answers."""
-    return [None if out is None else _Gated(out, out.tool_name, out.replay) for out in gate.gate_together(conn, items)]
-
-
 async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tuple[str, int] | None = None) -> BodyOutcome:
     """One call's body: the attempt gate, the body (or the answer recovery gives instead), the result.
 
@@ -97,11 +92,7 @@ async def run_body(registry: Registry, run_id: str, dispatch_id: str, where: tup
     """
     started = time.time_ns()
     await _hold_executor_lock(registry)  # no attempt is recorded by a process that lost its executor id
-    token, tries = uuid.uuid4().hex, Tries()
-    gated = await group_commit.write(
-        registry, run_id, fence.current_workflow_id(), _gate, registry.env, run_id, dispatch_id, token, tries, where,
-        together=Together(_gates_together, gate.GateItem(registry.env, run_id, dispatch_id, token, tries, where)),
-    )
+    gated = await group_commit.write(registry, run_id, fence.current_workflow_id(), _gate, registry.env, run_id, dispatch_id, uuid.uuid4().hex, Tries(), where)
     answer = gated.answer
     while isinstance(answer, ReconcileGate):  # once: the verdict is on the row when the gate runs again
         await reconcile.ask_and_record(registry, run_id, dispatch_id, answer.check_request())

@@ -1,13 +1,11 @@
-"""A step's attempt gates and its result writes, each kind in one statement (``gate.gate_together``,
-``attempts.start_attempts``; ``gate.record_together``, ``attempts.record_results_fenced``), on a real
-database.
+"""A step's result writes in one statement (``gate.record_together``, ``attempts.record_results_fenced``),
+on a real database.
 
-The group commit already ran a step's gates, and its results, in one transaction; on Postgres each
-kind is now one statement too. What must not change is what each write does: a gate decides as it
-did alone, one after the other (the shared statement only writes); a result keeps its own conditions
-(its attempt, the call still running, the run owning its session); the values are stored exactly as
-the write alone stores them, the events in order; a write the statement did not make takes its own
-path. SQLite keeps one write each (it has no writable CTEs): the same ledger, more statements.
+The group commit already ran a step's results in one transaction; on Postgres they are now one
+statement too. What must not change is what each write does: its own conditions (its attempt, the
+call still running, the run owning its session), the values stored exactly as the write alone
+stores them, its ``tool_end`` event in order, and a write the statement did not make taking its own
+path. SQLite keeps one write a result (it has no writable CTEs): the same ledger, more statements.
 """
 
 from __future__ import annotations
@@ -21,17 +19,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from pydantic_ai.messages import ToolCallPart
-from pydantic_ai.models.test import TestModel
 
 import helix_dbos as hx
-from helix_dbos.ledger import events, stops
+from helix_dbos.ledger import events
 from helix_dbos.ledger import tables as t
 from helix_dbos.ledger.attempts import ResultWrite, record_result_fenced, record_results_fenced
 from helix_dbos.ledger.engine import create_sync_engine, is_sqlite
 from helix_dbos.runtime.floor.durable import Tries
-from helix_dbos.runtime.floor import step_memo
-from helix_dbos.runtime.floor.gate import GateItem, ResultItem, gate_together, record_together
-from helix_dbos.runtime.floor.records import RunGate
+from helix_dbos.runtime.floor.gate import ResultItem, record_together
 from tests.runtime.test_core_run import scripted
 
 #: What a tool may hand back that the ledger must keep exactly: a lone surrogate, a NUL, JSON's null.
@@ -45,14 +40,6 @@ def echo(ctx: hx.ToolContext, key: str) -> dict[str, Any]:
 
 def _is_shared_results(statement: str) -> bool:
     return re.search(r"UPDATE helix\.calls SET status=given\.status", statement) is not None
-
-
-def _is_shared_attempts(statement: str) -> bool:
-    return re.search(r"INSERT INTO helix\.attempts\b", statement) is not None and "unnest(" in statement
-
-
-def _is_one_attempt(statement: str) -> bool:
-    return re.search(r"INSERT INTO (?:helix|main)\.attempts\b", statement) is not None and "unnest(" not in statement
 
 
 def _is_one_result(statement: str) -> bool:
@@ -87,9 +74,6 @@ def test_a_steps_results_share_one_statement_and_store_what_each_write_alone_sto
         sa.event.remove(engine, "commit", ended)
     assert result.status == "completed" and result.output == "done", result
 
-    gates = [tx for tx in done if any(_is_shared_attempts(s) for s in tx)]
-    single_gates = sum(_is_one_attempt(s) for tx in done for s in tx)
-    assert (len(gates), single_gates) == ((0, 4) if is_sqlite(db_url) else (1, 1)), done  # Postgres: the three gates' attempts, one statement
     shared = [tx for tx in done if any(_is_shared_results(s) for s in tx)]
     singles = sum(_is_one_result(s) for tx in done for s in tx)
     if is_sqlite(db_url):
@@ -109,9 +93,6 @@ def test_a_steps_results_share_one_statement_and_store_what_each_write_alone_sto
             ), {"s": handle.session_id}).all())
             ends = conn.execute(sa.select(t.attempts.c.outcome).join(t.calls, t.calls.c.dispatch_id == t.attempts.c.dispatch_id)
                                 .where(c.session_id == handle.session_id)).scalars().all()
-            opened = conn.execute(sa.select(t.attempts.c.attempt, t.attempts.c.token, t.attempts.c.executor_id, t.attempts.c.run_id,
-                                            t.attempts.c.started_at, c.started_at.label("call_started"))
-                                  .join(t.calls, t.calls.c.dispatch_id == t.attempts.c.dispatch_id).where(c.session_id == handle.session_id)).all()
             seqs = conn.execute(sa.select(t.events.c.seq, t.events.c.type, t.events.c.data).where(t.events.c.session_id == handle.session_id)
                                 .order_by(t.events.c.seq)).all()
     finally:
@@ -122,13 +103,6 @@ def test_a_steps_results_share_one_statement_and_store_what_each_write_alone_sto
     assert raw["c0"] == raw["c1"] == raw["c2"] == raw["c9"], raw  # the error column as the lone write stores it
     assert ends == ["ok"] * 4
     assert [s for s, _, _ in seqs] == list(range(1, len(seqs) + 1))  # no gap, no repeat
-    assert len(opened) == 4 and len({o.token for o in opened}) == 4 and None not in {o.token for o in opened}
-    assert {(o.attempt, o.executor_id, o.run_id) for o in opened} == {(1, rt.executor_id, handle.run_id)}
-    assert all(o.started_at is not None and o.call_started == o.started_at for o in opened)
-    starts = [d for _, kind, d in seqs if kind == "tool_start"]
-    assert sorted((d["args"]["key"], d["attempt"], d["tool_name"], sorted(d)) for d in starts) == [
-        (k, 1, "echo", ["args", "attempt", "dispatch_id", "tool_name"]) for k in ("alone", "k0", "k1", "k2")
-    ]
     tool_ends = [d for _, kind, d in seqs if kind == "tool_end"]
     assert sorted(d["dispatch_id"] for d in tool_ends) == sorted(_dispatch_ids(db_url, handle.session_id))
     assert all(d["result"] == {"key": d["result"]["key"], **AWKWARD} and d["status"] == "ok" and d["attempt"] == 1 for d in tool_ends)
@@ -146,18 +120,18 @@ def _dispatch_ids(db_url: str, session_id: str) -> list[str]:
 # --- the statement's own conditions, on rows laid out by hand --------------------------------------
 
 
-def _ledger(conn: sa.Connection, owner_run: str, run: str, calls: dict[str, tuple[str, int]], agent: str = "a", approval: frozenset[str] = frozenset()) -> str:
+def _ledger(conn: sa.Connection, owner_run: str, run: str, calls: dict[str, tuple[str, int]]) -> str:
     """A session whose current run is ``owner_run``, run ``run`` running in it, and ``calls`` of it
     (dispatch id -> (status, attempts)), each with its attempts opened."""
     now = datetime.now(UTC)
     sid = uuid.uuid4().hex
-    conn.execute(t.sessions.insert().values(session_id=sid, agent_name=agent, status="running", current_run_id=owner_run, created_at=now, updated_at=now))
+    conn.execute(t.sessions.insert().values(session_id=sid, agent_name="a", status="running", current_run_id=owner_run, created_at=now, updated_at=now))
     for seq, rid in enumerate(dict.fromkeys([run, owner_run]), start=1):
-        conn.execute(t.runs.insert().values(run_id=rid, session_id=sid, seq=seq, agent_name=agent, entry="start", status="running", max_steps=9, created_at=now))
+        conn.execute(t.runs.insert().values(run_id=rid, session_id=sid, seq=seq, agent_name="a", entry="start", status="running", max_steps=9, created_at=now))
     for pos, (did, (status, attempts)) in enumerate(calls.items()):
         conn.execute(t.calls.insert().values(dispatch_id=did, session_id=sid, run_id=run, checkpoint_id=f"cp-{sid}", step=0, position=pos,
                                              tool_call_id=did, tool_name="echo", kind="function", replay="safe", status=status, attempts=attempts,
-                                             requires_approval=did in approval, created_at=now))
+                                             created_at=now))
         for n in range(1, attempts + 1):
             conn.execute(t.attempts.insert().values(dispatch_id=did, attempt=n, run_id=run, started_at=now))
     return sid
@@ -253,60 +227,3 @@ def test_a_result_written_together_is_stored_as_the_same_result_written_alone(en
     assert tuple(together) == tuple(alone) and together[1] == "null"
     assert ev_together is not None and ev_alone is not None
     assert ev_together.replace(d[0], "D") == ev_alone.replace(lone, "D")
-
-
-# --- the gates decided together, on rows laid out by hand ------------------------------------------
-
-
-@pytest.mark.parametrize("middle", ["crashed", "awaiting_approval"])
-def test_gates_taken_together_stop_at_the_first_that_is_not_plain(make_runtime: Any, db_url: str, middle: str) -> None:
-    """Three gates of one step: the first call is plain (pending, no attempt yet), the second is not
-    (it had an attempt that left no result, a crash for recovery to decide; or it waits for an
-    approval no one gave), the third is plain again. The first is taken together (its attempt
-    written, answered ``run``); the second and every gate after it take their own path, in order:
-    nothing of theirs is written by the shared statement."""
-    rt = make_runtime([hx.Agent("echoer", TestModel(), tools=[hx.tool(replay="safe")(echo)])])
-    assert rt._launched is not None and rt._launched.runner is not None
-    env = rt._launched.runner.registry.env
-    engine = env.tx_engine
-    run = uuid.uuid4().hex
-    d = _ids()[:3]
-    with engine.begin() as conn:
-        second = ("running", 1) if middle == "crashed" else ("pending", 0)
-        sid = _ledger(conn, run, run, {d[0]: ("pending", 0), d[1]: second, d[2]: ("pending", 0)}, agent="echoer",
-                      approval=frozenset({d[1]} if middle == "awaiting_approval" else ()))
-    items = [GateItem(env, run, x, f"tok{i}", Tries(), (run, 0)) for i, x in enumerate(d)]
-    with engine.begin() as conn, events.one_bump(conn), step_memo.shared(conn):
-        out = gate_together(conn, items)
-    with engine.connect() as conn:
-        calls = {r.dispatch_id: (r.status, r.attempts) for r in conn.execute(sa.select(t.calls).where(t.calls.c.session_id == sid))}
-        opened = {(r.dispatch_id, r.attempt): r.token for r in conn.execute(sa.select(t.attempts).join(t.calls).where(t.calls.c.session_id == sid))}
-        kinds = [(r.type, r.data["dispatch_id"]) for r in conn.execute(sa.select(t.events).where(t.events.c.session_id == sid).order_by(t.events.c.seq))]
-    if is_sqlite(db_url):
-        assert out == [None, None, None]  # one gate at a time, each its own path
-        assert calls == {d[0]: ("pending", 0), d[1]: second, d[2]: ("pending", 0)} and kinds == []
-        return
-    assert isinstance(out[0], RunGate) and (out[0].action, out[0].attempt, out[0].tool_name) == ("run", 1, "echo") and out[1:] == [None, None]
-    assert [it.tries.count for it in items] == [1, 0, 0]  # the gates left to their own path have not run yet
-    assert calls == {d[0]: ("running", 1), d[1]: second, d[2]: ("pending", 0)}
-    assert opened == {(d[0], 1): "tok0", **({(d[1], 1): None} if middle == "crashed" else {})}
-    assert kinds == [("tool_start", d[0])]
-
-
-def test_no_gate_is_taken_together_once_a_stop_is_asked(make_runtime: Any, db_url: str) -> None:
-    """A stop asked of the run: every gate takes its own path (which answers its call for the stop),
-    and the shared statement writes nothing."""
-    rt = make_runtime([hx.Agent("echoer", TestModel(), tools=[hx.tool(replay="safe")(echo)])])
-    assert rt._launched is not None and rt._launched.runner is not None
-    env = rt._launched.runner.registry.env
-    engine = env.tx_engine
-    run = uuid.uuid4().hex
-    d = _ids()[:2]
-    with engine.begin() as conn:
-        sid = _ledger(conn, run, run, {d[0]: ("pending", 0), d[1]: ("pending", 0)}, agent="echoer")
-        stops.request_stop(conn, sid, run, "interrupt", None)
-    with engine.begin() as conn, events.one_bump(conn), step_memo.shared(conn):
-        assert gate_together(conn, [GateItem(env, run, x, f"tok{i}", Tries(), (run, 0)) for i, x in enumerate(d)]) == [None, None]
-    with engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(t.attempts).join(t.calls).where(t.calls.c.session_id == sid)).scalar_one() == 0
-        assert set(conn.execute(sa.select(t.calls.c.status).where(t.calls.c.session_id == sid)).scalars()) == {"pending"}
