@@ -8,8 +8,7 @@ once and, on Postgres, folded into one statement where the table allows (docs/ar
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, cast
 
@@ -159,87 +158,6 @@ def record_result_fenced(
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class ResultWrite:
-    """One body's answer for ``record_results_fenced``: what ``record_result_fenced`` takes for one call."""
-
-    dispatch_id: str
-    attempt: int
-    status: str
-    tool_name: str
-    result: Any = None
-    error: Any = None
-
-
-def record_results_fenced(conn: sa.Connection, run_id: str, writes: Sequence[ResultWrite]) -> set[str]:
-    """Several bodies' answers of one run as one statement (Postgres, inside ``events.one_bump``):
-    the dispatch ids it wrote. A write it did not make changed nothing, and its caller takes that
-    write's own path (``record_result_fenced``, then the full one), which says why.
-
-    Each row keeps ``record_result_fenced``'s conditions (its attempt number, the call still
-    ``running``, the run owning its session, whose row is locked first); the statement only shares
-    them: one plan started, one round trip and one lock of the session row for a step's results,
-    where each result was a statement of its own. Their ``tool_end`` events are held, in the order
-    given, for the group's one append.
-    """
-    if conn.dialect.name != "postgresql" or not holding(conn):
-        raise RuntimeError("record_results_fenced is Postgres's, inside events.one_bump")
-    ts = now()
-    params = {
-        "w_run_id": run_id, "p_ts": ts, "p_ids": [w.dispatch_id for w in writes], "p_attempts": [w.attempt for w in writes],
-        "p_statuses": [w.status for w in writes], "p_results": [w.result for w in writes], "p_errors": [w.error for w in writes],
-    }
-    written: dict[str, str] = {r[0]: r[1] for r in conn.execute(_results_write_pg(), params)}
-    for w in writes:
-        session = written.get(w.dispatch_id)
-        if session is not None:
-            data = {"dispatch_id": w.dispatch_id, "tool_name": w.tool_name, "attempt": w.attempt, "status": w.status, "result": w.result, "error": w.error}
-            held(conn, session, run_id, "tool_end", data)
-    return set(written)
-
-
-@functools.cache
-def _results_write_pg() -> sa.Select[Any]:
-    from sqlalchemy.dialects.postgresql import ARRAY
-
-    given = (
-        sa.select(
-            sa.func.unnest(
-                sa.bindparam("p_ids", type_=ARRAY(t.calls.c.dispatch_id.type)), sa.bindparam("p_attempts", type_=ARRAY(sa.Integer)),
-                sa.bindparam("p_statuses", type_=ARRAY(t.calls.c.status.type)), sa.bindparam("p_results", type_=ARRAY(t.calls.c.result.type)),
-                sa.bindparam("p_errors", type_=ARRAY(t.calls.c.error.type)),
-            ).table_valued("dispatch_id", "attempt", "status", "result", "error").render_derived(name="listed")
-        )
-        .cte("given")
-    )
-    fenced = _fenced_session()
-    written = (
-        t.calls.update()
-        .where(
-            t.calls.c.dispatch_id == given.c.dispatch_id,
-            t.calls.c.attempts == given.c.attempt,
-            t.calls.c.status == "running",
-            t.calls.c.session_id.in_(sa.select(fenced.c.session_id)),
-        )
-        .values(status=given.c.status, result=given.c.result, error=given.c.error, paired_by="body",
-                settled_run_id=sa.bindparam("w_run_id"), ended_at=sa.bindparam("p_ts"))
-        .returning(t.calls.c.dispatch_id, t.calls.c.session_id)
-        .cte("written")
-    )
-    ended = (
-        t.attempts.update()
-        .where(
-            t.attempts.c.dispatch_id == written.c.dispatch_id,
-            given.c.dispatch_id == written.c.dispatch_id,
-            t.attempts.c.attempt == given.c.attempt,
-            sa.or_(t.attempts.c.outcome.is_(None), t.attempts.c.outcome == "lost"),
-        )
-        .values(ended_at=sa.bindparam("p_ts"), outcome=given.c.status)
-        .cte("ended")
-    )
-    return sa.select(written.c.dispatch_id, written.c.session_id).add_cte(given, fenced, written, ended)
-
-
 def _run_owns_session() -> sa.ColumnElement[bool]:
     """The run fence as a condition: run ``w_run_id`` is running and its session's current run."""
     return (t.runs.c.run_id == sa.bindparam("w_run_id")) & (t.runs.c.status == "running") & (
@@ -268,29 +186,22 @@ def _result_write_sqlite() -> sa.Update:
     return _result_update(owner)
 
 
-def _fenced_session() -> sa.CTE:
-    """The run fence as a CTE: run ``w_run_id``'s session row, locked, if the run is ``running`` and
-    the session's current run.
-
-    The session row by its key, from the run's (a scalar subquery, not a join): planned on tables
-    whose statistics are still those of an empty ledger (a fresh database, a burst of sessions), a
-    join filtered on ``current_run_id`` (no index) was a sequential scan of every session per result."""
+@functools.cache
+def _result_write_pg(event_held: bool = False) -> sa.Insert | sa.Select[Any]:
+    # The session row by its key, from the run's (a scalar subquery, not a join): planned on tables
+    # whose statistics are still those of an empty ledger (a fresh database, a burst of sessions), a
+    # join filtered on ``current_run_id`` (no index) was a sequential scan of every session per result.
     owner = (
         sa.select(t.runs.c.session_id)
         .where(t.runs.c.run_id == sa.bindparam("w_run_id"), t.runs.c.status == "running")
         .scalar_subquery()
     )
-    return (
+    fenced = (
         sa.select(t.sessions.c.session_id)
         .where(t.sessions.c.session_id == owner, t.sessions.c.current_run_id == sa.bindparam("w_run_id"))
         .with_for_update(of=t.sessions)
         .cte("fenced")
     )
-
-
-@functools.cache
-def _result_write_pg(event_held: bool = False) -> sa.Insert | sa.Select[Any]:
-    fenced = _fenced_session()
     written = _result_update(t.calls.c.session_id.in_(sa.select(fenced.c.session_id))).cte("written")
     ended = (
         t.attempts.update()

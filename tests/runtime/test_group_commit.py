@@ -24,7 +24,6 @@ from pydantic_ai.models.test import TestModel
 import helix_dbos as hx
 from helix_dbos.runtime.floor import group_commit
 from helix_dbos.runtime.floor.registry import Registry, serving, serving_registry
-from helix_dbos.runtime.floor.write_queue import Together
 
 
 class Refused(Exception):
@@ -92,38 +91,6 @@ def test_writes_issued_together_share_one_transaction(launched: Probe) -> None:
     assert [o["seen"] for o in outs] == [1, 2, 3], outs  # each saw the ones before it, uncommitted
     assert len({o["conn"] for o in outs}) == 1, outs
     assert launched.committed() == ["a", "b", "c"]
-
-
-def _insert_together(conn: sa.Connection, keys: list[str]) -> list[dict[str, Any] | None]:
-    """A kind's shared write: one INSERT for every key not named ``own*``, which it leaves to each
-    write's own path (None)."""
-    mine = [k for k in keys if not k.startswith("own")]
-    if mine:
-        conn.execute(sa.text("INSERT INTO gc_probe (k) VALUES " + ", ".join(f"('{k}')" for k in mine)))
-    return [None if k.startswith("own") else {"together": len(keys), "conn": id(conn)} for k in keys]
-
-
-def test_writes_of_one_kind_share_a_statement_where_the_first_stands_and_the_rest_take_their_own_path(launched: Probe) -> None:
-    """``Together``: the kind's writes of a group go to its ``run`` at once, at the place of the first
-    of them; a write it answers None for runs its own function there, in order, in the same
-    transaction; a write of the kind alone in its group never goes to ``run``."""
-    run = uuid.uuid4().hex
-
-    def w(key: str) -> Any:
-        return group_commit.write(serving_registry(), run, "wf", _insert, key, together=Together(_insert_together, key))
-
-    async def main() -> list[Any]:
-        return await asyncio.gather(group_commit.write(serving_registry(), run, "wf", _insert, "first"), w("t1"), w("own1"), w("t2"))
-
-    first, t1, own1, t2 = _run(main(), launched.registry)
-    assert first["seen"] == 1 and t1 == t2 == {"together": 3, "conn": first["conn"]}, (first, t1, t2)
-    assert own1["seen"] == 4 and own1["conn"] == first["conn"], own1  # after first, t1 and t2: its own path, same transaction
-    assert launched.committed() == ["first", "own1", "t1", "t2"]
-
-    async def alone() -> Any:
-        return await w("solo")
-
-    assert "seen" in _run(alone(), launched.registry)  # alone: its own function, not the kind's
 
 
 def test_a_write_that_raises_answers_only_for_itself(launched: Probe) -> None:

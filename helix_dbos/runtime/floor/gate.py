@@ -8,8 +8,7 @@ companion turns) pass the same gate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -25,9 +24,6 @@ from .fence import FenceHead
 from .pairing import calls_of_step, decisions, mark_proved
 from .records import CheckRecorded, ChildGate, DoneGate, GateOutcome, ReconcileGate, RecordOutcome, RunGate
 from .registry import Env
-
-if TYPE_CHECKING:
-    from .durable import Tries
 
 
 def gate(
@@ -199,48 +195,6 @@ def record(
     call = call_rows.get_call(conn, dispatch_id)
     assert call is not None
     return RecordOutcome(call["status"], written=False)
-
-
-@dataclass(frozen=True, slots=True)
-class ResultItem:
-    """A body's result write as its group's shared statement takes it (``record_together``): what
-    ``record_once`` takes, with the write's ``Tries``."""
-
-    run_id: str
-    dispatch_id: str
-    attempt: int
-    status: CallStatus
-    result: Any
-    error: Any
-    tries: Tries
-    tool_name: str | None
-
-
-def record_together(conn: sa.Connection, items: list[ResultItem]) -> list[RecordOutcome | None]:
-    """A group's result writes in one statement where they can be (``group_commit``'s ``Together``):
-    each answered as ``record`` would answer it when written, or None for its own path.
-
-    Only what ``record``'s short path would write goes in (Postgres; the write's first try, the
-    run's own workflow, the call's tool named): a retried write looks for its own answer first, and
-    a fork is refused by the full path, as before. A write the statement does not make changed
-    nothing and takes its own path, which writes it or says why not. Two or more, or none: alone,
-    the short path is the same one statement."""
-    eligible = [
-        k for k, it in enumerate(items)
-        if it.tries.count == 0 and it.tool_name is not None and fence.is_own_workflow(it.run_id)
-    ]
-    out: list[RecordOutcome | None] = [None] * len(items)
-    runs = {items[k].run_id for k in eligible}
-    if conn.dialect.name != "postgresql" or len(eligible) < 2 or len(runs) != 1 or len({items[k].dispatch_id for k in eligible}) != len(eligible):
-        return out
-    step_memo.forget(conn)  # results change their calls: a later gate of the transaction reads the step again
-    writes = [attempt_rows.ResultWrite(it.dispatch_id, it.attempt, it.status, it.tool_name or "", it.result, it.error) for it in (items[k] for k in eligible)]
-    written = attempt_rows.record_results_fenced(conn, runs.pop(), writes)
-    for k in eligible:
-        if items[k].dispatch_id in written:
-            items[k].tries.begin()  # its write ran in this transaction: a retry of it looks for its answer first
-            out[k] = RecordOutcome(items[k].status, written=True)
-    return out
 
 
 def record_once(

@@ -32,7 +32,7 @@ from ...ledger import events
 from . import step_memo
 from .durable import plain_tx
 from .registry import Registry
-from .write_queue import GroupKey, GroupQueue, PendingWrite, Raised, Together, Wrote
+from .write_queue import GroupKey, GroupQueue, PendingWrite, Raised, Wrote
 
 log = logging.getLogger("helix_dbos")
 
@@ -44,26 +44,10 @@ _Outcome = Wrote[Any] | Raised
 
 def _all(conn: sa.Connection, writes: list[PendingWrite[Any]]) -> list[Any]:
     """The group's writes in order; their events appended together at the end, one bump of the
-    session's counter for the group (``events.one_bump``) instead of one per write, one read of a
-    step's calls for its gates (``step_memo``) instead of one per gate, and writes of one kind that
-    can share a statement (``Together``: a step's results) made in one, where the first of them stands.
-
-    Moving a later write of the kind up to the first one's place is an order the writes could have
-    arrived in: a group's writes come from different tasks (a task waits for its own write), so
-    none of them is ordered after another by its caller."""
+    session's counter for the group (``events.one_bump``) instead of one per write, and one read of
+    a step's calls for its gates (``step_memo``) instead of one per gate."""
     with events.one_bump(conn), step_memo.shared(conn):
-        early: dict[int, Any] = {}
-        tried: set[int] = set()
-        out: list[Any] = []
-        for i, w in enumerate(writes):
-            if w.together is not None and i not in tried:
-                kin = [j for j in range(i, len(writes)) if (o := writes[j].together) is not None and o.run is w.together.run]
-                tried.update(kin)
-                if len(kin) > 1:
-                    answers = w.together.run(conn, [writes[j].together.item for j in kin])  # type: ignore[union-attr]
-                    early.update((j, a) for j, a in zip(kin, answers, strict=True) if a is not None)
-            out.append(early.pop(i) if i in early else w.work(conn))
-        return out
+        return [w.work(conn) for w in writes]
 
 
 _all.__name__ = "a group of ledger writes"
@@ -79,18 +63,15 @@ def _bound(fn: Callable[[sa.Connection, *Ts], T], args: tuple[*Ts]) -> Callable[
     return work
 
 
-async def write(
-    registry: Registry, run_id: str, workflow_id: str | None, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts, together: Together[Any, T] | None = None
-) -> T:
+async def write(registry: Registry, run_id: str, workflow_id: str | None, fn: Callable[[sa.Connection, *Ts], T], *args: *Ts) -> T:
     """``plain_tx(fn, *args)``, sharing its transaction with the run's writes issued in the same
     event-loop turn (or while the run's previous group was in flight). The queues are
-    ``registry``'s (the launch running the run), never a module's. ``together``: how the write may
-    share a statement with its group's writes of its kind (``_all``); alone, it is ``fn`` as ever."""
+    ``registry``'s (the launch running the run), never a module's."""
     loop = asyncio.get_running_loop()
     key = (id(loop), workflow_id, run_id)
     queues = registry.group_queues
     queue = queues.setdefault(key, GroupQueue())
-    mine: PendingWrite[T] = PendingWrite(_bound(fn, args), loop.create_future(), together=together)
+    mine: PendingWrite[T] = PendingWrite(_bound(fn, args), loop.create_future())
     queue.waiting.append(mine)
     if queue.busy:
         try:

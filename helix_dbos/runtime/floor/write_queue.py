@@ -17,7 +17,6 @@ from typing import Any, Generic, NoReturn, TypeVar
 import sqlalchemy as sa
 
 T = TypeVar("T")
-Item = TypeVar("Item")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,18 +39,6 @@ class Raised:
         raise self.error
 
 
-@dataclass(frozen=True, slots=True)
-class Together(Generic[Item, T]):
-    """What lets a write share one statement with its group's writes of the same kind.
-
-    ``run`` takes the ``item`` of every such write of a group, in the group's order, writes them at
-    once and answers each with its outcome, or with None for a write it did not make: that write
-    then takes its own path (``PendingWrite.work``) in the same transaction, as if alone."""
-
-    run: Callable[[sa.Connection, list[Item]], list[T | None]]
-    item: Item
-
-
 @dataclass(eq=False, slots=True)
 class PendingWrite(Generic[T]):
     """A ledger write waiting for its group.
@@ -63,7 +50,6 @@ class PendingWrite(Generic[T]):
     work: Callable[[sa.Connection], T]
     future: asyncio.Future[None]
     outcome: Wrote[T] | Raised | None = None
-    together: Together[Any, T] | None = None
 
 
 @dataclass(slots=True)

@@ -33,7 +33,6 @@ from ...ledger.statuses import CallStatus
 from ...threads import in_daemon_thread
 from ..floor import fence, gate, group_commit, transcript
 from ..floor.durable import Tries, plain_tx
-from ..floor.gate import ResultItem, record_together
 from ..floor.records import (
     BodyOutcome,
     DoneGate,
@@ -44,7 +43,6 @@ from ..floor.records import (
     RunGate,
 )
 from ..floor.registry import Env, Registry
-from ..floor.write_queue import Together
 from ..process import trace_export, tracing
 from ..process.faults import crash_point, fail_point
 from . import reconcile, scopes, tool_errors, transactional
@@ -157,12 +155,8 @@ async def _body(registry: Registry, run_id: str, dispatch_id: str, answer: DoneG
         tool_errors.tool_raised(run_id, name, dispatch_id, exc)
         status, result, error = "error", None, {"type": type(exc).__name__, "message": str(exc)}
     crash_point("after_body", name)
-    tries = Tries()
-    # beside the step's other results, one statement for all (``gate.record_together``)
-    together = Together(record_together, ResultItem(run_id, dispatch_id, gate.attempt, status, result, error, tries, gate.tool_name))
     written: BodyOutcome = await group_commit.write(
-        registry, run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate.attempt, status, result, error, tries, gate.tool_name,
-        together=together,
+        registry, run_id, fence.current_workflow_id(), _record, run_id, dispatch_id, gate.attempt, status, result, error, Tries(), gate.tool_name
     )
     fence.raise_if_refused(written)
     crash_point("after_result", name)
