@@ -10,6 +10,7 @@ no other test's threads are forked with it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -43,6 +44,9 @@ def main() -> None:
             code = 1
             try:
                 listed, down = asyncio.run(agent.catalog())
+                # the parent's connection keepers, copied into the child and unreachable there, are
+                # collected now, at the worst moment (each GC's timing is the allocator's otherwise)
+                gc.collect()
                 answer = asyncio.run(agent.lister.mcp_servers[0].call_tool("read_stock", {"key": "f"}))
                 report.write_text(json.dumps({"tools": sorted(t.name for t in listed), "down": down, "answer": answer.content[0].text}))
                 close_servers()

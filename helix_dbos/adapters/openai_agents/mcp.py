@@ -103,6 +103,7 @@ class Link:
         await asyncio.shield(self.ready)
 
     async def _keep(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        owner = os.getpid()
         try:
             await self.server.connect()  # type: ignore[no-untyped-call]  # on failure the SDK cleans up after itself
         except BaseException as exc:  # noqa: BLE001 handed to every waiter of this connection
@@ -113,7 +114,12 @@ class Link:
         try:
             await stop.wait()
         finally:
-            await self.server.cleanup()  # type: ignore[no-untyped-call]
+            # A forked child holds a copy of this coroutine, suspended, on a loop it never runs; if the
+            # child finalizes it, this block runs there, and cleaning the server up would close the
+            # child's own connection on the same server object (its session and exit stack are the
+            # child's by then). Only the process that connected cleans up.
+            if os.getpid() == owner:
+                await self.server.cleanup()  # type: ignore[no-untyped-call]
 
     def drop(self) -> None:
         """Close the connection (its keeper cleans up); the next use opens a new one."""
@@ -260,11 +266,17 @@ def close_servers(servers: list[MCPServer] | None = None, timeout: float = CLOSE
         log.warning("the MCP servers were not all closed within %g s", timeout, exc_info=True)
 
 
+#: A forked child's copies of its parent's links (their keepers suspended on a loop that does not run
+#: there): kept referenced for the child's life, so its garbage collector never finalizes them.
+_inherited: list[Link] = []
+
+
 def _forget_after_fork() -> None:
     """A forked child has the parent's loop object but not its thread, nor its connections: it opens its own."""
     global _guard, _loop
     _guard = threading.Lock()
     _loop = None
+    _inherited.extend(_links.values())
     for link in _links.values():  # the SDK's per-connection state, as a server never connected has it
         server: Any = link.server
         if getattr(server, "session", None) is not None:
