@@ -437,8 +437,12 @@ def test_a_killed_workers_remote_child_and_companion_turn_are_taken_over(db_url:
     for agent in ("researcher", "pal", "remote_boss", "pal_boss"):
         counts = fam.model_requests(agent)
         assert counts and max(counts.values()) == 1, f"{agent} was asked twice for one step: {counts}"
-    taken = fam.rows(t.executor_takeovers)
-    assert [(r["executor_id"], r["why"]) for r in taken] == [("worker-a", "lapsed")], taken
+    every = fam.rows(t.executor_takeovers)
+    # a parent that ended its run and exited released its lease, and a live process may record taking
+    # that over (on a loaded machine it happens before the test reads): only worker-a's lapsed
+    taken = [r for r in every if r["why"] != "released"]
+    assert all(r["executor_id"].startswith("parent-") for r in every if r["why"] == "released"), every
+    assert [(r["executor_id"], r["why"]) for r in taken] == [("worker-a", "lapsed")], every
     assert taken[0]["taken_by"] in ("worker-b", "parent-remote_boss", "parent-pal_boss"), taken
     (comp,) = fam.rows(t.companions, t.companions.c.parent_session_id == sessions["pal_boss"])
     # what worker-a held: the remote child's run, the companion's workflow and the turn it was running
