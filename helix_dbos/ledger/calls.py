@@ -17,7 +17,7 @@ from . import tx_marks
 from .attempts import close_open_attempts
 from .events import emit
 from .records import CallRow, CheckOutcome
-from .rows import by_key, fetch_all, fetch_one, now
+from .rows import by_key, fetch_all, fetch_one, insert_rows, now
 from .statuses import CALL_SETTLED, CALL_UNRESOLVED
 
 
@@ -96,15 +96,10 @@ def saver_of_active_step(conn: sa.Connection, session_id: str, step: int) -> str
 
 
 def insert_calls(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """A step's calls. Postgres: one multi-row INSERT (an executemany is one statement per row on
-    the server: a parse, a plan lookup and an executor start each); SQLite: the executemany."""
-    if rows:
-        ts = now()
-        values = [{"created_at": ts, **r} for r in rows]
-        if conn.dialect.name == "postgresql" and len(values) > 1:
-            conn.execute(t.calls.insert().values(values))
-        else:
-            conn.execute(t.calls.insert(), values)
+    """A step's calls, in one statement on Postgres (``rows.insert_rows``: an executemany would be
+    one statement per row on the server, a parse, a plan lookup and an executor start each)."""
+    ts = now()
+    insert_rows(conn, t.calls, [{"created_at": ts, **r} for r in rows])
 
 
 def calls_of_checkpoint(conn: sa.Connection, checkpoint_id: str) -> list[CallRow]:

@@ -12,10 +12,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from . import tables as t
-from .rows import now
+from .rows import insert_rows, now
 
 _RECORDED = sa.select(t.tx_outputs.c.output).where(t.tx_outputs.c.workflow_id == sa.bindparam("w_workflow_id"), t.tx_outputs.c.op == sa.bindparam("w_op"))
-_RECORD = t.tx_outputs.insert()
 
 
 def recorded(conn: sa.Connection, workflow_id: str | None, op: str) -> sa.Row[Any] | None:
@@ -31,10 +30,7 @@ def record(conn: sa.Connection, workflow_id: str, *outputs: tuple[str, Any]) -> 
     ts = now()
     rows = [{"workflow_id": workflow_id, "op": op, "output": output, "created_at": ts + timedelta(microseconds=i)}
             for i, (op, output) in enumerate(outputs)]
-    if len(rows) == 1:
-        conn.execute(_RECORD, rows[0])
-    else:
-        conn.execute(t.tx_outputs.insert().values(rows))
+    insert_rows(conn, t.tx_outputs, rows)
 
 
 def exists(conn: sa.Connection, workflow_id: str, op: str) -> bool:
