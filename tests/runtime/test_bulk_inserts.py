@@ -135,3 +135,12 @@ def test_a_transactions_outputs_keep_their_values_and_order(ledger: sa.Engine, d
         )).scalar_one()
     assert ordered == ["op-a", "op-b", "op-c", "op-d"]
     assert raw_null == "null"  # a JSON null, as the single-row insert stores it
+
+
+def test_rows_that_name_different_columns_are_refused_and_write_nothing(ledger: sa.Engine, db_url: str) -> None:
+    rows = _calls("odd")
+    del rows[2]["paired_by"]  # the third row leaves out a column the others name
+    with pytest.raises((ValueError, sa.exc.StatementError)), ledger.begin() as conn:
+        call_rows.insert_calls(conn, rows)
+    with ledger.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(t.calls).where(t.calls.c.checkpoint_id == "odd-cp")).scalar_one() == 0
