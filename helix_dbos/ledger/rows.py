@@ -71,12 +71,12 @@ def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]
     row anywhere): the plain insert, executemany for several."""
     if not rows:
         return
+    if any(r.keys() != rows[0].keys() for r in rows):  # a column one row names and another does not would be dropped silently
+        raise ValueError(f"{table.name}: every row of one insert names the same columns")
     if conn.dialect.name != "postgresql" or len(rows) == 1:
         conn.execute(table.insert(), rows)
         return
     keys = tuple(rows[0])
-    if any(r.keys() != rows[0].keys() for r in rows):  # a column one row names and another does not would be dropped silently
-        raise ValueError(f"{table.name}: every row of one insert names the same columns")
     conn.execute(_unnest_insert(table, keys), {f"u_{k}": [r[k] for r in rows] for k in keys})
 
 
