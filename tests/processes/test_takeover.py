@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from helix_dbos.ledger.engine import is_sqlite
-from helix_dbos.settings import DEFAULT_RECOVERY_POLL
 from helix_dbos.runtime.process.executor_lock import LOCK_LOST_EXIT_CODE
+from helix_dbos.settings import DEFAULT_RECOVERY_POLL
 from tests.support.crashkit import Kit, dbos_table, helix_table, query, transcript_problems
 from tests.support.waiting import wait_for
 
@@ -120,10 +120,62 @@ def frozen(kit: Kit, proc: subprocess.Popen[str], timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
-def hold_watchdog(db_url: str, executor: str) -> Any:
+class Held:
+    """What ``hold_watchdog`` holds: ``close()`` lets the watchdog go; ``cut`` says whether the
+    frozen process's own watchdog connection had to be cut first (see ``hold_watchdog``)."""
+
+    def __init__(self, handle: Any, cut: bool = False) -> None:
+        self.handle, self.cut = handle, cut
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _lock_row(db_url: str, executor: str, wait: bool) -> tuple[Any, bool]:
+    """A connection to the executor's lock row and whether it got the row's lock (``wait``: wait
+    for it; otherwise only take it if no one holds it, and give it back at once)."""
+    import sqlalchemy as sa
+
+    from helix_dbos.ledger.engine import create_sync_engine
+
+    engine = create_sync_engine(db_url, poolclass=sa.pool.NullPool)
+    conn = engine.connect()
+    assert conn.execute(sa.text("SELECT count(*) FROM helix_private.executor_locks WHERE executor_id = :e"), {"e": executor}).scalar_one() == 1
+    skip = "" if wait else " SKIP LOCKED"
+    got = conn.execute(sa.text(f"SELECT 1 FROM helix_private.executor_locks WHERE executor_id = :e FOR UPDATE{skip}"), {"e": executor}).first()
+    return conn, got is not None
+
+
+def stop_between_confirmations(db_url: str, proc: subprocess.Popen[str], executor: str) -> None:
+    """SIGSTOP ``proc`` at a moment its watchdog is not inside a confirmation.
+
+    A confirmation is an UPDATE of the executor's lock row and then a COMMIT, two round trips: a
+    process stopped between them keeps the row locked for as long as it is stopped, so a test that
+    then locks the row itself (``hold_watchdog``) would wait for a process that waits for it. (CI
+    saw it: the test's lock timed out after 240 s.) So: stop it, let a statement it had already sent
+    reach its backend, and if the row is locked, let it run a moment and stop it again."""
+    for _ in range(100):
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(1.0)
+        conn, free = _lock_row(db_url, executor, wait=False)
+        conn.close()  # never keeps the row: the lock is given back with the connection
+        if free:
+            return
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError(f"{executor}'s lock row was locked at every stop")
+
+
+def hold_watchdog(db_url: str, executor: str) -> Held:
     """Hold up ``executor``'s watchdog's first database round trip after it wakes: on Postgres by
     locking its executor-lock row (the confirmation waits behind it), on SQLite by holding the
-    file's write lock (the lease renewal waits). Returns the connection to close to let it go."""
+    file's write lock (the lease renewal waits). ``close()`` the result to let it go.
+
+    On Postgres, a process that stopped itself (``SCENARIO_FREEZE_AT``) may have stopped inside a
+    confirmation, its lock row still locked by its idle transaction (``stop_between_confirmations``
+    cannot choose the moment of a stop the process makes itself). Then its watchdog's backend is cut,
+    as ``idle_in_transaction_session_timeout`` would cut it: the woken watchdog finds its connection
+    gone instead of waiting, and ``cut`` is True."""
     if is_sqlite(db_url):
         import sqlite3
 
@@ -131,14 +183,31 @@ def hold_watchdog(db_url: str, executor: str) -> Any:
 
         lite = sqlite3.connect(str(sqlite_path(db_url)), isolation_level=None, timeout=30)
         lite.execute("BEGIN IMMEDIATE")
-        return lite
-    import sqlalchemy as sa
+        return Held(lite)
+    import threading
 
-    from helix_dbos.ledger.engine import create_sync_engine
-
-    conn = create_sync_engine(db_url, poolclass=sa.pool.NullPool).connect()
-    conn.execute(sa.text("SELECT 1 FROM helix_private.executor_locks WHERE executor_id = :e FOR UPDATE"), {"e": executor}).one()
-    return conn
+    deadline = time.monotonic() + 60
+    while True:
+        conn, free = _lock_row(db_url, executor, wait=False)
+        if free:
+            return Held(conn)  # kept: the row stays locked until close()
+        conn.close()
+        # locked: by the stopped process's confirmation, idle in its transaction (or its COMMIT, or
+        # its UPDATE, still on the way to its backend: then the row is free or idle in a moment)
+        holders = q(db_url, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' "
+                            "AND query LIKE 'UPDATE helix_private.executor_locks SET confirmed_at%'")
+        if holders:
+            break
+        assert time.monotonic() < deadline, f"{executor}'s lock row stayed locked, and by no stopped confirmation"
+        time.sleep(0.2)
+    assert len(holders) == 1, holders  # the stopped process's confirmation, and nobody else's
+    took: list[Any] = []
+    waiter = threading.Thread(target=lambda: took.append(_lock_row(db_url, executor, wait=True)), daemon=True)
+    waiter.start()
+    q(db_url, "SELECT pg_terminate_backend(:p)", p=holders[0]["pid"])
+    waiter.join(60)
+    assert took and took[0][1], "the executor's lock row was not taken after its holder was cut"
+    return Held(took[0][0], cut=True)
 
 
 def wait_attempt_outcomes(db_url: str, session_id: str, outcome: str, timeout: float) -> dict[str, int]:
@@ -257,11 +326,15 @@ def test_a_frozen_worker_past_its_lease_is_taken_over_and_its_late_writes_refuse
     held: Any = None
     try:
         wait_bodies(kit, a, {"slow_safe", "slow_unsafe"})
-        a.send_signal(signal.SIGSTOP)
+        if is_sqlite(db_url):
+            a.send_signal(signal.SIGSTOP)
+        else:  # so the test can lock worker-a's lock row below (hold_watchdog)
+            stop_between_confirmations(db_url, a, "worker-a")
         rest = session_at_rest(db_url, kit.session, FROZEN_LEASE + BOUND)
         assert rest["run_status"] == "completed", rest
         if not is_sqlite(db_url):
             held = hold_watchdog(db_url, "worker-a")
+            assert not held.cut  # stopped between confirmations: its watchdog's connection is whole
         a.send_signal(signal.SIGCONT)
         if held is not None:
             late = wait_attempt_outcomes(db_url, kit.session, "refused", timeout=120)
@@ -305,11 +378,13 @@ def test_a_worker_whose_lease_lapsed_starts_no_body_when_it_wakes(db_url: str, t
     b = serve(kit, "worker-b")
     a = kit.spawn("start", extra_env={**ENV, "SCENARIO_FREEZE_AT": "before_body:unsafe_send"})
     held: Any = None
+    cut = False
     try:
         frozen(kit, a)
         rest = session_at_rest(db_url, kit.session, LEASE + BOUND)  # worker-b took the run over
         assert rest["run_status"] == "completed", rest
         held = hold_watchdog(db_url, "worker-a")
+        cut = held.cut
         a.send_signal(signal.SIGCONT)
         time.sleep(1.5)  # a body the woken process started would have written its line by now
         assert not kit.bodies(), kit.lines("bodies")
@@ -325,7 +400,8 @@ def test_a_worker_whose_lease_lapsed_starts_no_body_when_it_wakes(db_url: str, t
     attempts = q(db_url, f"SELECT attempt, outcome, executor_id FROM {tbl(db_url, 'attempts')} WHERE dispatch_id = :d", d=c["dispatch_id"])
     assert attempts == [{"attempt": 1, "outcome": "lost", "executor_id": "worker-a"}], attempts
     err = "".join(p.read_text() for p in kit.workdir.glob("spawn-*.stderr"))
-    assert "lost its lease" in err, err[-2000:]
+    # a stopped confirmation cut by hold_watchdog: the woken watchdog found its lock gone, not taken
+    assert "lost its lease" in err or (cut and "lost its lock" in err), err[-2000:]
     assert kit.model_steps() == {0: 1, 1: 1}  # worker-b continued from the saved reply
     assert transcript_problems(db_url, kit.session) == []
 
