@@ -60,7 +60,29 @@ PRELOAD = (
     "helix_dbos.adapters.openai_agents.agent",
     "helix_dbos.adapters.openai_agents.reading",
     "tests.scenarios.effects",
+    # imported later by most children (counted over the crash, takeover, wire-crash and txtools files:
+    # each in 50-214 of 218 children): DBOS's system-database modules at launch, anyio's asyncio
+    # backend at the first run, pydantic-ai's direct requests, its OpenAI model and provider (the wire
+    # tests and the SDK half), and genai-prices' tables (usage pricing, each child's slowest import)
+    "anyio._backends._asyncio",
+    "dbos._sys_db_sqlite",
+    "dbos._sys_db_postgres",
+    "pydantic_ai.direct",
+    "pydantic_ai.models.openai",
+    "pydantic_ai.providers.openai",
+    "genai_prices.data",
 )
+
+
+def _warm() -> None:
+    """Build what each child would otherwise build at its first message: pydantic builds a
+    ``TypeAdapter``'s schema at first use, and pydantic-ai's message list adapter was 7% of the crash
+    tests' CPU (every child dumped a message and built it again). A built adapter is plain memory,
+    shared by the fork like the imports."""
+    from pydantic_ai import ModelMessagesTypeAdapter
+
+    ModelMessagesTypeAdapter.validate_python([])
+    ModelMessagesTypeAdapter.dump_python([], mode="json")
 ENABLED = os.environ.get("HELIX_DBOS_TEST_FORKSERVER", "1") != "0"
 
 
@@ -171,6 +193,7 @@ def serve(path: str) -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    _warm()
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
