@@ -77,12 +77,14 @@ PRELOAD = (
 def _warm() -> None:
     """Build what each child would otherwise build at its first message: pydantic builds a
     ``TypeAdapter``'s schema at first use, and pydantic-ai's message list adapter was 7% of the crash
-    tests' CPU (every child dumped a message and built it again). A built adapter is plain memory,
+    tests' py-spy samples (every child dumped a message and built it again). A built adapter is plain memory,
     shared by the fork like the imports."""
     from pydantic_ai import ModelMessagesTypeAdapter
 
     ModelMessagesTypeAdapter.validate_python([])
     ModelMessagesTypeAdapter.dump_python([], mode="json")
+
+
 ENABLED = os.environ.get("HELIX_DBOS_TEST_FORKSERVER", "1") != "0"
 
 
