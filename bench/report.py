@@ -526,7 +526,7 @@ SCALE_NOTES = (
     "Shapes, side by side in one run: `floor_dbos_steps`, a DBOS workflow of plain `@DBOS.step` functions, the same 5 steps x 3 calls, "
     "no pydantic-ai (the floor any durable loop on DBOS pays); `bare_dbos`, the pydantic-ai loop hand-written on DBOS; "
     "`peer_pydantic_ai_dbosagent`, Pydantic AI's own `DBOSAgent`, its `bench_peer.run` workflow enqueued by name (the peer a user "
-    "would pick instead); `helix_dbos`. Each worker count and each shape has fresh worker processes serving only that shape's queue; "
+    "would pick instead); `helix_dbos`. Each batch (a worker count, a shape, a round) runs in a fresh database of its own, dropped after it, with fresh worker processes serving only that shape's queue; "
     "floor, bare and peer enqueue with `DBOSClient.enqueue`, helix through `Runtime(mode=\"client\").start` (gate + enqueue in one "
     "transaction), 5 threads each. The same DBOS queue settings everywhere: `worker_concurrency` = sessions / workers, polled every "
     "0.1 s (helix's entry queue is partitioned by owner: one partition here). Latency: enqueue to rest, from the database.\n\n"

@@ -9,8 +9,8 @@ would pick instead; and helix. Each batch's cost is read by `bench.pgwatch` (bac
 Postgres CPU counting short-lived backends, peak connections per process, WAL); `run_big` is one
 large batch checked against docs/scaling.md's capacity model.
 
-For each worker count and each shape, fresh `bench.worker` processes that define and
-serve only that shape's queue (`--serve bare|floor|peer`: that workflow on its own queue; `--serve
+For each worker count and each shape, a fresh database of its own (``run_shape(fresh=True)``) and fresh
+`bench.worker` processes that define and serve only that shape's queue (`--serve bare|floor|peer`: that workflow on its own queue; `--serve
 helix`: helix in `mode="worker"`, its entry queue `helix_entries`; not the children's queue, which a
 worker serves only when one of its agents has a remote or companion sub-agent, none here). One set of
 processes serving both sides made each side's workers poll the other's idle queues through its batch,
@@ -205,10 +205,31 @@ def _answer_ok(shape: str, url: str, ids: list[str]) -> bool:
         client.destroy()
 
 
-def run_shape(url: str, shape: str, sessions: int, workers: int, timeout: float = 1200, tag: str = "", concurrency: int | None = None) -> dict[str, Any]:
+def run_shape(url: str, shape: str, sessions: int, workers: int, timeout: float = 1200, tag: str = "", concurrency: int | None = None,
+              fresh: bool = True) -> dict[str, Any]:
     """``sessions`` runs of ``shape`` through a front end in this process, served by ``workers`` fresh
     ``bench.worker --serve SHAPE`` processes; the batch's times and its cost (``bench.pgwatch``).
-    Each worker runs ``sessions / workers`` at once, or ``concurrency`` where that is less."""
+    Each worker runs ``sessions / workers`` at once, or ``concurrency`` where that is less.
+
+    ``fresh``: the batch runs in a database of its own, created for it beside ``url``'s and dropped
+    after it, as the issue's independent benchmark ran each batch. In ``url``'s database every batch
+    inherited the rows and dead row versions of those before it (the 2-worker helix batch followed
+    three 1-worker helix batches and every other shape's), which on a server with autovacuum off,
+    as this machine's is, nothing ever cleans up; one shape's batch then measured another's leftovers
+    too (docs/benchmarks.md, "What is left", (g))."""
+    if not fresh:
+        return _run_shape_in(url, shape, sessions, workers, timeout, tag, concurrency)
+    from bench.dbs import drop_postgres, fresh_postgres
+
+    name = f"{sa.make_url(url).database}_{shape}_{workers}w{tag}".replace("-", "_")
+    batch_url = fresh_postgres(url, name)
+    try:
+        return dict(_run_shape_in(batch_url, shape, sessions, workers, timeout, tag, concurrency), database=name)
+    finally:
+        drop_postgres(url, name)
+
+
+def _run_shape_in(url: str, shape: str, sessions: int, workers: int, timeout: float, tag: str, concurrency: int | None) -> dict[str, Any]:
     import os
 
     from bench.pgwatch import PgWatch, own_engine

@@ -79,6 +79,12 @@ def test_scale_section_runs_every_shape_side_by_side(pg_url: str) -> None:
         assert b["peak_conns"].get("worker", 0) >= 1 and b["peak_conns_total"] >= b["peak_conns"]["worker"]
         assert b["wal_server_bytes"] > 0 and b["worker_cpu_s"] > 0
         assert b["wal_db_bytes"] is None or b["wal_db_bytes"] > 0
+    # each batch in a database of its own, dropped after it: no batch inherits another's rows
+    names = [b["database"] for b in batches] + [b["database"] for b in rounds[1].values()]
+    assert len(set(names)) == len(names) == len(SHAPES) + 2
+    with sa.create_engine(url, poolclass=sa.pool.NullPool).connect() as conn:
+        left = conn.execute(sa.text("SELECT datname FROM pg_database WHERE datname = ANY(:n)"), {"n": names}).scalars().all()
+    assert left == []
     text = scale_section({"scale": out})
     assert "| figure | helix / floor | helix / bare | helix / peer |" in text
     assert "floor_dbos_steps, 1 worker(s)" in text and "peer_pydantic_ai_dbosagent, 1 worker(s)" in text and "WRONG" not in text
