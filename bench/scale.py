@@ -9,9 +9,9 @@ would pick instead; and helix. Each batch's cost is read by `bench.pgwatch` (bac
 Postgres CPU counting short-lived backends, peak connections per process, WAL); `run_big` is one
 large batch checked against docs/scaling.md's capacity model.
 
-For each worker count and each shape, a fresh database of its own (``run_shape(fresh=True)``) and fresh
-`bench.worker` processes that define and serve only that shape's queue (`--serve bare|floor|peer`: that workflow on its own queue; `--serve
-helix`: helix in `mode="worker"`, its entry queue `helix_entries`; not the children's queue, which a
+For each worker count and each shape, a fresh database of its own (``run_shape(fresh=True)``) and
+fresh `bench.worker` processes that define and serve only that shape's queue (`--serve
+bare|floor|peer`: that workflow on its own queue; `--serve helix`: helix in `mode="worker"`, its entry queue `helix_entries`; not the children's queue, which a
 worker serves only when one of its agents has a remote or companion sub-agent, none here). One set of
 processes serving both sides made each side's workers poll the other's idle queues through its batch,
 and the two did not pay alike: bare DBOS's steps kept its workers' system-database pool busy, which
