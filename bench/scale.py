@@ -11,9 +11,9 @@ large batch checked against docs/scaling.md's capacity model.
 
 For each worker count and each shape, a fresh database of its own (``run_shape(fresh=True)``) and
 fresh `bench.worker` processes that define and serve only that shape's queue (`--serve
-bare|floor|peer`: that workflow on its own queue; `--serve helix`: helix in `mode="worker"`, its entry queue `helix_entries`; not the children's queue, which a
-worker serves only when one of its agents has a remote or companion sub-agent, none here). One set of
-processes serving both sides made each side's workers poll the other's idle queues through its batch,
+bare|floor|peer`: that workflow on its own queue; `--serve helix`: helix in `mode="worker"`, its
+entry queue `helix_entries`; not the children's queue, which a worker serves only when one of its
+agents has a remote or companion sub-agent, none here). One set of processes serving both sides made each side's workers poll the other's idle queues through its batch,
 and the two did not pay alike: bare DBOS's steps kept its workers' system-database pool busy, which
 slowed their polls to about 1 a second, while helix's workers (their ledger on pools of their own)
 polled bare's queue 10 times a second, ~8 ms of worker CPU per helix run at 300 sessions. This
@@ -221,7 +221,8 @@ def run_shape(url: str, shape: str, sessions: int, workers: int, timeout: float 
         return _run_shape_in(url, shape, sessions, workers, timeout, tag, concurrency)
     from bench.dbs import drop_postgres, fresh_postgres
 
-    name = f"{sa.make_url(url).database}_{shape}_{workers}w{tag}".replace("-", "_")
+    suffix = f"_{shape}_{workers}w{tag}".replace("-", "_")
+    name = f"{sa.make_url(url).database}"[: NAME_MAX - len(suffix)] + suffix  # the suffix whole: Postgres would cut the end
     batch_url = fresh_postgres(url, name)
     try:
         return dict(_run_shape_in(batch_url, shape, sessions, workers, timeout, tag, concurrency), database=name)
@@ -283,6 +284,10 @@ def _run_shape_in(url: str, shape: str, sessions: int, workers: int, timeout: fl
         answer_ok = _answer_ok(shape, url, ids)
     return dict(batch.summary(), shape=shape, workers=workers, answer_ok=answer_ok, worker_cpu_s=worker_cpu, front_cpu_s=front_cpu,
                 pg_cpu_s=cost["pg_cpu_sampled_s"], **cost)
+
+
+NAME_MAX = 63
+"""Postgres's longest identifier: a longer database name is cut short without an error."""
 
 
 WAL_BY_DB_MAX_SESSIONS = 2000
