@@ -13,8 +13,9 @@ For each worker count and each shape, a fresh database of its own (``run_shape(f
 fresh `bench.worker` processes that define and serve only that shape's queue (`--serve
 bare|floor|peer`: that workflow on its own queue; `--serve helix`: helix in `mode="worker"`, its
 entry queue `helix_entries`; not the children's queue, which a worker serves only when one of its
-agents has a remote or companion sub-agent, none here). One set of processes serving both sides made each side's workers poll the other's idle queues through its batch,
-and the two did not pay alike: bare DBOS's steps kept its workers' system-database pool busy, which
+agents has a remote or companion sub-agent, none here). One set of processes serving both sides
+made each side's workers poll the other's idle queues through its batch, and the two did not pay
+alike: bare DBOS's steps kept its workers' system-database pool busy, which
 slowed their polls to about 1 a second, while helix's workers (their ledger on pools of their own)
 polled bare's queue 10 times a second, ~8 ms of worker CPU per helix run at 300 sessions. This
 process is the front end: floor, bare and peer runs are enqueued with `DBOSClient.enqueue`; helix sessions with
